@@ -1,0 +1,3 @@
+from kopfsched.cli import main
+
+raise SystemExit(main())

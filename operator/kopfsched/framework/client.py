@@ -1,0 +1,44 @@
+"""ClusterClient: every side effect the scheduler has on the cluster, behind one protocol.
+
+Two implementations: the kubernetes-asyncio one in the kube layer, and an in-memory one
+(kopfsched.simulate.client) used by simulate, bench and unit tests. So the same
+scheduler code runs in a cluster, offline and in benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+
+
+class ClusterError(Exception):
+    """An API call failed."""
+
+
+class ConflictError(ClusterError):
+    """409: e.g. the pod is already bound (another scheduler won)."""
+
+
+class NotFoundError(ClusterError):
+    """404: the object is gone."""
+
+
+class ClusterClient(Protocol):
+    async def bind(self, *, pod: Obj, node_name: str) -> None:
+        """POST pods/binding. Raises ConflictError when the pod is already bound."""
+
+    async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
+                               nominated_node_name: str | None = None) -> None:
+        """Set the PodScheduled condition and/or status.nominatedNodeName ('' clears it)."""
+
+    async def delete_pod(self, *, pod: Obj, condition: Obj | None = None) -> None:
+        """Delete a preemption victim, first marking it with a DisruptionTarget condition."""
+
+    async def record_event(self, *, regarding: Obj, type: str, reason: str, action: str, message: str,
+                           reporting_controller: str) -> None:
+        """Post (or aggregate into a series) an events.k8s.io/v1 Event."""
+
+    async def patch_object(self, *, kind: str, obj: Obj, patch: Mapping[str, Any]) -> Obj:
+        """Merge-patch a PersistentVolume or PersistentVolumeClaim (volume binding)."""

@@ -1,0 +1,155 @@
+"""Handle: what the framework offers plugins beyond their arguments (upstream's framework.Handle).
+
+A plugin factory receives `(args, handle)`. Through the handle a plugin reaches the
+cycle's snapshot, read-only listers of the cluster objects in the cache, the cluster
+client, the pods waiting at Permit, the nominator, and a way to re-activate pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kopfsched.framework.client import ClusterClient
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+
+if TYPE_CHECKING:
+    from kopfsched.framework.runtime import Framework
+
+
+class SnapshotLister(Protocol):
+    """The nodes as they are for the current cycle (upstream's SharedLister)."""
+
+    @property
+    def table(self) -> NodeTable: ...
+
+    def node_infos(self) -> list[NodeInfo]: ...
+
+    def get(self, node_name: str) -> NodeInfo | None: ...
+
+    def have_pods_with_affinity(self) -> list[NodeInfo]: ...
+
+    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]: ...
+
+
+class ObjectLister(Protocol):
+    """Cluster objects other than pods and nodes, by kind ("Namespace", "PersistentVolume", ...)."""
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None: ...
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
+
+
+class PodNominator(Protocol):
+    """Pods that preemption promised a node to, by node."""
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
+
+    def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None: ...
+
+    def delete_nominated_pod(self, pod: PodInfo) -> None: ...
+
+
+class _NoNominator:
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return []
+
+    def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None:
+        pass
+
+    def delete_nominated_pod(self, pod: PodInfo) -> None:
+        pass
+
+
+class _NoObjects:
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        return None
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        return []
+
+
+class WaitingPod:
+    """A pod held at Permit: every plugin that said Wait must allow it; one reject ends it."""
+
+    def __init__(self, pod: PodInfo, node_name: str, pending: dict[str, float]) -> None:
+        self.pod = pod
+        self.node_name = node_name
+        self.pending_plugins: set[str] = set(pending)
+        self.timeouts = pending
+        self._done: asyncio.Future[tuple[bool, str, str]] | None = None
+        self._result: tuple[bool, str, str] | None = None
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+    def allow(self, plugin: str) -> None:
+        self.pending_plugins.discard(plugin)
+        if not self.pending_plugins:
+            self._finish((True, plugin, ""))
+
+    def reject(self, plugin: str, message: str) -> None:
+        self._finish((False, plugin, message))
+
+    def _finish(self, result: tuple[bool, str, str]) -> None:
+        if self._result is not None:
+            return
+        self._result = result
+        if self._done is not None and not self._done.done():
+            self._done.set_result(result)
+
+    async def wait(self) -> tuple[bool, str, str]:
+        """(allowed, plugin, message), rejecting on the earliest plugin timeout."""
+        if self._result is not None:
+            return self._result
+        loop = asyncio.get_running_loop()
+        self._done = loop.create_future()
+        plugin, timeout = min(self.timeouts.items(), key=lambda item: item[1])
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._done), timeout)
+        except TimeoutError:
+            self._finish((False, plugin, f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}"))
+            assert self._result is not None
+            return self._result
+
+
+class WaitingPods:
+    def __init__(self) -> None:
+        self._pods: dict[str, WaitingPod] = {}
+
+    def add(self, waiting: WaitingPod) -> None:
+        self._pods[waiting.uid] = waiting
+
+    def remove(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def get(self, uid: str) -> WaitingPod | None:
+        return self._pods.get(uid)
+
+    def __iter__(self) -> Iterator[WaitingPod]:
+        return iter(list(self._pods.values()))
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+
+@dataclass
+class Handle:
+    """Shared by the plugins of one profile; `framework` is that profile's runtime."""
+
+    snapshot: SnapshotLister
+    client: ClusterClient
+    objects: ObjectLister = field(default_factory=_NoObjects)
+    nominator: PodNominator = field(default_factory=_NoNominator)
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    activate: Callable[[Iterable[PodInfo]], None] = lambda pods: None
+    rng: random.Random = field(default_factory=random.Random)
+    clock: Callable[[], float] = time.monotonic
+    framework: Framework | None = None
+    extras: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,233 @@
+"""The extension points of the scheduling framework, one Protocol each.
+
+A plugin is any class with a `name` that implements one or more of these protocols; the
+runtime sorts plugins into extension points by the protocols they satisfy. Every method
+receives the `PodInfo` of the pod being scheduled (its raw dict is `pod.pod`).
+
+Return conventions: `None` is success. A plugin returns a `Status` for an expected
+answer (a rejection, a skip, a wait) and raises only on bugs; the runtime turns an
+exception into an Error status and names the plugin.
+
+Cycle order: PreEnqueue (before the queue) → QueueSort (orders the queue) → PreFilter →
+Filter (per node) → PostFilter (only when no node fits) → PreScore → Score →
+NormalizeScore → Reserve → Permit, then in the binding task: PreBind → Bind → PostBind.
+Unreserve runs in reverse order when anything after Reserve fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.events import ClusterEventWithHint
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.status import Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from kopfsched.framework.queued import QueuedPodInfo
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+MAX_TOTAL_SCORE = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """A PreFilter's narrowing of the candidate nodes. None means every node."""
+
+    node_names: frozenset[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return other
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+    victims: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class NodeToStatus:
+    """Why each infeasible node was rejected. Nodes not in `statuses` get `absent`
+    (used when a PreFilter result ruled out every node it did not name)."""
+
+    statuses: dict[str, Status] = field(default_factory=dict)
+    absent: Status | None = None
+
+    def get(self, node_name: str) -> Status | None:
+        return self.statuses.get(node_name, self.absent)
+
+    def __len__(self) -> int:
+        return len(self.statuses)
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: str
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    """Orders activeQ. Exactly one per scheduler, the same in every profile."""
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    """Runs before a pod enters activeQ. Anything but success keeps the pod gated
+    (in the unschedulable pool, without an Unschedulable condition) until an event
+    this plugin registered lets it through."""
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    """Runs once per cycle before Filter; computes what Filter reads from CycleState.
+
+    Returns None (all nodes), a PreFilterResult narrowing the nodes, SKIP (this plugin's
+    Filter is skipped for the cycle), or a rejection: Unschedulable/UnschedulableAndUnresolvable
+    fails the pod on every node at once."""
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Plugin, Protocol):
+    """Incrementally updates PreFilter state when preemption removes or nominated pods add a pod."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None: ...
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                   node: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    """Does the pod fit this node? Looks only at `node` (which may be a modified copy during
+    preemption), never at the global snapshot. Rejections: Unschedulable (preemption may
+    help) or UnschedulableAndUnresolvable (it will not)."""
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class BatchFilterPlugin(FilterPlugin, Protocol):
+    """A Filter that can also judge many nodes at once from the NodeTable.
+
+    Returns a boolean array over `rows`, True where the pod passes. It must agree with
+    `filter`: the runtime calls `filter` on the rejected nodes to learn their reasons."""
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    """Runs only when no node passed Filter (e.g. preemption). A result with a nominated
+    node makes the pod wait for it; the pod itself stays unschedulable this cycle."""
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    """Runs once before Score over the feasible nodes; SKIP skips this plugin's Score."""
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    """Ranks a feasible node. Scores are integers, 0..100 after NormalizeScore."""
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int: ...
+
+
+@runtime_checkable
+class BatchScorePlugin(ScorePlugin, Protocol):
+    """A Score that can also rank many nodes at once: an int64 array over `rows`, equal
+    to calling `score` on each."""
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class NormalizeScorePlugin(Plugin, Protocol):
+    """Rescales one Score plugin's raw scores (int64 array, node order) to 0..100."""
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    """Reserve runs after the pod is assumed on `node_name`; Unreserve undoes it when a
+    later step fails (it must be idempotent and cannot fail)."""
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    """The last gate before binding: None (allow), a rejection, or Status.wait() with a
+    timeout in seconds, after which the pod is rejected unless some plugin allowed it."""
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    """Runs in the binding task before Bind (e.g. to bind volumes); may await the API."""
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    """Binds the pod; SKIP passes to the next Bind plugin."""
+
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    """Informational, after a successful bind."""
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    """Which cluster events may make a pod this plugin rejected schedulable again."""
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "queueSort": QueueSortPlugin,
+    "preEnqueue": PreEnqueuePlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+"""Config field name → protocol, in the order the cycle runs them."""

@@ -1,0 +1,173 @@
+"""Resource accounting as upstream: a pod's effective requests and a node's totals.
+
+CPU is counted in millicores, everything else in integer units (bytes, pods, devices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kopfsched.framework.quantity import int_value, milli_value
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""Assumed CPU request of a container that states none, for scoring (upstream's 0.1 core)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""Assumed memory request of a container that states none, for scoring (200 MiB)."""
+
+_NON_MISSING = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+_POD_LEVEL_RESOURCES = (CPU, MEMORY)
+
+
+def quantity_value(resource: str, quantity: Any) -> int:
+    """A quantity in the unit the scheduler counts `resource` in."""
+    return milli_value(quantity) if resource == CPU else int_value(quantity)
+
+
+def resource_list(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    """A ResourceList (`{"cpu": "500m"}`) as scheduler units (`{"cpu": 500}`)."""
+    if not raw:
+        return {}
+    return {name: quantity_value(name, value) for name, value in raw.items()}
+
+
+class Resource:
+    """Amounts of every resource a pod asks for or a node offers."""
+
+    __slots__ = ("allowed_pod_number", "ephemeral_storage", "memory", "milli_cpu", "scalar")
+
+    def __init__(
+        self,
+        milli_cpu: int = 0,
+        memory: int = 0,
+        ephemeral_storage: int = 0,
+        allowed_pod_number: int = 0,
+        scalar: dict[str, int] | None = None,
+    ) -> None:
+        self.milli_cpu = milli_cpu
+        self.memory = memory
+        self.ephemeral_storage = ephemeral_storage
+        self.allowed_pod_number = allowed_pod_number
+        self.scalar: dict[str, int] = scalar if scalar is not None else {}
+
+    @classmethod
+    def from_list(cls, amounts: Mapping[str, int]) -> Resource:
+        res = cls()
+        for name, value in amounts.items():
+            res.set(name, value)
+        return res
+
+    def get(self, name: str) -> int:
+        if name == CPU:
+            return self.milli_cpu
+        if name == MEMORY:
+            return self.memory
+        if name == EPHEMERAL_STORAGE:
+            return self.ephemeral_storage
+        if name == PODS:
+            return self.allowed_pod_number
+        return self.scalar.get(name, 0)
+
+    def set(self, name: str, value: int) -> None:
+        if name == CPU:
+            self.milli_cpu = value
+        elif name == MEMORY:
+            self.memory = value
+        elif name == EPHEMERAL_STORAGE:
+            self.ephemeral_storage = value
+        elif name == PODS:
+            self.allowed_pod_number = value
+        else:
+            self.scalar[name] = value
+
+    def add(self, other: Resource, sign: int = 1) -> None:
+        self.milli_cpu += sign * other.milli_cpu
+        self.memory += sign * other.memory
+        self.ephemeral_storage += sign * other.ephemeral_storage
+        self.allowed_pod_number += sign * other.allowed_pod_number
+        for name, value in other.scalar.items():
+            self.scalar[name] = self.scalar.get(name, 0) + sign * value
+
+    def clone(self) -> Resource:
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number,
+                        dict(self.scalar))
+
+    def names(self) -> Iterable[str]:
+        """Every resource with a non-zero amount."""
+        for name in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS):
+            if self.get(name):
+                yield name
+        yield from (name for name, value in self.scalar.items() if value)
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: self.get(name) for name in self.names()}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Resource) and self.as_dict() == other.as_dict()
+
+    def __repr__(self) -> str:
+        return f"Resource({self.as_dict()})"
+
+
+def _add_into(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for name, value in amounts.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _max_into(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for name, value in amounts.items():
+        if value > total.get(name, 0):
+            total[name] = value
+
+
+def _container_requests(container: Mapping[str, Any], non_missing: Mapping[str, int] | None) -> dict[str, int]:
+    requests = resource_list((container.get("resources") or {}).get("requests"))
+    if non_missing:
+        for name, default in non_missing.items():
+            requests.setdefault(name, default)
+    return requests
+
+
+def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A pod's effective requests, as upstream's resourcehelper.PodRequests.
+
+    Regular containers and restartable (sidecar) init containers add up; each classic init
+    container runs alone beside the sidecars started before it, so the pod needs the larger
+    of the two totals. Pod-level requests replace the container sum for cpu and memory, and
+    the RuntimeClass overhead is added last. `non_missing` fills in requests a container
+    leaves out (the scoring defaults).
+    """
+    spec = pod.get("spec") or {}
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        _add_into(total, _container_requests(container, non_missing))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in spec.get("initContainers") or ():
+        requests = _container_requests(container, non_missing)
+        if container.get("restartPolicy") == "Always":
+            _add_into(total, requests)
+            _add_into(sidecars, requests)
+            running = dict(sidecars)
+        else:
+            running = dict(requests)
+            _add_into(running, sidecars)
+        _max_into(init_peak, running)
+    _max_into(total, init_peak)
+    pod_level = resource_list(((spec.get("resources") or {}).get("requests")))
+    for name in _POD_LEVEL_RESOURCES:
+        if name in pod_level:
+            total[name] = pod_level[name]
+    _add_into(total, resource_list(spec.get("overhead")))
+    return total
+
+
+def pod_non_zero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """(milli-CPU, memory) with upstream's defaults for containers that state no request."""
+    requests = pod_requests(pod, non_missing=_NON_MISSING)
+    return requests.get(CPU, 0), requests.get(MEMORY, 0)

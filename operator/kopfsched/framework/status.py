@@ -1,0 +1,109 @@
+"""Status codes and the one `Status` type every extension point returns.
+
+`None` means success everywhere: plugins return a `Status` only to say something else.
+The runtime, not the plugin, stamps the failing plugin's name onto the status.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+
+class Code(enum.IntEnum):
+    """What a plugin's answer does to the pod and the queue (as upstream's framework.Code)."""
+
+    SUCCESS = 0
+    """The plugin has nothing against the pod."""
+    ERROR = 1
+    """An internal error: the pod goes to the error backoff queue, no plugin is blamed."""
+    UNSCHEDULABLE = 2
+    """The pod does not fit the node now; preemption may help. The pod waits in the
+    unschedulable pool until an event the rejecting plugin registered moves it."""
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    """As UNSCHEDULABLE, but preemption on that node cannot help."""
+    WAIT = 4
+    """Permit only: hold the pod in the waiting map until allowed, rejected or timed out."""
+    SKIP = 5
+    """PreFilter/PreScore: skip this plugin's Filter/Score for the cycle.
+    Bind: let the next Bind plugin decide."""
+    PENDING = 6
+    """The pod waits for something outside the scheduler (e.g. a controller); it is
+    requeued immediately when the plugin's registered event arrives."""
+
+    @property
+    def upstream_name(self) -> str:
+        return _UPSTREAM_NAMES[self]
+
+
+_UPSTREAM_NAMES = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+_REJECTIONS = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A non-success answer: its code, the user-facing reasons, and who said it."""
+
+    code: Code
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+    error: BaseException | None = None
+
+    @classmethod
+    def unschedulable(cls, *reasons: str) -> Status:
+        return cls(Code.UNSCHEDULABLE, reasons)
+
+    @classmethod
+    def unresolvable(cls, *reasons: str) -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+
+    @classmethod
+    def pending(cls, *reasons: str) -> Status:
+        return cls(Code.PENDING, reasons)
+
+    @classmethod
+    def wait(cls, *reasons: str) -> Status:
+        return cls(Code.WAIT, reasons)
+
+    @classmethod
+    def as_error(cls, error: BaseException | str) -> Status:
+        if isinstance(error, str):
+            return cls(Code.ERROR, (error,), error=RuntimeError(error))
+        return cls(Code.ERROR, (str(error),), error=error)
+
+    @property
+    def is_rejection(self) -> bool:
+        """Unschedulable, UnschedulableAndUnresolvable or Pending: the pod was refused, not failed."""
+        return self.code in _REJECTIONS
+
+    @property
+    def is_skip(self) -> bool:
+        return self.code is Code.SKIP
+
+    @property
+    def message(self) -> str:
+        """The reasons joined as upstream's Status.Message()."""
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin == plugin else replace(self, plugin=plugin)
+
+    def __str__(self) -> str:
+        return f"{self.code.upstream_name}: {self.message}" if self.reasons else self.code.upstream_name
+
+
+SKIP = Status(Code.SKIP)
+"""The shared Skip answer of PreFilter, PreScore and Bind."""
+
+
+def is_success(status: Status | None) -> bool:
+    return status is None or status.code is Code.SUCCESS

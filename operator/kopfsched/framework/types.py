@@ -1,0 +1,293 @@
+"""PodInfo and NodeInfo: the scheduler's views of pods and nodes.
+
+Objects stay the plain dicts the API returns. A `PodInfo` is built once per pod version
+and carries what plugins read on the hot path; a `NodeInfo` aggregates a node with the
+pods assigned (or assumed) to it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from kopfsched.framework.resources import (
+    Resource,
+    pod_non_zero_requests,
+    pod_requests,
+    resource_list,
+)
+
+Obj = dict[str, Any]
+
+_generation = itertools.count(1)
+
+
+def next_generation() -> int:
+    """A process-wide, monotonically increasing change counter for NodeInfos."""
+    return next(_generation)
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    priority = (pod.get("spec") or {}).get("priority")
+    return priority if isinstance(priority, int) else 0
+
+
+class PodInfo:
+    """A pod with the parts plugins read, computed once.
+
+    Treat it as immutable: a new pod version gets a new PodInfo.
+    """
+
+    __slots__ = (
+        "__dict__",
+        "host_ports",
+        "key",
+        "labels",
+        "name",
+        "namespace",
+        "non_zero_cpu",
+        "non_zero_memory",
+        "pod",
+        "priority",
+        "requests",
+        "spec",
+        "uid",
+    )
+
+    def __init__(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        self.pod = pod
+        self.spec = spec
+        self.name: str = meta.get("name", "")
+        self.namespace: str = meta.get("namespace", "default")
+        self.key = f"{self.namespace}/{self.name}"
+        self.uid: str = meta.get("uid") or self.key
+        self.labels: dict[str, str] = meta.get("labels") or {}
+        self.priority = pod_priority(pod)
+        self.requests = Resource.from_list(pod_requests(pod))
+        self.non_zero_cpu, self.non_zero_memory = pod_non_zero_requests(pod)
+        self.host_ports: tuple[tuple[str, str, int], ...] = tuple(
+            (p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
+            for c in spec.get("containers") or ()
+            for p in c.get("ports") or ()
+            if p.get("hostPort")
+        )
+
+    @property
+    def node_name(self) -> str:
+        return self.spec.get("nodeName") or ""
+
+    @property
+    def scheduler_name(self) -> str:
+        return self.spec.get("schedulerName") or "default-scheduler"
+
+    @cached_property
+    def affinity(self) -> Obj:
+        return self.spec.get("affinity") or {}
+
+    @cached_property
+    def has_pod_affinity(self) -> bool:
+        """Any pod affinity or anti-affinity term, required or preferred."""
+        return bool(self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity"))
+
+    @cached_property
+    def has_required_anti_affinity(self) -> bool:
+        anti = self.affinity.get("podAntiAffinity") or {}
+        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    @cached_property
+    def tolerations(self) -> list[Obj]:
+        return self.spec.get("tolerations") or []
+
+    @cached_property
+    def creation_timestamp(self) -> str:
+        return (self.pod.get("metadata") or {}).get("creationTimestamp") or ""
+
+    @property
+    def is_terminating(self) -> bool:
+        return bool((self.pod.get("metadata") or {}).get("deletionTimestamp"))
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+@dataclass(slots=True)
+class ImageStateSummary:
+    """An image's size and on how many nodes it is present (shared across NodeInfos)."""
+
+    size: int
+    num_nodes: int
+
+
+class HostPortInfo:
+    """Host ports in use on a node: ip -> {(protocol, port)}; 0.0.0.0 conflicts with every ip."""
+
+    __slots__ = ("_ports",)
+    WILDCARD = "0.0.0.0"
+
+    def __init__(self) -> None:
+        self._ports: dict[str, dict[tuple[str, int], int]] = {}
+
+    def add(self, ip: str, protocol: str, port: int) -> None:
+        slot = self._ports.setdefault(ip, {})
+        slot[(protocol, port)] = slot.get((protocol, port), 0) + 1
+
+    def remove(self, ip: str, protocol: str, port: int) -> None:
+        slot = self._ports.get(ip)
+        if not slot or (protocol, port) not in slot:
+            return
+        slot[(protocol, port)] -= 1
+        if not slot[(protocol, port)]:
+            del slot[(protocol, port)]
+            if not slot:
+                del self._ports[ip]
+
+    def check_conflict(self, ip: str, protocol: str, port: int) -> bool:
+        if port <= 0:
+            return False
+        want = (protocol, port)
+        if ip == self.WILDCARD:
+            return any(want in slot for slot in self._ports.values())
+        return want in self._ports.get(ip, ()) or want in self._ports.get(self.WILDCARD, ())
+
+    def __len__(self) -> int:
+        return sum(len(slot) for slot in self._ports.values())
+
+    def clone(self) -> HostPortInfo:
+        other = HostPortInfo()
+        other._ports = {ip: dict(slot) for ip, slot in self._ports.items()}
+        return other
+
+
+class NodeInfo:
+    """A node and the pods on it, with their summed requests and used host ports.
+
+    Only the cache (and preemption's dry runs, on clones) mutates a NodeInfo; every change
+    bumps `generation` so the snapshot knows what to refresh.
+    """
+
+    __slots__ = (
+        "allocatable",
+        "generation",
+        "image_states",
+        "labels",
+        "name",
+        "node",
+        "non_zero_requested",
+        "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "pvc_ref_counts",
+        "requested",
+        "taints",
+        "unschedulable",
+        "used_ports",
+    )
+
+    def __init__(self, node: Obj | None = None) -> None:
+        self.node: Obj | None = None
+        self.name = ""
+        self.labels: dict[str, str] = {}
+        self.taints: list[Obj] = []
+        self.unschedulable = False
+        self.allocatable = Resource()
+        self.image_states: dict[str, ImageStateSummary] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.pods_with_affinity: dict[str, PodInfo] = {}
+        self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.used_ports = HostPortInfo()
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.generation = next_generation()
+        if node is not None:
+            self.set_node(node)
+
+    def set_node(self, node: Obj) -> None:
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        self.node = node
+        self.name = meta.get("name", "")
+        self.labels = meta.get("labels") or {}
+        self.taints = spec.get("taints") or []
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.allocatable = Resource.from_list(resource_list((node.get("status") or {}).get("allocatable")))
+        self.generation = next_generation()
+
+    def remove_node(self) -> None:
+        """Keep the pods (a ghost) until they are removed too, as upstream."""
+        self.node = None
+        self.generation = next_generation()
+
+    def add_pod(self, pod_info: PodInfo) -> None:
+        self.pods[pod_info.uid] = pod_info
+        if pod_info.has_pod_affinity:
+            self.pods_with_affinity[pod_info.uid] = pod_info
+        if pod_info.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity[pod_info.uid] = pod_info
+        self._account(pod_info, +1)
+
+    def remove_pod(self, pod_info: PodInfo) -> bool:
+        """Remove the pod with this uid; False when it was not here."""
+        current = self.pods.pop(pod_info.uid, None)
+        if current is None:
+            return False
+        self.pods_with_affinity.pop(current.uid, None)
+        self.pods_with_required_anti_affinity.pop(current.uid, None)
+        self._account(current, -1)
+        return True
+
+    def _account(self, pod_info: PodInfo, sign: int) -> None:
+        self.requested.add(pod_info.requests, sign)
+        self.non_zero_requested.milli_cpu += sign * pod_info.non_zero_cpu
+        self.non_zero_requested.memory += sign * pod_info.non_zero_memory
+        for ip, protocol, port in pod_info.host_ports:
+            if sign > 0:
+                self.used_ports.add(ip, protocol, port)
+            else:
+                self.used_ports.remove(ip, protocol, port)
+        for volume in pod_info.spec.get("volumes") or ():
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                key = f"{pod_info.namespace}/{claim}"
+                count = self.pvc_ref_counts.get(key, 0) + sign
+                if count > 0:
+                    self.pvc_ref_counts[key] = count
+                else:
+                    self.pvc_ref_counts.pop(key, None)
+        self.generation = next_generation()
+
+    def iter_pods(self) -> Iterator[PodInfo]:
+        return iter(self.pods.values())
+
+    def clone(self) -> NodeInfo:
+        """A copy for dry runs (preemption, nominated pods): pods are shared, totals are not."""
+        other = NodeInfo.__new__(NodeInfo)
+        other.node = self.node
+        other.name = self.name
+        other.labels = self.labels
+        other.taints = self.taints
+        other.unschedulable = self.unschedulable
+        other.allocatable = self.allocatable
+        other.image_states = self.image_states
+        other.pods = dict(self.pods)
+        other.pods_with_affinity = dict(self.pods_with_affinity)
+        other.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
+        other.requested = self.requested.clone()
+        other.non_zero_requested = self.non_zero_requested.clone()
+        other.used_ports = self.used_ports.clone()
+        other.pvc_ref_counts = dict(self.pvc_ref_counts)
+        other.generation = self.generation
+        return other
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"

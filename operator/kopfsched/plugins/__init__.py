@@ -1,0 +1,1 @@
+"""In-tree plugins, one module (or folder) each, named as upstream's."""
