@@ -231,3 +231,26 @@ EXTENSION_POINTS: dict[str, type] = {
     "postBind": PostBindPlugin,
 }
 """Config field name → protocol, in the order the cycle runs them."""
+
+EXTENSION_POINT_METHODS: dict[str, str] = {
+    "queueSort": "less",
+    "preEnqueue": "pre_enqueue",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+
+def implemented_points(plugin: object) -> list[str]:
+    """The extension points a plugin class (or instance) implements, in cycle order.
+
+    Checked by method name, so it works on classes before any plugin is built (for
+    multiPoint expansion and config validation)."""
+    return [point for point, method in EXTENSION_POINT_METHODS.items() if callable(getattr(plugin, method, None))]

@@ -50,6 +50,11 @@ class PluginFactory:
     def new(self, args: Any, handle: Handle) -> Any:
         return self.factory(args, handle)
 
+    @property
+    def plugin_type(self) -> Any:
+        """The plugin's class, for checking which extension points it implements."""
+        return self.factory if isinstance(self.factory, type) else getattr(self.factory, "plugin_type", None)
+
 
 class Registry:
     """Name → PluginFactory; rejects two plugins with one name."""

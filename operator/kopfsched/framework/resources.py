@@ -159,7 +159,7 @@ def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | Non
             _add_into(running, sidecars)
         _max_into(init_peak, running)
     _max_into(total, init_peak)
-    pod_level = resource_list(((spec.get("resources") or {}).get("requests")))
+    pod_level = resource_list((spec.get("resources") or {}).get("requests"))
     for name in _POD_LEVEL_RESOURCES:
         if name in pod_level:
             total[name] = pod_level[name]
