@@ -1,0 +1,311 @@
+"""NodeResourcesFit: does the node have room for the pod's requests, and how full would it be.
+
+Extension points: PreFilter (the pod's effective requests into the cycle state), Filter
+(`Insufficient <resource>` / `Too many pods`, every shortfall at once; Unschedulable, or
+UnschedulableAndUnresolvable when the request exceeds the node's whole allocatable so
+preemption cannot help), PreScore/Score (the configured scoring strategy over the non-zero
+requests), and queueing hints for node additions / allocatable growth and for assigned pods
+deleted or scaled down. Filter and Score also run vectorised over the NodeTable.
+
+Args (`NodeResourcesFitArgs`): `ignoredResources`, `ignoredResourceGroups`, `scoringStrategy`
+{`type`, `resources`, `requestedToCapacityRatio.shape`}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework import (
+    ActionType,
+    ArgsError,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    NodeInfo,
+    NodeTable,
+    PluginFactory,
+    PodInfo,
+    QueueingHint,
+    StateKey,
+    Status,
+)
+from kopfsched.framework.resources import Resource, pod_requests
+from kopfsched.plugins.noderesources.args import (
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    NodeResourcesFitArgs,
+)
+from kopfsched.plugins.noderesources.resource_allocation import (
+    ALLOCATABLE_CPU,
+    ALLOCATABLE_EPHEMERAL_STORAGE,
+    ALLOCATABLE_MEMORY,
+    ALLOCATABLE_PODS,
+    POD_COUNT,
+    REQUESTED_CPU,
+    REQUESTED_EPHEMERAL_STORAGE,
+    REQUESTED_MEMORY,
+    LeastAllocated,
+    MostAllocated,
+    RequestedToCapacityRatio,
+    ResourceAllocationScorer,
+    ShapePoint,
+    Strategy,
+    is_extended_resource_name,
+    is_scalar_resource_name,
+    scalar_columns,
+)
+
+NAME = "NodeResourcesFit"
+
+TOO_MANY_PODS = "Too many pods"
+INSUFFICIENT_CPU = "Insufficient cpu"
+INSUFFICIENT_MEMORY = "Insufficient memory"
+INSUFFICIENT_EPHEMERAL_STORAGE = "Insufficient ephemeral-storage"
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterState:
+    """The pod's effective requests, as Filter checks them (immutable, so clones share it)."""
+
+    milli_cpu: int
+    memory: int
+    ephemeral_storage: int
+    scalars: tuple[tuple[str, int], ...]
+    """Non-zero scalar requests Filter checks (ignored extended resources left out), by name."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreScoreState:
+    pod_requests: tuple[int, ...]
+    """The pod's scoring requests, in the order of the strategy's resources."""
+
+
+PRE_FILTER_STATE = StateKey[PreFilterState](NAME, "preFilter")
+PRE_SCORE_STATE = StateKey[PreScoreState](NAME, "preScore")
+
+
+@dataclass(frozen=True, slots=True)
+class InsufficientResource:
+    resource_name: str
+    reason: str
+    requested: int
+    used: int
+    capacity: int
+    unresolvable: bool = False
+    """The request exceeds the node's whole allocatable: evicting pods cannot help."""
+
+
+def compute_pod_resource_request(pod: PodInfo, *, ignored_resources: frozenset[str] = frozenset(),
+                                 ignored_groups: frozenset[str] = frozenset()) -> PreFilterState:
+    """upstream computePodResourceRequest, with the ignored extended resources dropped up front."""
+    requests = pod.requests
+    scalars = []
+    for name in sorted(requests.scalar):
+        quantity = requests.scalar[name]
+        if quantity == 0 or not is_scalar_resource_name(name):
+            continue
+        if is_extended_resource_name(name) and (
+            name in ignored_resources or (ignored_groups and name.split("/")[0] in ignored_groups)
+        ):
+            continue
+        scalars.append((name, quantity))
+    return PreFilterState(requests.milli_cpu, requests.memory, requests.ephemeral_storage, tuple(scalars))
+
+
+def fits_request(request: PreFilterState, node: NodeInfo) -> list[InsufficientResource]:
+    """upstream fitsRequest: every resource the node lacks, in upstream's order."""
+    insufficient: list[InsufficientResource] = []
+    allocatable, requested = node.allocatable, node.requested
+    pod_count = len(node.pods)
+    if pod_count + 1 > allocatable.allowed_pod_number:
+        insufficient.append(InsufficientResource("pods", TOO_MANY_PODS, 1, pod_count, allocatable.allowed_pod_number))
+    cpu = request.milli_cpu
+    if cpu > 0 and cpu > allocatable.milli_cpu - requested.milli_cpu:
+        insufficient.append(InsufficientResource("cpu", INSUFFICIENT_CPU, cpu, requested.milli_cpu,
+                                                 allocatable.milli_cpu, cpu > allocatable.milli_cpu))
+    memory = request.memory
+    if memory > 0 and memory > allocatable.memory - requested.memory:
+        insufficient.append(InsufficientResource("memory", INSUFFICIENT_MEMORY, memory, requested.memory,
+                                                 allocatable.memory, memory > allocatable.memory))
+    storage = request.ephemeral_storage
+    if storage > 0 and storage > allocatable.ephemeral_storage - requested.ephemeral_storage:
+        insufficient.append(InsufficientResource("ephemeral-storage", INSUFFICIENT_EPHEMERAL_STORAGE, storage,
+                                                 requested.ephemeral_storage, allocatable.ephemeral_storage,
+                                                 storage > allocatable.ephemeral_storage))
+    for name, quantity in request.scalars:
+        offered = allocatable.scalar.get(name, 0)
+        used = requested.scalar.get(name, 0)
+        if quantity > offered - used:
+            insufficient.append(InsufficientResource(name, f"Insufficient {name}", quantity, used, offered,
+                                                     quantity > offered))
+    return insufficient
+
+
+def build_strategy(args: NodeResourcesFitArgs) -> Strategy:
+    strategy = args.scoring_strategy
+    weights = [spec.weight for spec in strategy.resources]
+    if strategy.type == LEAST_ALLOCATED:
+        return LeastAllocated(weights)
+    if strategy.type == MOST_ALLOCATED:
+        return MostAllocated(weights)
+    assert strategy.requested_to_capacity_ratio is not None  # validated
+    shape = [ShapePoint(p.utilization, p.score) for p in strategy.requested_to_capacity_ratio.shape]
+    return RequestedToCapacityRatio(weights, shape)
+
+
+class Fit:
+    """The NodeResourcesFit plugin."""
+
+    name = NAME
+
+    def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle | None) -> None:
+        args = args or NodeResourcesFitArgs()
+        problems = args.problems()
+        if problems:
+            raise ArgsError(problems)
+        self.args = args
+        self.handle = handle
+        self.ignored_resources = frozenset(args.ignored_resources)
+        self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
+        self.scorer = ResourceAllocationScorer(
+            resources=[spec.name for spec in args.scoring_strategy.resources],
+            strategy=build_strategy(args),
+            use_requested=False,
+        )
+
+    # --- PreFilter / Filter ---------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
+        state.write(PRE_FILTER_STATE, compute_pod_resource_request(
+            pod, ignored_resources=self.ignored_resources, ignored_groups=self.ignored_resource_groups))
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        insufficient = fits_request(state.read(PRE_FILTER_STATE), node)
+        if not insufficient:
+            return None
+        reasons = tuple(r.reason for r in insufficient)
+        if any(r.unresolvable for r in insufficient):
+            return Status.unresolvable(*reasons)
+        return Status.unschedulable(*reasons)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        request = state.read(PRE_FILTER_STATE)
+        fits = table.column(POD_COUNT)[rows] < table.column(ALLOCATABLE_PODS)[rows]
+        for quantity, allocatable, requested in (
+            (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
+            (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+            (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
+        ):
+            if quantity > 0:
+                fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
+        for name, quantity in request.scalars:
+            allocatable, requested = scalar_columns(name)
+            fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
+        return fits
+
+    # --- PreScore / Score -----------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
+        state.write(PRE_SCORE_STATE, PreScoreState(tuple(self.scorer.pod_requests(pod))))
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        pre_score = state.get(PRE_SCORE_STATE)
+        if pre_score is None:  # as upstream: Score works without PreScore
+            return tuple(self.scorer.pod_requests(pod))
+        return pre_score.pod_requests
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return self.scorer.score(node, self._pod_requests(state, pod))
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return self.scorer.score_rows(table, rows, self._pod_requests(state, pod))
+
+    # --- queueing hints -------------------------------------------------------------------
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        # With queueing hints, node label/taint updates need not be registered (upstream #109437).
+        return (
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+                                 self.is_schedulable_after_pod_event),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                                 self.is_schedulable_after_node_change),
+        )
+
+    def is_schedulable_after_pod_event(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        original, modified = _pod_dict(old), _pod_dict(new)
+        if modified is None:
+            if original is None:
+                return QueueingHint.QUEUE
+            spec, status = original.get("spec") or {}, original.get("status") or {}
+            if not spec.get("nodeName") and not status.get("nominatedNodeName"):
+                return QueueingHint.SKIP  # an unscheduled pod frees nothing
+            return QueueingHint.QUEUE
+        if original is None:
+            return QueueingHint.QUEUE
+        target = _pod_dict(pod) or {}
+        return QueueingHint.QUEUE if _is_scale_down_relevant(target, original, modified) else QueueingHint.SKIP
+
+    def is_schedulable_after_node_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        original, modified = _node_dict(old), _node_dict(new)
+        target = pod if isinstance(pod, PodInfo) else PodInfo(_pod_dict(pod) or {})
+        # Upstream's hint checks the bare node with no ignored resources.
+        request = compute_pod_resource_request(target)
+        if modified is None or fits_request(request, NodeInfo(modified)):
+            return QueueingHint.SKIP
+        if original is None:
+            return QueueingHint.QUEUE
+        if not _requested_resources_increased(request, NodeInfo(original).allocatable, NodeInfo(modified).allocatable):
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+
+def _pod_dict(obj: Any) -> Mapping[str, Any] | None:
+    if obj is None or isinstance(obj, Mapping):
+        return obj
+    return getattr(obj, "pod", None)
+
+
+def _node_dict(obj: Any) -> Mapping[str, Any] | None:
+    if obj is None or isinstance(obj, Mapping):
+        return obj
+    return getattr(obj, "node", None)
+
+
+def _is_scale_down_relevant(target: Mapping[str, Any], original: Mapping[str, Any],
+                            modified: Mapping[str, Any]) -> bool:
+    """upstream isSchedulableAfterPodScaleDown."""
+    uid = lambda p: (p.get("metadata") or {}).get("uid")  # noqa: E731
+    if uid(modified) is not None and uid(modified) == uid(target):
+        return True
+    if not (modified.get("spec") or {}).get("nodeName"):
+        return False
+    before = Resource.from_list(pod_requests(original))
+    after = Resource.from_list(pod_requests(modified))
+    for name, value in pod_requests(target).items():
+        if value == 0:
+            continue
+        known = name in ("cpu", "memory", "ephemeral-storage") or is_scalar_resource_name(name)
+        if known and before.get(name) > after.get(name):
+            return True
+    return False
+
+
+def _requested_resources_increased(request: PreFilterState, before: Resource, after: Resource) -> bool:
+    """upstream haveAnyRequestedResourcesIncreased."""
+    if after.allowed_pod_number > before.allowed_pod_number:
+        return True
+    return (
+        (request.milli_cpu > 0 and after.milli_cpu > before.milli_cpu)
+        or (request.memory > 0 and after.memory > before.memory)
+        or (request.ephemeral_storage > 0 and after.ephemeral_storage > before.ephemeral_storage)
+        or any(after.scalar.get(name, 0) > before.scalar.get(name, 0) for name, _ in request.scalars)
+    )
+
+
+PLUGIN = PluginFactory(name=NAME, factory=Fit, args_type=NodeResourcesFitArgs)

@@ -1,0 +1,384 @@
+"""Resource-allocation scoring shared by NodeResourcesFit and NodeResourcesBalancedAllocation.
+
+As upstream's resource_allocation.go: for each configured resource, a node offers an
+allocatable amount and, with the pod, would have a requested amount; a strategy turns
+those pairs into one 0..100 score. Every strategy exists twice, with the same arithmetic:
+on Python ints for one node (preemption's dry runs) and on numpy int64/float64 columns for
+many nodes at once (the NodeTable). Go's int64 division truncates toward zero and
+`math.Round` rounds half away from zero; both are reproduced exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kopfsched.framework import MAX_NODE_SCORE, ColumnSpec, NodeInfo, NodeTable, PodInfo
+from kopfsched.framework.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resource
+from kopfsched.plugins.noderesources.args import MAX_CUSTOM_PRIORITY_SCORE, qualified_name_errors
+
+MAX_UTILIZATION = 100
+
+
+# --- resource names, as upstream's v1helper / schedutil ----------------------------------
+
+def is_native_resource(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+@functools.cache
+def is_extended_resource_name(name: str) -> bool:
+    """Not native, not `requests.`-prefixed, and a valid qualified name once prefixed (as quota does)."""
+    if is_native_resource(name) or name.startswith("requests."):
+        return False
+    return not qualified_name_errors("requests." + name)
+
+
+@functools.cache
+def is_scalar_resource_name(name: str) -> bool:
+    """Resources a NodeInfo counts in its scalar map (extended, hugepages, prefixed native, volumes)."""
+    return (
+        is_extended_resource_name(name)
+        or name.startswith("hugepages-")
+        or "kubernetes.io/" in name
+        or name.startswith("attachable-volumes-")
+    )
+
+
+# --- NodeTable columns -------------------------------------------------------------------
+
+def _int_column(name: str, extract: Callable[[NodeInfo], int]) -> ColumnSpec:
+    return ColumnSpec(f"NodeResourcesFit/{name}", extract, np.int64)
+
+
+ALLOCATABLE_CPU = _int_column("allocatable.cpu", lambda n: n.allocatable.milli_cpu)
+ALLOCATABLE_MEMORY = _int_column("allocatable.memory", lambda n: n.allocatable.memory)
+ALLOCATABLE_EPHEMERAL_STORAGE = _int_column("allocatable.ephemeral-storage", lambda n: n.allocatable.ephemeral_storage)
+ALLOCATABLE_PODS = _int_column("allocatable.pods", lambda n: n.allocatable.allowed_pod_number)
+REQUESTED_CPU = _int_column("requested.cpu", lambda n: n.requested.milli_cpu)
+REQUESTED_MEMORY = _int_column("requested.memory", lambda n: n.requested.memory)
+REQUESTED_EPHEMERAL_STORAGE = _int_column("requested.ephemeral-storage", lambda n: n.requested.ephemeral_storage)
+NON_ZERO_REQUESTED_CPU = _int_column("nonZeroRequested.cpu", lambda n: n.non_zero_requested.milli_cpu)
+NON_ZERO_REQUESTED_MEMORY = _int_column("nonZeroRequested.memory", lambda n: n.non_zero_requested.memory)
+POD_COUNT = _int_column("pods", lambda n: len(n.pods))
+
+_SCALAR_COLUMNS: dict[str, tuple[ColumnSpec, ColumnSpec]] = {}
+
+
+def scalar_columns(name: str) -> tuple[ColumnSpec, ColumnSpec]:
+    """(allocatable, requested) columns of a scalar resource, one pair per name for the process."""
+    pair = _SCALAR_COLUMNS.get(name)
+    if pair is None:
+        pair = _SCALAR_COLUMNS[name] = (
+            _int_column(f"allocatable.{name}", lambda n: n.allocatable.scalar.get(name, 0)),
+            _int_column(f"requested.{name}", lambda n: n.requested.scalar.get(name, 0)),
+        )
+    return pair
+
+
+# --- Go integer arithmetic ---------------------------------------------------------------
+
+def go_div(a: int, b: int) -> int:
+    """int64 division truncating toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def go_div_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise go_div; `b` must be non-zero wherever the result is used."""
+    safe = np.where(b == 0, 1, b)
+    q = np.floor_divide(a, safe)
+    q += (np.remainder(a, safe) != 0) & ((a < 0) != (safe < 0))
+    return q
+
+
+def go_round(x: float) -> int:
+    """math.Round for the non-negative values scoring produces: half away from zero."""
+    r = math.trunc(x)
+    return r + 1 if x - r >= 0.5 else r
+
+
+# --- strategies --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ShapePoint:
+    utilization: int
+    score: int
+
+
+class Strategy:
+    """Scores (requested, allocatable) per resource, in the configured order."""
+
+    def score(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        raise NotImplementedError
+
+    def score_array(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class _WeightedStrategy(Strategy):
+    """Least/MostAllocated: Σ score(resource)·weight / Σ weight over resources the node has."""
+
+    def __init__(self, weights: Sequence[int]) -> None:
+        self.weights = list(weights)
+
+    @staticmethod
+    def resource_score(requested: int, capacity: int) -> int:
+        raise NotImplementedError
+
+    @staticmethod
+    def resource_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def score(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for req, alloc, weight in zip(requested, allocatable, self.weights, strict=True):
+            if alloc == 0:
+                continue
+            node_score += self.resource_score(req, alloc) * weight
+            weight_sum += weight
+        return go_div(node_score, weight_sum) if weight_sum else 0
+
+    def score_array(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        n = len(requested[0]) if requested else 0
+        node_score = np.zeros(n, dtype=np.int64)
+        weight_sum = np.zeros(n, dtype=np.int64)
+        for req, alloc, weight in zip(requested, allocatable, self.weights, strict=True):
+            present = alloc != 0
+            node_score += np.where(present, self.resource_score_array(req, alloc), 0) * weight
+            weight_sum += present * weight
+        return np.where(weight_sum == 0, 0, go_div_array(node_score, weight_sum))
+
+
+class LeastAllocated(_WeightedStrategy):
+    """Favours nodes with more unused capacity: (capacity - requested)·100 / capacity."""
+
+    @staticmethod
+    def resource_score(requested: int, capacity: int) -> int:
+        if capacity == 0 or requested > capacity:
+            return 0
+        return go_div((capacity - requested) * MAX_NODE_SCORE, capacity)
+
+    @staticmethod
+    def resource_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        score = go_div_array((capacity - requested) * MAX_NODE_SCORE, capacity)
+        return np.where((capacity == 0) | (requested > capacity), 0, score)
+
+
+class MostAllocated(_WeightedStrategy):
+    """Favours fuller nodes: min(requested, capacity)·100 / capacity."""
+
+    @staticmethod
+    def resource_score(requested: int, capacity: int) -> int:
+        if capacity == 0:
+            return 0
+        # Requested may exceed capacity: pods without requests count with the non-zero defaults.
+        return go_div(min(requested, capacity) * MAX_NODE_SCORE, capacity)
+
+    @staticmethod
+    def resource_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        score = go_div_array(np.minimum(requested, capacity) * MAX_NODE_SCORE, capacity)
+        return np.where(capacity == 0, 0, score)
+
+
+class RequestedToCapacityRatio(Strategy):
+    """A user-drawn broken-line function of utilization, averaged with weights (rounded)."""
+
+    def __init__(self, weights: Sequence[int], shape: Sequence[ShapePoint]) -> None:
+        self.weights = list(weights)
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        self.utilizations = [p.utilization for p in shape]
+        self.scores = [p.score * scale for p in shape]
+
+    def _raw(self, p: int) -> int:
+        us, ss = self.utilizations, self.scores
+        for i, u in enumerate(us):
+            if p <= u:
+                if i == 0:
+                    return ss[0]
+                return ss[i - 1] + go_div((ss[i] - ss[i - 1]) * (p - us[i - 1]), us[i] - us[i - 1])
+        return ss[-1]
+
+    def _raw_array(self, p: np.ndarray) -> np.ndarray:
+        us, ss = self.utilizations, self.scores
+        out = np.full(p.shape, ss[-1], dtype=np.int64)
+        done = np.zeros(p.shape, dtype=bool)
+        for i, u in enumerate(us):
+            hit = (p <= u) & ~done
+            if i == 0:
+                value = np.full(p.shape, ss[0], dtype=np.int64)
+            else:
+                value = ss[i - 1] + go_div_array((ss[i] - ss[i - 1]) * (p - us[i - 1]),
+                                                 np.full(p.shape, us[i] - us[i - 1], dtype=np.int64))
+            out = np.where(hit, value, out)
+            done |= hit
+        return out
+
+    def _resource_score(self, requested: int, capacity: int) -> int:
+        if capacity == 0 or requested > capacity:
+            return self._raw(MAX_UTILIZATION)
+        return self._raw(go_div(requested * MAX_UTILIZATION, capacity))
+
+    def score(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for req, alloc, weight in zip(requested, allocatable, self.weights, strict=True):
+            if alloc == 0:
+                continue
+            resource_score = self._resource_score(req, alloc)
+            if resource_score > 0:
+                node_score += resource_score * weight
+                weight_sum += weight
+        return go_round(float(node_score) / float(weight_sum)) if weight_sum else 0
+
+    def score_array(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        n = len(requested[0]) if requested else 0
+        node_score = np.zeros(n, dtype=np.int64)
+        weight_sum = np.zeros(n, dtype=np.int64)
+        for req, alloc, weight in zip(requested, allocatable, self.weights, strict=True):
+            over = (alloc == 0) | (req > alloc)
+            utilization = np.where(over, MAX_UTILIZATION, go_div_array(req * MAX_UTILIZATION, alloc))
+            resource_score = self._raw_array(utilization)
+            counted = (alloc != 0) & (resource_score > 0)
+            node_score += np.where(counted, resource_score, 0) * weight
+            weight_sum += counted * weight
+        ratio = node_score.astype(np.float64) / np.where(weight_sum == 0, 1, weight_sum).astype(np.float64)
+        rounded = np.trunc(ratio)
+        rounded += (ratio - rounded) >= 0.5
+        return np.where(weight_sum == 0, 0, rounded.astype(np.int64))
+
+
+class Balanced(Strategy):
+    """NodeResourcesBalancedAllocation: (1 - std of the requested fractions)·100."""
+
+    def score(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        fractions: list[float] = []
+        total = 0.0
+        for req, alloc in zip(requested, allocatable, strict=True):
+            if alloc == 0:
+                continue
+            fraction = min(float(req) / float(alloc), 1.0)
+            total += fraction
+            fractions.append(fraction)
+        std = 0.0
+        if len(fractions) == 2:
+            std = abs((fractions[0] - fractions[1]) / 2)
+        elif len(fractions) > 2:
+            mean = total / float(len(fractions))
+            acc = 0.0
+            for fraction in fractions:
+                acc = acc + (fraction - mean) * (fraction - mean)
+            std = math.sqrt(acc / float(len(fractions)))
+        return math.trunc((1 - std) * float(MAX_NODE_SCORE))
+
+    def score_array(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        n = len(requested[0]) if requested else 0
+        count = np.zeros(n, dtype=np.int64)
+        total = np.zeros(n, dtype=np.float64)
+        first = np.zeros(n, dtype=np.float64)
+        second = np.zeros(n, dtype=np.float64)
+        fractions: list[tuple[np.ndarray, np.ndarray]] = []
+        for req, alloc in zip(requested, allocatable, strict=True):
+            present = alloc != 0
+            denominator = np.where(present, alloc, 1).astype(np.float64)
+            fraction = np.where(present, np.minimum(req.astype(np.float64) / denominator, 1.0), 0.0)
+            # Adding an exact 0.0 for absent resources keeps Go's summation order and result.
+            total += fraction
+            first = np.where(present & (count == 0), fraction, first)
+            second = np.where(present & (count == 1), fraction, second)
+            count += present
+            fractions.append((present, fraction))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / count.astype(np.float64)
+            acc = np.zeros(n, dtype=np.float64)
+            for present, fraction in fractions:
+                acc = np.where(present, acc + (fraction - mean) * (fraction - mean), acc)
+            std_many = np.sqrt(acc / count.astype(np.float64))
+        std = np.where(count == 2, np.abs((first - second) / 2), np.where(count > 2, std_many, 0.0))
+        return np.trunc((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+
+
+# --- the scorer --------------------------------------------------------------------------
+
+class ResourceAllocationScorer:
+    """Reads the configured resources off a pod and a node (one or many) and applies a strategy.
+
+    `use_requested` picks the node's plain requests (BalancedAllocation) or the non-zero
+    ones, where pods without cpu/memory requests count with the defaults (Fit's strategies).
+    """
+
+    def __init__(self, *, resources: Sequence[str], strategy: Strategy, use_requested: bool) -> None:
+        self.resources = list(resources)
+        self.strategy = strategy
+        self.use_requested = use_requested
+
+    def pod_requests(self, pod: PodInfo) -> list[int]:
+        """upstream calculatePodResourceRequestList."""
+        out = []
+        for name in self.resources:
+            if name == CPU:
+                out.append(pod.requests.milli_cpu if self.use_requested else pod.non_zero_cpu)
+            elif name == MEMORY:
+                out.append(pod.requests.memory if self.use_requested else pod.non_zero_memory)
+            elif name == PODS:
+                out.append(0)
+            else:
+                out.append(pod.requests.get(name))
+        return out
+
+    def _allocatable_requested(self, node: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
+        """upstream calculateResourceAllocatableRequest: (0, 0) means 'leave this resource out'."""
+        requested: Resource = node.requested if self.use_requested else node.non_zero_requested
+        if name == CPU:
+            return node.allocatable.milli_cpu, requested.milli_cpu + pod_request
+        if name == MEMORY:
+            return node.allocatable.memory, requested.memory + pod_request
+        if name == EPHEMERAL_STORAGE:
+            return node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request
+        if pod_request == 0 or not is_scalar_resource_name(name):
+            return 0, 0
+        return node.allocatable.scalar.get(name, 0), node.requested.scalar.get(name, 0) + pod_request
+
+    def score(self, node: NodeInfo, pod_requests: Sequence[int]) -> int:
+        requested = [0] * len(self.resources)
+        allocatable = [0] * len(self.resources)
+        for i, name in enumerate(self.resources):
+            alloc, req = self._allocatable_requested(node, name, pod_requests[i])
+            if alloc != 0:
+                allocatable[i], requested[i] = alloc, req
+        return self.strategy.score(requested, allocatable)
+
+    def score_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
+        requested: list[np.ndarray] = []
+        allocatable: list[np.ndarray] = []
+        zeros = np.zeros(len(rows), dtype=np.int64)
+        for name, pod_request in zip(self.resources, pod_requests, strict=True):
+            alloc_col, req_col = self._columns(name, pod_request)
+            if alloc_col is None or req_col is None:
+                requested.append(zeros)
+                allocatable.append(zeros)
+                continue
+            alloc = table.column(alloc_col)[rows]
+            req = table.column(req_col)[rows] + pod_request
+            present = alloc != 0
+            allocatable.append(alloc)
+            requested.append(np.where(present, req, 0))
+        return self.strategy.score_array(requested, allocatable)
+
+    def _columns(self, name: str, pod_request: int) -> tuple[ColumnSpec | None, ColumnSpec | None]:
+        if name == CPU:
+            return ALLOCATABLE_CPU, REQUESTED_CPU if self.use_requested else NON_ZERO_REQUESTED_CPU
+        if name == MEMORY:
+            return ALLOCATABLE_MEMORY, REQUESTED_MEMORY if self.use_requested else NON_ZERO_REQUESTED_MEMORY
+        if name == EPHEMERAL_STORAGE:
+            return ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE
+        if pod_request == 0 or not is_scalar_resource_name(name):
+            return None, None
+        return scalar_columns(name)
+
+    @staticmethod
+    def is_best_effort(pod_requests: Sequence[int]) -> bool:
+        return not any(pod_requests)
