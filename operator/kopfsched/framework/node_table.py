@@ -9,7 +9,7 @@ nodes at numpy speed instead of a Python call per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,53 @@ class NodeTable:
             for row in rows:
                 array[row] = extract(self.nodes[row])
 
+    def drop(self, spec: ColumnSpec) -> None:
+        """Forget a column (for plugins that build columns per pod group and must bound them)."""
+        self._columns.pop(spec, None)
+
     def replace_node(self, row: int, node_info: NodeInfo) -> None:
         self.nodes[row] = node_info
         self.refresh((row,))
+
+
+_label_codes: dict[str, dict[str, int]] = {}
+_label_columns: dict[str, ColumnSpec] = {}
+
+
+def label_value_codes(key: str) -> dict[str, int]:
+    """The interned codes of every value ever seen for label `key` (value -> code >= 0)."""
+    return _label_codes.setdefault(key, {})
+
+
+def label_column(key: str) -> ColumnSpec:
+    """A column holding each node's value of label `key` as an interned code, -1 when the
+    node lacks the label. Lets a plugin map topology domains to rows with numpy."""
+    spec = _label_columns.get(key)
+    if spec is None:
+        codes = label_value_codes(key)
+
+        def extract(node: NodeInfo) -> int:
+            value = node.labels.get(key)
+            if value is None:
+                return -1
+            code = codes.get(value)
+            if code is None:
+                code = codes[value] = len(codes)
+            return code
+
+        spec = _label_columns[key] = ColumnSpec(f"label:{key}", extract)
+    return spec
+
+
+def lookup_by_label(table: NodeTable, rows: np.ndarray, key: str, per_value: Mapping[str, int | float]) -> np.ndarray:
+    """For each row, `per_value[node's value of key]` (0 when absent or the node lacks the label)."""
+    codes = table.column(label_column(key))[rows]
+    value_codes = label_value_codes(key)
+    lookup = np.zeros(len(value_codes) + 1, dtype=np.float64 if any(
+        isinstance(v, float) for v in per_value.values()) else np.int64)
+    for value, amount in per_value.items():
+        code = value_codes.get(value)
+        if code is not None:
+            lookup[code] = amount
+    # Missing labels (-1) read the trailing zero slot.
+    return lookup[codes]

@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from kopfsched.framework.affinity import (
+    AffinityTerm,
+    WeightedAffinityTerm,
+    affinity_terms,
+    weighted_affinity_terms,
+)
 from kopfsched.framework.resources import (
     Resource,
     pod_non_zero_requests,
@@ -23,6 +29,9 @@ from kopfsched.framework.resources import (
 Obj = dict[str, Any]
 
 _generation = itertools.count(1)
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def next_generation() -> int:
@@ -103,6 +112,27 @@ class PodInfo:
     def has_required_anti_affinity(self) -> bool:
         anti = self.affinity.get("podAntiAffinity") or {}
         return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    @cached_property
+    def required_affinity_terms(self) -> tuple[AffinityTerm, ...]:
+        """podAffinity.requiredDuringSchedulingIgnoredDuringExecution, parsed."""
+        return affinity_terms(self.namespace, self.labels,
+                              (self.affinity.get("podAffinity") or {}).get(_REQUIRED))
+
+    @cached_property
+    def required_anti_affinity_terms(self) -> tuple[AffinityTerm, ...]:
+        return affinity_terms(self.namespace, self.labels,
+                              (self.affinity.get("podAntiAffinity") or {}).get(_REQUIRED))
+
+    @cached_property
+    def preferred_affinity_terms(self) -> tuple[WeightedAffinityTerm, ...]:
+        return weighted_affinity_terms(self.namespace, self.labels,
+                                       (self.affinity.get("podAffinity") or {}).get(_PREFERRED))
+
+    @cached_property
+    def preferred_anti_affinity_terms(self) -> tuple[WeightedAffinityTerm, ...]:
+        return weighted_affinity_terms(self.namespace, self.labels,
+                                       (self.affinity.get("podAntiAffinity") or {}).get(_PREFERRED))
 
     @cached_property
     def tolerations(self) -> list[Obj]:

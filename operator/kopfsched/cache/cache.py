@@ -1,0 +1,194 @@
+"""Cache: nodes, the pods bound or assumed on them, and the other objects plugins read.
+
+Pod states follow upstream: a pod the scheduler picked a node for is *assumed* (counted
+on the node at once, before Reserve); the watch later confirms it bound (it is then
+counted once, not twice), or the binding fails and the pod is *forgotten*. Assumed pods
+never expire: the watch or a failed bind always resolves them (upstream #106361).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kopfsched.cache.node_tree import NodeTree
+from kopfsched.cache.objects import ObjectStore
+from kopfsched.cache.snapshot import Snapshot
+from kopfsched.framework.types import ImageStateSummary, NodeInfo, Obj, PodInfo
+
+
+@dataclass(slots=True)
+class _PodState:
+    pod_info: PodInfo
+    assumed: bool = False
+    binding_finished: bool = False
+
+
+class Cache:
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, _PodState] = {}
+        self._tree = NodeTree()
+        self._images: dict[str, ImageStateSummary] = {}
+        self._image_nodes: dict[str, set[str]] = {}
+        self._dirty: set[str] = set()
+        self._order_changed = True
+        self.objects = ObjectStore()
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def add_node(self, node: Obj) -> NodeInfo:
+        """Add or update a node (the watch's ADDED and MODIFIED alike)."""
+        name = node["metadata"]["name"]
+        info = self._nodes.get(name)
+        if info is None:
+            info = self._nodes[name] = NodeInfo()
+        self._remove_node_images(info)
+        info.set_node(node)
+        self._add_node_images(info)
+        if self._tree.add(node):
+            self._order_changed = True
+        self._dirty.add(name)
+        return info
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        info = self._nodes.get(name)
+        if info is None:
+            return
+        self._remove_node_images(info)
+        self._tree.remove(name)
+        if info.pods:
+            info.remove_node()  # a ghost until its pods are gone
+        else:
+            del self._nodes[name]
+        self._order_changed = True
+
+    def get_node(self, name: str) -> NodeInfo | None:
+        info = self._nodes.get(name)
+        return info if info is not None and info.node is not None else None
+
+    def node_names(self) -> list[str]:
+        return [name for name, info in self._nodes.items() if info.node is not None]
+
+    def _add_node_images(self, info: NodeInfo) -> None:
+        info.image_states = {}
+        for image in ((info.node or {}).get("status") or {}).get("images") or ():
+            size = image.get("sizeBytes") or 0
+            for image_name in image.get("names") or ():
+                nodes = self._image_nodes.setdefault(image_name, set())
+                nodes.add(info.name)
+                summary = self._images.get(image_name)
+                if summary is None:
+                    summary = self._images[image_name] = ImageStateSummary(size=size, num_nodes=0)
+                summary.num_nodes = len(nodes)
+                info.image_states[image_name] = summary
+
+    def _remove_node_images(self, info: NodeInfo) -> None:
+        for image_name in info.image_states:
+            nodes = self._image_nodes.get(image_name)
+            if nodes is None:
+                continue
+            nodes.discard(info.name)
+            if nodes:
+                self._images[image_name].num_nodes = len(nodes)
+            else:
+                del self._image_nodes[image_name]
+                self._images.pop(image_name).num_nodes = 0
+        info.image_states = {}
+
+    # -- pods ------------------------------------------------------------------------------
+
+    def assume_pod(self, pod_info: PodInfo, node_name: str) -> PodInfo:
+        """Count the pod on `node_name` before it is bound; returns the assumed PodInfo."""
+        pod = copy.copy(pod_info.pod)
+        pod["spec"] = {**pod_info.spec, "nodeName": node_name}
+        assumed = PodInfo(pod)
+        if assumed.uid in self._pods:
+            raise ValueError(f"pod {assumed.key} is already in the cache")
+        self._add_to_node(assumed)
+        self._pods[assumed.uid] = _PodState(assumed, assumed=True)
+        return assumed
+
+    def finish_binding(self, pod_info: PodInfo) -> None:
+        state = self._pods.get(pod_info.uid)
+        if state is not None and state.assumed:
+            state.binding_finished = True
+
+    def forget_pod(self, pod_info: PodInfo) -> None:
+        """Undo assume_pod after a failed Reserve, Permit or bind."""
+        state = self._pods.get(pod_info.uid)
+        if state is None or not state.assumed:
+            return
+        self._remove_from_node(state.pod_info)
+        del self._pods[pod_info.uid]
+
+    def is_assumed(self, uid: str) -> bool:
+        state = self._pods.get(uid)
+        return state is not None and state.assumed
+
+    def add_pod(self, pod: Obj) -> PodInfo:
+        """A bound pod seen by the watch: confirms an assumed pod or adds a new one."""
+        pod_info = PodInfo(pod)
+        state = self._pods.get(pod_info.uid)
+        if state is not None:
+            self._remove_from_node(state.pod_info)
+        self._add_to_node(pod_info)
+        self._pods[pod_info.uid] = _PodState(pod_info)
+        return pod_info
+
+    def update_pod(self, pod: Obj) -> PodInfo:
+        return self.add_pod(pod)
+
+    def remove_pod(self, pod: Obj) -> PodInfo | None:
+        uid = (pod.get("metadata") or {}).get("uid") or PodInfo(pod).uid
+        state = self._pods.pop(uid, None)
+        if state is None:
+            return None
+        self._remove_from_node(state.pod_info)
+        return state.pod_info
+
+    def get_pod(self, uid: str) -> PodInfo | None:
+        state = self._pods.get(uid)
+        return state.pod_info if state is not None else None
+
+    def pods(self) -> Iterator[PodInfo]:
+        return (state.pod_info for state in self._pods.values())
+
+    def _add_to_node(self, pod_info: PodInfo) -> None:
+        name = pod_info.node_name
+        info = self._nodes.get(name)
+        if info is None:
+            info = self._nodes[name] = NodeInfo()  # a pod before its node: a ghost until the node arrives
+            info.name = name
+        info.add_pod(pod_info)
+        self._dirty.add(name)
+
+    def _remove_from_node(self, pod_info: PodInfo) -> None:
+        name = pod_info.node_name
+        info = self._nodes.get(name)
+        if info is None:
+            return
+        info.remove_pod(pod_info)
+        self._dirty.add(name)
+        if info.node is None and not info.pods:
+            del self._nodes[name]
+
+    # -- snapshot ----------------------------------------------------------------------------
+
+    def update_snapshot(self, snapshot: Snapshot) -> None:
+        """Bring the snapshot up to date: a full rebuild when the node set or order changed,
+        otherwise only the rows of the nodes that changed."""
+        if self._order_changed:
+            nodes = [self._nodes[name] for name in self._tree.list()]
+            snapshot._rebuild(nodes)
+            self._order_changed = False
+        elif self._dirty:
+            snapshot._refresh(self._dirty)
+        self._dirty = set()
+
+    def stats(self) -> dict[str, int]:
+        assumed = sum(1 for s in self._pods.values() if s.assumed)
+        return {"nodes": len(self._tree), "pods": len(self._pods), "assumed_pods": assumed}

@@ -1,0 +1,67 @@
+"""Why a pod fits nowhere: the per-node statuses and upstream's FitError message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kopfsched.framework.interface import NodeToStatus
+from kopfsched.framework.status import Code, Status
+
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+ERR_NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    node_to_status: NodeToStatus = field(default_factory=NodeToStatus)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    """Plugins that rejected the pod with Unschedulable or UnschedulableAndUnresolvable."""
+    pending_plugins: set[str] = field(default_factory=set)
+    """Plugins that answered Pending."""
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    evaluated_nodes: int = 0
+
+    def add_plugin_status(self, status: Status) -> None:
+        if not status.plugin:
+            return
+        if status.code is Code.PENDING:
+            self.pending_plugins.add(status.plugin)
+        elif status.is_rejection:
+            self.unschedulable_plugins.add(status.plugin)
+
+
+class FitError(Exception):
+    """No node fits the pod; str() is upstream's "0/N nodes are available: ..." message."""
+
+    def __init__(self, *, pod_key: str, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__(pod_key)
+        self.pod_key = pod_key
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        message = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        diagnosis = self.diagnosis
+        if diagnosis.pre_filter_msg:
+            message += f" {diagnosis.pre_filter_msg}."
+        else:
+            histogram = reasons_histogram(diagnosis.node_to_status, self.num_all_nodes)
+            if histogram:
+                message += f" {', '.join(histogram)}."
+        if diagnosis.post_filter_msg:
+            message += f" {diagnosis.post_filter_msg}"
+        return message
+
+
+def reasons_histogram(node_to_status: NodeToStatus, num_all_nodes: int) -> list[str]:
+    """"<count> <reason>" for every distinct reason, sorted as strings (as upstream)."""
+    counts: dict[str, int] = {}
+    for status in node_to_status.statuses.values():
+        for reason in status.reasons:
+            counts[reason] = counts.get(reason, 0) + 1
+    absent = num_all_nodes - len(node_to_status.statuses)
+    if absent > 0 and node_to_status.absent is not None:
+        for reason in node_to_status.absent.reasons:
+            counts[reason] = counts.get(reason, 0) + absent
+    return sorted(f"{count} {reason}" for reason, count in counts.items())

@@ -1,0 +1,515 @@
+"""The runtime: runs one profile's plugins at each extension point.
+
+The runtime, not the plugins, records which plugin answered and turns exceptions into
+Error statuses. Filter and Score have two paths: per node (`run_filter_plugins`, used by
+preemption and for nodes with nominated pods) and over many NodeTable rows at once
+(`run_filter_plugins_on_rows` / `run_score_plugins_on_rows`), which uses a plugin's
+vectorised method when it has one and its per-node method otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.events import ClusterEventWithHint
+from kopfsched.framework.handle import Handle, WaitingPod
+from kopfsched.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    NodeToStatus,
+    PostFilterResult,
+    PreFilterResult,
+)
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.status import SKIP, Code, Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+
+logger = logging.getLogger(__name__)
+
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+"""Upstream caps a Permit plugin's wait at 15 minutes."""
+
+Observer = Callable[[str, str, float], None]
+"""(extension point, status code name, seconds) — e.g. the extension-point duration histogram."""
+
+
+def _ignore(point: str, code: str, seconds: float) -> None:
+    pass
+
+
+def _code_name(status: Status | None) -> str:
+    return "Success" if status is None else status.code.upstream_name
+
+
+class Framework:
+    """One profile's plugins, by extension point, in configured order."""
+
+    def __init__(
+        self,
+        *,
+        profile_name: str,
+        plugins: dict[str, list[tuple[Any, int]]],
+        handle: Handle,
+        percentage_of_nodes_to_score: int | None = None,
+        observe: Observer | None = None,
+    ) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.observe = observe or _ignore
+
+        def at(point: str) -> list[Any]:
+            return [plugin for plugin, _ in plugins.get(point, ())]
+
+        queue_sort = at("queueSort")
+        self.queue_sort_plugin = queue_sort[0] if queue_sort else None
+        self.pre_enqueue_plugins = at("preEnqueue")
+        self.pre_filter_plugins = at("preFilter")
+        self.filter_plugins = at("filter")
+        self.post_filter_plugins = at("postFilter")
+        self.pre_score_plugins = at("preScore")
+        self.score_plugins: list[tuple[Any, int]] = list(plugins.get("score", ()))
+        self.reserve_plugins = at("reserve")
+        self.permit_plugins = at("permit")
+        self.pre_bind_plugins = at("preBind")
+        self.bind_plugins = at("bind")
+        self.post_bind_plugins = at("postBind")
+        self.pre_filter_extensions = [
+            p for p in self.pre_filter_plugins if callable(getattr(p, "add_pod", None))
+            and callable(getattr(p, "remove_pod", None))
+        ]
+        self._batch_filter = {p.name for p in self.filter_plugins if callable(getattr(p, "filter_nodes", None))}
+        self._batch_score = {p.name for p, _ in self.score_plugins if callable(getattr(p, "score_nodes", None))}
+        self._normalizers = {
+            p.name: p.normalize_score for p, _ in self.score_plugins if callable(getattr(p, "normalize_score", None))
+        }
+        seen: dict[str, Any] = {}
+        for point_plugins in plugins.values():
+            for plugin, _ in point_plugins:
+                seen.setdefault(plugin.name, plugin)
+        self.plugins_by_name = seen
+        handle.framework = self
+
+    # -- introspection ----------------------------------------------------------------------
+
+    def has_filter_plugins(self) -> bool:
+        return bool(self.filter_plugins)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score_plugins)
+
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self.post_filter_plugins)
+
+    def queue_sort_less(self) -> Callable[[Any, Any], bool] | None:
+        return self.queue_sort_plugin.less if self.queue_sort_plugin is not None else None
+
+    def enqueue_hints(self) -> dict[str, list[ClusterEventWithHint]]:
+        """Each plugin's registered events; plugins that register none get every event."""
+        hints: dict[str, list[ClusterEventWithHint]] = {}
+        for name, plugin in self.plugins_by_name.items():
+            register = getattr(plugin, "events_to_register", None)
+            if callable(register):
+                hints[name] = list(register())
+        return hints
+
+    def effective_plugins(self, weights_for: Iterable[str] = ("score",)) -> dict[str, list[dict[str, Any]]]:
+        """Extension point -> [{name, weight?}], for the profile's status."""
+        points = {
+            "queueSort": [self.queue_sort_plugin] if self.queue_sort_plugin else [],
+            "preEnqueue": self.pre_enqueue_plugins, "preFilter": self.pre_filter_plugins,
+            "filter": self.filter_plugins, "postFilter": self.post_filter_plugins,
+            "preScore": self.pre_score_plugins, "reserve": self.reserve_plugins, "permit": self.permit_plugins,
+            "preBind": self.pre_bind_plugins, "bind": self.bind_plugins, "postBind": self.post_bind_plugins,
+        }
+        out = {point: [{"name": p.name} for p in plugins] for point, plugins in points.items() if plugins}
+        if self.score_plugins:
+            out["score"] = [{"name": p.name, "weight": w} for p, w in self.score_plugins]
+        return out
+
+    # -- PreEnqueue ----------------------------------------------------------------------------
+
+    def run_pre_enqueue_plugins(self, pod: PodInfo) -> Status | None:
+        for plugin in self.pre_enqueue_plugins:
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as exc:  # a plugin bug: the pod stays out of activeQ, visibly
+                return Status.as_error(exc).with_plugin(plugin.name)
+            if status is not None and status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return None
+
+    # -- PreFilter -----------------------------------------------------------------------------
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        """(merged result, status, plugins that narrowed the nodes). As upstream, an
+        Unschedulable answer lets the remaining PreFilters run (preemption needs their
+        state), while UnschedulableAndUnresolvable and errors stop at once."""
+        start = time.perf_counter()
+        result: PreFilterResult | None = None
+        returned: Status | None = None
+        narrowing: list[str] = []
+        skipped: set[str] = set()
+        for plugin in self.pre_filter_plugins:
+            try:
+                answer = plugin.pre_filter(state, pod, nodes)
+            except Exception as exc:
+                status = Status.as_error(f'running PreFilter plugin "{plugin.name}": {exc}')
+                return self._done_pre_filter(start, None, status.with_plugin(plugin.name), [])
+            if answer is None:
+                continue
+            if isinstance(answer, PreFilterResult):
+                if answer.node_names is not None:
+                    narrowing.append(plugin.name)
+                result = answer.merge(result)
+                if result.node_names is not None and not result.node_names:
+                    if len(narrowing) == 1:
+                        message = f"node(s) didn't satisfy plugin {narrowing[0]}"
+                    else:
+                        message = f"node(s) didn't satisfy plugins [{' '.join(narrowing)}] simultaneously"
+                    status = Status.unresolvable(message).with_plugin(narrowing[-1])
+                    return self._done_pre_filter(start, None, status, narrowing)
+                continue
+            if answer.code is Code.SKIP:
+                skipped.add(plugin.name)
+                continue
+            if answer.code is Code.SUCCESS:
+                continue
+            answer = answer.with_plugin(plugin.name)
+            if answer.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return self._done_pre_filter(start, None, answer, [])
+            if answer.code in (Code.UNSCHEDULABLE, Code.PENDING):
+                returned = answer
+                continue
+            status = Status.as_error(f'running PreFilter plugin "{plugin.name}": {answer.message}')
+            return self._done_pre_filter(start, None, status.with_plugin(plugin.name), [])
+        state.skip_filter_plugins = skipped
+        return self._done_pre_filter(start, result, returned, narrowing)
+
+    def _done_pre_filter(self, start: float, result: PreFilterResult | None, status: Status | None,
+                         narrowing: list[str]) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        self.observe("PreFilter", _code_name(status), time.perf_counter() - start)
+        return result, status, narrowing
+
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
+                                         node: NodeInfo) -> Status | None:
+        for plugin in self.pre_filter_extensions:
+            if plugin.name in state.skip_filter_plugins:
+                continue
+            status = plugin.add_pod(state, pod, pod_to_add, node)
+            if status is not None and status.code is not Code.SUCCESS:
+                return Status.as_error(f'running AddPod on PreFilter plugin "{plugin.name}": {status.message}')
+        return None
+
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
+                                            node: NodeInfo) -> Status | None:
+        for plugin in self.pre_filter_extensions:
+            if plugin.name in state.skip_filter_plugins:
+                continue
+            status = plugin.remove_pod(state, pod, pod_to_remove, node)
+            if status is not None and status.code is not Code.SUCCESS:
+                return Status.as_error(f'running RemovePod on PreFilter plugin "{plugin.name}": {status.message}')
+        return None
+
+    # -- Filter --------------------------------------------------------------------------------
+
+    def run_filter_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """Filter one node, stopping at the first plugin that rejects it."""
+        skipped = state.skip_filter_plugins
+        for plugin in self.filter_plugins:
+            if plugin.name in skipped:
+                continue
+            status = self._filter_one(plugin, state, pod, node)
+            if status is not None:
+                return status
+        return None
+
+    def _filter_one(self, plugin: Any, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        try:
+            status = plugin.filter(state, pod, node)
+        except Exception as exc:
+            return Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(plugin.name)
+        if status is None or status.code is Code.SUCCESS:
+            return None
+        if not status.is_rejection:
+            status = Status.as_error(f'running "{plugin.name}" filter plugin: {status.message}')
+        return status.with_plugin(plugin.name)
+
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo,
+                                               node: NodeInfo) -> Status | None:
+        """Upstream's two passes: first with the pods nominated to this node that are at
+        least as important as `pod` counted on it, then (if any were added) without them."""
+        nominated = [
+            p for p in self.handle.nominator.nominated_pods_for_node(node.name)
+            if p.uid != pod.uid and p.priority >= pod.priority
+        ]
+        if nominated:
+            state_with = state.clone()
+            node_with = node.clone()
+            for other in nominated:
+                node_with.add_pod(other)
+                status = self.run_pre_filter_extension_add_pod(state_with, pod, other, node_with)
+                if status is not None:
+                    return status
+            status = self.run_filter_plugins(state_with, pod, node_with)
+            if status is not None:
+                return status
+        return self.run_filter_plugins(state, pod, node)
+
+    def run_filter_plugins_on_rows(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> tuple[np.ndarray, dict[int, Status]]:
+        """Filter many nodes: (rows that passed, in input order; row -> first rejection).
+
+        Each node's status comes from the first plugin that rejects it, exactly as if the
+        nodes were filtered one by one. An Error status is returned among the rejections;
+        the caller aborts the cycle on it."""
+        start = time.perf_counter()
+        rejected: dict[int, Status] = {}
+        alive = rows
+        skipped = state.skip_filter_plugins
+        nodes = table.nodes
+        for plugin in self.filter_plugins:
+            if not len(alive):
+                break
+            if plugin.name in skipped:
+                continue
+            if plugin.name in self._batch_filter:
+                try:
+                    passed = plugin.filter_nodes(state, pod, table, alive)
+                except Exception as exc:
+                    status = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
+                    rejected[int(alive[0])] = status.with_plugin(plugin.name)
+                    break
+                if passed.all():
+                    continue
+                for row in alive[~passed].tolist():
+                    status = self._filter_one(plugin, state, pod, nodes[row])
+                    rejected[row] = status if status is not None else Status.as_error(
+                        f'"{plugin.name}" batch filter rejected node {nodes[row].name} but its filter accepted it'
+                    ).with_plugin(plugin.name)
+                alive = alive[passed]
+            else:
+                keep = []
+                for row in alive.tolist():
+                    status = self._filter_one(plugin, state, pod, nodes[row])
+                    if status is None:
+                        keep.append(row)
+                    else:
+                        rejected[row] = status
+                alive = np.asarray(keep, dtype=np.int64)
+        self.observe("Filter", "Success", time.perf_counter() - start)
+        return alive, rejected
+
+    # -- PostFilter ----------------------------------------------------------------------------
+
+    def run_post_filter_plugins(self, state: CycleState, pod: PodInfo,
+                                statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        """Stops at the first plugin that succeeds or errors; returns the last rejection otherwise."""
+        start = time.perf_counter()
+        last: Status | None = Status.unschedulable()
+        result: PostFilterResult | None = None
+        for plugin in self.post_filter_plugins:
+            try:
+                answer, status = plugin.post_filter(state, pod, statuses)
+            except Exception as exc:
+                last = Status.as_error(exc).with_plugin(plugin.name)
+                break
+            if status is None or status.code is Code.SUCCESS:
+                result, last = answer, None
+                break
+            if not status.is_rejection:
+                last = status.with_plugin(plugin.name)
+                break
+            result, last = answer, status.with_plugin(plugin.name)
+        self.observe("PostFilter", _code_name(last), time.perf_counter() - start)
+        return result, last
+
+    # -- PreScore / Score ------------------------------------------------------------------------
+
+    def run_pre_score_plugins(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        start = time.perf_counter()
+        skipped: set[str] = set()
+        result: Status | None = None
+        for plugin in self.pre_score_plugins:
+            try:
+                status = plugin.pre_score(state, pod, nodes)
+            except Exception as exc:
+                result = Status.as_error(f'running PreScore plugin "{plugin.name}": {exc}').with_plugin(plugin.name)
+                break
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.code is Code.SKIP:
+                skipped.add(plugin.name)
+                continue
+            result = Status.as_error(f'running PreScore plugin "{plugin.name}": {status.message}')
+            result = result.with_plugin(plugin.name)
+            break
+        state.skip_score_plugins = skipped
+        self.observe("PreScore", _code_name(result), time.perf_counter() - start)
+        return result
+
+    def run_score_plugins_on_rows(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
+        """(weighted totals, normalized pre-weight scores per plugin, error)."""
+        start = time.perf_counter()
+        totals = np.zeros(len(rows), dtype=np.int64)
+        per_plugin: dict[str, np.ndarray] = {}
+        skipped = state.skip_score_plugins
+        nodes = table.nodes
+        for plugin, weight in self.score_plugins:
+            name = plugin.name
+            if name in skipped:
+                continue
+            try:
+                if name in self._batch_score:
+                    scores = np.asarray(plugin.score_nodes(state, pod, table, rows), dtype=np.int64)
+                else:
+                    scores = np.fromiter((plugin.score(state, pod, nodes[r]) for r in rows.tolist()),
+                                         dtype=np.int64, count=len(rows))
+                normalize = self._normalizers.get(name)
+                if normalize is not None:
+                    scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
+            except Exception as exc:
+                status = Status.as_error(f'running Score plugins: plugin "{name}": {exc}').with_plugin(name)
+                return totals, per_plugin, status
+            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+                status = Status.as_error(
+                    f'plugin "{name}" returns an invalid score {bad}, it should in the range of '
+                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                ).with_plugin(name)
+                return totals, per_plugin, status
+            per_plugin[name] = scores
+            totals += scores * weight
+        self.observe("Score", "Success", time.perf_counter() - start)
+        return totals, per_plugin, None
+
+    # -- Reserve / Permit ----------------------------------------------------------------------
+
+    def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        start = time.perf_counter()
+        result: Status | None = None
+        for plugin in self.reserve_plugins:
+            try:
+                status = plugin.reserve(state, pod, node_name)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is not None and status.code is not Code.SUCCESS:
+                if not status.is_rejection:
+                    status = Status.as_error(f'running Reserve plugin "{plugin.name}": {status.message}')
+                result = status.with_plugin(plugin.name)
+                break
+        self.observe("Reserve", _code_name(result), time.perf_counter() - start)
+        return result
+
+    def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Every Reserve plugin's unreserve, in reverse order; failures cannot stop the others."""
+        start = time.perf_counter()
+        for plugin in reversed(self.reserve_plugins):
+            try:
+                plugin.unreserve(state, pod, node_name)
+            except Exception:  # unreserve must reach every plugin
+                logger.exception("Unreserve plugin %s failed for pod %s", plugin.name, pod.key)
+        self.observe("Unreserve", "Success", time.perf_counter() - start)
+
+    def run_permit_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """None (allowed), a rejection, an error, or Wait after registering a WaitingPod."""
+        start = time.perf_counter()
+        waits: dict[str, float] = {}
+        result: Status | None = None
+        for plugin in self.permit_plugins:
+            try:
+                status, timeout = plugin.permit(state, pod, node_name)
+            except Exception as exc:
+                status, timeout = Status.as_error(exc), 0.0
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.is_rejection:
+                result = status.with_plugin(plugin.name)
+                break
+            if status.code is Code.WAIT:
+                waits[plugin.name] = min(timeout, MAX_PERMIT_TIMEOUT)
+                continue
+            result = Status.as_error(f'running Permit plugin "{plugin.name}": {status.message}')
+            result = result.with_plugin(plugin.name)
+            break
+        if result is None and waits:
+            self.handle.waiting_pods.add(WaitingPod(pod, node_name, waits))
+            result = Status.wait(
+                f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"'
+            )
+        self.observe("Permit", _code_name(result), time.perf_counter() - start)
+        return result
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status | None:
+        waiting = self.handle.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return None
+        try:
+            allowed, plugin, message = await waiting.wait()
+        finally:
+            self.handle.waiting_pods.remove(pod.uid)
+        if allowed:
+            return None
+        return Status.unschedulable(message).with_plugin(plugin)
+
+    # -- binding ---------------------------------------------------------------------------
+
+    async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        start = time.perf_counter()
+        result: Status | None = None
+        for plugin in self.pre_bind_plugins:
+            try:
+                status = await plugin.pre_bind(state, pod, node_name)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is None or status.code in (Code.SUCCESS, Code.SKIP):
+                continue
+            if not status.is_rejection:
+                status = Status(Code.ERROR, (f'running PreBind plugin "{plugin.name}": {status.message}',),
+                                error=status.error)
+            result = status.with_plugin(plugin.name)
+            break
+        self.observe("PreBind", _code_name(result), time.perf_counter() - start)
+        return result
+
+    async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """The first Bind plugin that does not Skip decides; all skipping gives SKIP."""
+        start = time.perf_counter()
+        result: Status | None = SKIP
+        for plugin in self.bind_plugins:
+            try:
+                status = await plugin.bind(state, pod, node_name)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is not None and status.code is Code.SKIP:
+                continue
+            if status is None or status.code is Code.SUCCESS:
+                result = None
+            elif status.is_rejection:
+                result = status.with_plugin(plugin.name)
+            else:
+                result = Status(Code.ERROR, (f'running Bind plugin "{plugin.name}": {status.message}',),
+                                error=status.error).with_plugin(plugin.name)
+            break
+        self.observe("Bind", _code_name(result), time.perf_counter() - start)
+        return result
+
+    def run_post_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        start = time.perf_counter()
+        for plugin in self.post_bind_plugins:
+            try:
+                plugin.post_bind(state, pod, node_name)
+            except Exception:  # informational only: the pod is bound
+                logger.exception("PostBind plugin %s failed for pod %s", plugin.name, pod.key)
+        self.observe("PostBind", "Success", time.perf_counter() - start)
