@@ -1,0 +1,224 @@
+"""InterPodAffinity: required and preferred pod affinity / anti-affinity (upstream's plugin of that name).
+
+Extension points: PreFilter (+ AddPod/RemovePod), Filter (also batched), PreScore, Score (also
+batched), NormalizeScore, EnqueueExtensions.
+Args: hardPodAffinityWeight (0..100, default 1), ignorePreferredTermsOfExistingPods (default false).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.affinity import AffinityTerm, WeightedAffinityTerm
+from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.labels import SelectorError
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.registry import ArgsError, check_known_fields, int_field
+from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.interpodaffinity import filtering, scoring
+
+NAME = "InterPodAffinity"
+
+PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
+PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
+
+
+@dataclass(frozen=True, slots=True)
+class InterPodAffinityArgs:
+    hard_pod_affinity_weight: int = 1
+    """Score weight of existing pods' required affinity terms that the incoming pod matches (0..100)."""
+    ignore_preferred_terms_of_existing_pods: bool = False
+    """Skip existing pods' preferred terms when the incoming pod has no preferred terms itself."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> InterPodAffinityArgs:
+        problems: list[tuple[str, str]] = []
+        check_known_fields(raw, {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}, problems)
+        weight = int_field(raw, "hardPodAffinityWeight", 1, problems)
+        if not 0 <= weight <= 100:
+            problems.append(("hardPodAffinityWeight", f"Invalid value: {weight}: not in valid range [0-100]"))
+        ignore = raw.get("ignorePreferredTermsOfExistingPods", False)
+        if not isinstance(ignore, bool):
+            problems.append(("ignorePreferredTermsOfExistingPods", f"must be a boolean, got {ignore!r}"))
+            ignore = False
+        if problems:
+            raise ArgsError(problems)
+        return cls(hard_pod_affinity_weight=weight, ignore_preferred_terms_of_existing_pods=ignore)
+
+
+def _pod_info(obj: Any) -> PodInfo | None:
+    if obj is None or isinstance(obj, PodInfo):
+        return obj
+    return PodInfo(obj)
+
+
+def _node_labels(obj: Any) -> Mapping[str, str]:
+    if isinstance(obj, NodeInfo):
+        return obj.labels
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+class InterPodAffinity:
+    name = NAME
+
+    def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
+        self.args = args or InterPodAffinityArgs()
+        self.handle = handle
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        ns = self.handle.objects.get("Namespace", namespace)
+        return dict(((ns or {}).get("metadata") or {}).get("labels") or {})
+
+    def _resolve(self, terms: tuple[AffinityTerm, ...]) -> tuple[AffinityTerm, ...]:
+        if not any(t.raw_namespace_selector is not None for t in terms):
+            return terms
+        namespaces = self.handle.objects.list("Namespace")
+        return tuple(t.with_namespaces_resolved(namespaces) for t in terms)
+
+    def _resolve_weighted(self, terms: tuple[WeightedAffinityTerm, ...]) -> tuple[WeightedAffinityTerm, ...]:
+        resolved = self._resolve(tuple(w.term for w in terms))
+        return tuple(WeightedAffinityTerm(t, w.weight) for t, w in zip(resolved, terms, strict=True))
+
+    # -- PreFilter / Filter -------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        try:
+            own_terms = pod.required_affinity_terms + pod.required_anti_affinity_terms
+        except SelectorError as error:
+            return Status.unresolvable(f"parsing pod: {error}")
+        with_anti_affinity = self.handle.snapshot.have_pods_with_required_anti_affinity()
+        if not with_anti_affinity and not own_terms:
+            return SKIP  # nothing can reject this pod: don't even look at the namespace
+        namespace_labels = self._namespace_labels(pod.namespace)
+        existing = filtering.existing_anti_affinity_counts(pod, namespace_labels, with_anti_affinity)
+        affinity_terms = self._resolve(pod.required_affinity_terms)
+        anti_affinity_terms = self._resolve(pod.required_anti_affinity_terms)
+        if not existing and not affinity_terms and not anti_affinity_terms:
+            return SKIP
+        affinity, anti = filtering.incoming_affinity_counts(affinity_terms, anti_affinity_terms, nodes)
+        state.write(PRE_FILTER_STATE, filtering.PreFilterState(
+            pod=pod, affinity_terms=affinity_terms, anti_affinity_terms=anti_affinity_terms,
+            namespace_labels=namespace_labels, existing_anti_affinity_counts=existing,
+            affinity_counts=affinity, anti_affinity_counts=anti,
+        ))
+        return None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
+        state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, node, 1)
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        state.read(PRE_FILTER_STATE).update_with_pod(pod_to_remove, node, -1)
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return filtering.filter_node(state.read(PRE_FILTER_STATE), node)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return filtering.filter_rows(state.read(PRE_FILTER_STATE), table, rows)
+
+    # -- PreScore / Score ---------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        preferred_affinity = pod.preferred_affinity_terms
+        preferred_anti_affinity = pod.preferred_anti_affinity_terms
+        has_constraints = bool(preferred_affinity or preferred_anti_affinity)
+        if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return SKIP
+        snapshot = self.handle.snapshot
+        # Without preferred terms of its own, only existing pods with affinity can score the pod.
+        all_nodes = snapshot.node_infos() if has_constraints else snapshot.have_pods_with_affinity()
+        if not all_nodes:
+            return SKIP
+        namespace_labels = self._namespace_labels(pod.namespace)
+        preferred_affinity = self._resolve_weighted(preferred_affinity)
+        preferred_anti_affinity = self._resolve_weighted(preferred_anti_affinity)
+        weight = self.args.hard_pod_affinity_weight
+        scores: scoring.ScoreMap = {}
+        for node in all_nodes:
+            if node.node is None:
+                continue
+            existing_pods = node.pods if has_constraints else node.pods_with_affinity
+            for existing in existing_pods.values():
+                scoring.process_existing_pod(
+                    scores, incoming=pod, preferred_affinity=preferred_affinity,
+                    preferred_anti_affinity=preferred_anti_affinity, namespace_labels=namespace_labels,
+                    existing=existing, node=node, hard_pod_affinity_weight=weight)
+        if not scores:
+            return SKIP
+        state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return scoring.score_node(state.read(PRE_SCORE_STATE), node)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return scoring.score_rows(state.read(PRE_SCORE_STATE), table, rows)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
+        pre_score = state.get(PRE_SCORE_STATE)
+        if pre_score is None or not pre_score.topology_score:
+            return scores
+        return scoring.normalize(scores)
+
+    # -- queueing hints -----------------------------------------------------------------------
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+                self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE,
+                             ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT),
+                self.is_schedulable_after_node_change),
+        )
+
+    def is_schedulable_after_pod_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        target, original, modified = _pod_info(pod), _pod_info(old), _pod_info(new)
+        assert target is not None
+        if (modified is not None and not modified.node_name) or (original is not None and not original.node_name):
+            return QueueingHint.SKIP  # unscheduled pods change nothing
+        terms = target.required_affinity_terms
+        anti_terms = target.required_anti_affinity_terms
+        matches_all = filtering.pod_matches_all_terms
+        if original is not None and modified is not None:
+            if not matches_all(terms, original) and matches_all(terms, modified):
+                return QueueingHint.QUEUE
+            if matches_all(anti_terms, original) and not matches_all(anti_terms, modified):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        if modified is not None:
+            return QueueingHint.QUEUE if matches_all(terms, modified) else QueueingHint.SKIP
+        assert original is not None
+        if matches_all(anti_terms, original):
+            return QueueingHint.QUEUE
+        # The deleted pod's own anti-affinity may have been what rejected the target.
+        if any(t.matches(target, self._namespace_labels(target.namespace))
+               for t in original.required_anti_affinity_terms):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_node_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        target = _pod_info(pod)
+        assert target is not None
+        labels = _node_labels(new)
+        for term in (*target.required_affinity_terms, *target.required_anti_affinity_terms):
+            if term.topology_key in labels:
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
