@@ -1,0 +1,24 @@
+"""DefaultNormalizeScore, as upstream's plugins/helper/normalize_score.go."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kopfsched.framework.interface import MAX_NODE_SCORE
+
+
+def default_normalize_score(scores: np.ndarray, *, max_priority: int = MAX_NODE_SCORE,
+                            reverse: bool = False) -> np.ndarray:
+    """Scale scores linearly so the highest becomes `max_priority`; `reverse` flips them
+    (max_priority - score), so the lowest raw score ranks best.
+
+    As upstream: the maximum is taken over non-negative values; when it is 0, scores stay
+    as they are, or all become `max_priority` when reversed. Division truncates like Go's.
+    """
+    scores = np.asarray(scores, dtype=np.int64)
+    max_count = max(int(scores.max()), 0) if scores.size else 0
+    if max_count == 0:
+        return np.full_like(scores, max_priority) if reverse else scores.copy()
+    scaled = max_priority * scores
+    normalized = np.sign(scaled) * (np.abs(scaled) // max_count)
+    return max_priority - normalized if reverse else normalized

@@ -1,0 +1,95 @@
+"""ImageLocality: prefer nodes that already hold the pod's images.
+
+Each image found on the node adds its size scaled by how widely it has spread
+(nodes with the image / all nodes), which damps the "node heating" of piling pods onto the
+few nodes that happen to have a big image. The sum, clamped to [23 MiB, 1000 MiB * number
+of images], maps linearly onto 0..100. Images come from init containers, containers and
+image volumes; names without a tag get ":latest", as the container runtime reports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.registry import PluginFactory
+from kopfsched.framework.types import ImageStateSummary, NodeInfo, PodInfo
+
+MB = 1024 * 1024
+MIN_THRESHOLD = 23 * MB
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+DEFAULT_IMAGE_TAG = "latest"
+
+
+def normalized_image_name(name: str) -> str:
+    """Add the default tag when the last path segment has none (digests are left alone)."""
+    if name.rfind(":") <= name.rfind("/"):
+        return f"{name}:{DEFAULT_IMAGE_TAG}"
+    return name
+
+
+def pod_images(spec: Mapping[str, Any]) -> list[str]:
+    """The pod's image references, one per init container, container and image volume."""
+    images = [c.get("image") or "" for c in spec.get("initContainers") or ()]
+    images += [c.get("image") or "" for c in spec.get("containers") or ()]
+    images += [(v.get("image") or {}).get("reference") or "" for v in spec.get("volumes") or () if v.get("image")]
+    return images
+
+
+def scaled_image_score(state: ImageStateSummary, total_num_nodes: int) -> int:
+    spread = state.num_nodes / total_num_nodes
+    return int(float(state.size) * spread)
+
+
+def calculate_priority(sum_scores: int, num_images: int) -> int:
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_images
+    if sum_scores < MIN_THRESHOLD:
+        sum_scores = MIN_THRESHOLD
+    elif sum_scores > max_threshold:
+        sum_scores = max_threshold
+    return MAX_NODE_SCORE * (sum_scores - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+
+
+class ImageLocality:
+    name = "ImageLocality"
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self.handle = handle
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        images = pod_images(pod.spec)
+        total = len(self.handle.snapshot.node_infos())
+        image_states = node.image_states
+        total_score = 0
+        for image in images:
+            summary = image_states.get(normalized_image_name(image))
+            if summary is not None:
+                total_score += scaled_image_score(summary, total)
+        return calculate_priority(total_score, len(images))
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        images = pod_images(pod.spec)
+        rows = np.asarray(rows)
+        sums = np.zeros(len(rows), dtype=np.int64)
+        total = len(self.handle.snapshot.node_infos())
+        nodes = [table.nodes[r] for r in rows]
+        for image in images:
+            name = normalized_image_name(image)
+            for i, node in enumerate(nodes):
+                summary = node.image_states.get(name)
+                if summary is not None:
+                    sums[i] += scaled_image_score(summary, total)
+        if not sums.any():  # The usual case: no node has any of the images.
+            return sums
+        max_threshold = MAX_CONTAINER_THRESHOLD * len(images)
+        clamped = np.where(sums < MIN_THRESHOLD, MIN_THRESHOLD, np.minimum(sums, max_threshold))
+        return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+
+
+PLUGIN = PluginFactory(name=ImageLocality.name, factory=ImageLocality)

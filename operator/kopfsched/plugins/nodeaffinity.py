@@ -1,0 +1,305 @@
+"""NodeAffinity: the pod's `nodeSelector` and required node affinity decide which nodes it
+may use (Filter); its preferred terms rank them (Score). The `addedAffinity` arg lets a
+profile enforce a node selector on, and add preferences to, every pod it schedules.
+
+Selectors follow upstream's component-helpers/scheduling/corev1/nodeaffinity: terms are
+ORed, an empty term matches nothing, and a term that does not parse matches nothing
+(without failing the pod) while the other terms still count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.interface import MAX_NODE_SCORE, PreFilterResult
+from kopfsched.framework.labels import SelectorError, node_selector_term
+from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
+from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper.normalize_score import default_normalize_score
+
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+NAME_FIELD = "metadata.name"
+
+Labels = Mapping[str, str]
+TermMatcher = Callable[[Labels, str], bool]
+
+
+# --- selectors ---------------------------------------------------------------------------
+
+
+def _never(labels: Labels, name: str) -> bool:
+    return False
+
+
+def compile_term(term: Mapping[str, Any]) -> TermMatcher:
+    """A NodeSelectorTerm as a predicate over (node labels, node name); raises SelectorError."""
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    for expr in expressions:
+        operator, values = expr.get("operator"), expr.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            raise SelectorError(f"{operator} requires at least one value for key {expr.get('key')!r}")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise SelectorError(f"{operator} takes no values for key {expr.get('key')!r}")
+    match_labels = node_selector_term({"matchExpressions": expressions}) if expressions else None
+    wanted: list[tuple[str, bool, str]] = []
+    for expr in fields:
+        operator, values = expr.get("operator"), expr.get("values") or []
+        if operator not in ("In", "NotIn"):
+            raise SelectorError(f"{operator!r} is not a valid field selector operator")
+        if len(values) != 1:
+            raise SelectorError(f"matchFields {expr.get('key')!r}: values must have one element")
+        wanted.append((expr.get("key", ""), operator == "In", values[0]))
+
+    def match(labels: Labels, name: str) -> bool:
+        if match_labels is not None and not match_labels(labels, name):
+            return False
+        if wanted and name:  # Upstream checks fields only when the node has a name.
+            node_fields = {NAME_FIELD: name}
+            return all((node_fields.get(key, "") == value) == equal for key, equal, value in wanted)
+        return True
+
+    return match
+
+
+def _is_empty(term: Mapping[str, Any]) -> bool:
+    return not term.get("matchExpressions") and not term.get("matchFields")
+
+
+class NodeSelector:
+    """A v1.NodeSelector: its terms ORed. Empty terms are dropped; terms that fail to parse
+    never match (`errors` lists them)."""
+
+    def __init__(self, selector: Mapping[str, Any]) -> None:
+        self.terms: list[TermMatcher] = []
+        self.errors: list[tuple[str, str]] = []
+        """(path, message) of each term that failed to parse."""
+        for i, term in enumerate(selector.get("nodeSelectorTerms") or ()):
+            if _is_empty(term):
+                continue
+            try:
+                self.terms.append(compile_term(term))
+            except SelectorError as exc:
+                self.errors.append((f"nodeSelectorTerms[{i}]", str(exc)))
+                self.terms.append(_never)
+
+    def match(self, labels: Labels, name: str) -> bool:
+        return any(term(labels, name) for term in self.terms)
+
+
+class PreferredSchedulingTerms:
+    """Weighted terms; a node scores the sum of the weights of the terms it matches.
+    Terms with weight 0 or an empty preference are ignored; a bad term is an error."""
+
+    def __init__(self, terms: Sequence[Mapping[str, Any]]) -> None:
+        self.terms: list[tuple[int, TermMatcher]] = []
+        errors: list[str] = []
+        for i, term in enumerate(terms):
+            weight = term.get("weight") or 0
+            preference = term.get("preference") or {}
+            if not weight or _is_empty(preference):
+                continue
+            try:
+                self.terms.append((weight, compile_term(preference)))
+            except SelectorError as exc:
+                errors.append(f"[{i}].preference: {exc}")
+        if errors:
+            raise SelectorError("; ".join(errors))
+
+    def score(self, labels: Labels, name: str) -> int:
+        return sum(weight for weight, match in self.terms if match(labels, name))
+
+
+class RequiredNodeAffinity:
+    """A pod's nodeSelector AND its required node affinity (upstream's GetRequiredNodeAffinity)."""
+
+    __slots__ = ("node_selector", "selector")
+
+    def __init__(self, pod_spec: Mapping[str, Any]) -> None:
+        self.selector: dict[str, str] | None = dict(pod_spec.get("nodeSelector") or {}) or None
+        required = _required_terms(pod_spec)
+        self.node_selector = NodeSelector(required) if required is not None else None
+
+    def match(self, labels: Labels, name: str) -> bool:
+        if self.selector is not None and any(labels.get(k) != v for k, v in self.selector.items()):
+            return False
+        return self.node_selector is None or self.node_selector.match(labels, name)
+
+
+def _node_affinity(pod_spec: Mapping[str, Any]) -> Obj:
+    return (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+
+
+def _required_terms(pod_spec: Mapping[str, Any]) -> Obj | None:
+    return _node_affinity(pod_spec).get("requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def _node_labels_and_name(node: Obj | None) -> tuple[Labels, str]:
+    meta = objects.meta(node)
+    return meta.get("labels") or {}, meta.get("name") or ""
+
+
+# --- args --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeAffinityArgs:
+    """Upstream's NodeAffinityArgs."""
+
+    added_affinity: Obj | None = None
+    """A NodeAffinity applied to every pod of the profile: its required selector must also
+    match (reason "didn't match scheduler-enforced node affinity"), its preferred terms add
+    to the score."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> NodeAffinityArgs:
+        problems: list[tuple[str, str]] = []
+        check_known_fields(raw, {"addedAffinity"}, problems)
+        added = raw.get("addedAffinity")
+        if added is not None and not isinstance(added, Mapping):
+            problems.append(("addedAffinity", "must be an object"))
+        elif added is not None:
+            _validate_added_affinity(added, problems)
+        if problems:
+            raise ArgsError(problems)
+        return cls(added_affinity=dict(added) if added is not None else None)
+
+
+def _validate_added_affinity(added: Mapping[str, Any], problems: list[tuple[str, str]]) -> None:
+    required = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+    path = "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if required is not None:
+        problems.extend((f"{path}.{where}", message) for where, message in NodeSelector(required).errors)
+    preferred = added.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    try:
+        PreferredSchedulingTerms(preferred)
+    except SelectorError as exc:
+        problems.append(("addedAffinity.preferredDuringSchedulingIgnoredDuringExecution", str(exc)))
+
+
+# --- plugin ------------------------------------------------------------------------------
+
+PRE_FILTER_STATE = StateKey[RequiredNodeAffinity]("NodeAffinity", "PreFilterNodeAffinity")
+PRE_SCORE_STATE = StateKey["PreferredSchedulingTerms | None"]("NodeAffinity", "PreScoreNodeAffinity")
+
+
+class NodeAffinity:
+    name = "NodeAffinity"
+
+    def __init__(self, args: NodeAffinityArgs | None, handle: Any = None) -> None:
+        args = args or NodeAffinityArgs()
+        added = args.added_affinity or {}
+        required = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+        self.added_node_selector = NodeSelector(required) if required is not None else None
+        preferred = added.get("preferredDuringSchedulingIgnoredDuringExecution")
+        self.added_pref_terms = PreferredSchedulingTerms(preferred) if preferred else None
+
+    # PreFilter / Filter
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None:
+        required = _required_terms(pod.spec)
+        if required is None and self.added_node_selector is None and not pod.spec.get("nodeSelector"):
+            return SKIP  # Nothing for Filter to check.
+        state.write(PRE_FILTER_STATE, RequiredNodeAffinity(pod.spec))
+        terms = (required or {}).get("nodeSelectorTerms") or []
+        if not terms:
+            return None
+        node_names = _node_names_from_terms(terms)
+        if node_names is None:
+            return None
+        if not node_names:
+            return Status.unresolvable(ERR_REASON_CONFLICT)
+        return PreFilterResult(frozenset(node_names))
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if self.added_node_selector is not None and not self.added_node_selector.match(node.labels, node.name):
+            return Status.unresolvable(ERR_REASON_ENFORCED)
+        required = state.get(PRE_FILTER_STATE)
+        if required is None:  # PreFilter disabled: compute here.
+            required = RequiredNodeAffinity(pod.spec)
+        if not required.match(node.labels, node.name):
+            return Status.unresolvable(ERR_REASON_POD)
+        return None
+
+    # PreScore / Score
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        try:
+            preferred = _pod_preferred_terms(pod)
+        except SelectorError as exc:
+            return Status.as_error(exc)
+        if preferred is None and self.added_pref_terms is None:
+            return SKIP  # Nothing for Score to rank.
+        state.write(PRE_SCORE_STATE, preferred)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        count = 0
+        if self.added_pref_terms is not None:
+            count += self.added_pref_terms.score(node.labels, node.name)
+        try:
+            preferred = state.read(PRE_SCORE_STATE)
+        except KeyError:  # PreScore disabled: compute here.
+            preferred = _pod_preferred_terms(pod)
+        if preferred is not None:
+            count += preferred.score(node.labels, node.name)
+        return count
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
+        return default_normalize_score(scores, max_priority=MAX_NODE_SCORE, reverse=False)
+
+    # Queueing
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                                 self.is_schedulable_after_node_change),
+        ]
+
+    def is_schedulable_after_node_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """Queue when a node that matches the pod appears, or a node starts to match it."""
+        labels, name = _node_labels_and_name(objects.raw(new))
+        if self.added_node_selector is not None and not self.added_node_selector.match(labels, name):
+            return QueueingHint.SKIP
+        required = RequiredNodeAffinity(objects.spec(objects.raw(pod)))
+        if not required.match(labels, name):
+            return QueueingHint.SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        old_labels, old_name = _node_labels_and_name(objects.raw(old))
+        return QueueingHint.SKIP if required.match(old_labels, old_name) else QueueingHint.QUEUE
+
+
+def _pod_preferred_terms(pod: PodInfo) -> PreferredSchedulingTerms | None:
+    terms = _node_affinity(pod.spec).get("preferredDuringSchedulingIgnoredDuringExecution")
+    return PreferredSchedulingTerms(terms) if terms is not None else None
+
+
+def _node_names_from_terms(terms: Sequence[Mapping[str, Any]]) -> set[str] | None:
+    """Nodes named by `metadata.name In` fields: intersected within a term, united across
+    terms. None when some term names no node (then any node may match)."""
+    names: set[str] = set()
+    for term in terms:
+        term_names: set[str] | None = None
+        for expr in term.get("matchFields") or ():
+            if expr.get("key") == NAME_FIELD and expr.get("operator") == "In":
+                values = set(expr.get("values") or ())
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None
+        names |= term_names
+    return names
+
+
+PLUGIN = PluginFactory(name=NodeAffinity.name, factory=NodeAffinity, args_type=NodeAffinityArgs)

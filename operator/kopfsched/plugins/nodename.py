@@ -1,0 +1,48 @@
+"""NodeName: a pod that names a node in `spec.nodeName` fits only that node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.events import NODE_ADD, ClusterEventWithHint
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.registry import PluginFactory
+from kopfsched.framework.status import Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+def fits(pod: PodInfo, node: NodeInfo) -> bool:
+    return not pod.node_name or pod.node_name == node.name
+
+
+class NodeName:
+    name = "NodeName"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return None if fits(pod, node) else Status.unresolvable(ERR_REASON)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        wanted = pod.node_name
+        if not wanted:
+            return np.ones(len(rows), dtype=bool)
+        # Node names are unique, so at most one row can match.
+        row = table.index.get(wanted, -1)
+        if row >= 0 and table.nodes[row].name != wanted:
+            row = -1
+        return np.asarray(rows) == row
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        # Upstream has no hint: a new node may be the named one, so always requeue.
+        return [ClusterEventWithHint(NODE_ADD)]
+
+
+PLUGIN = PluginFactory(name=NodeName.name, factory=NodeName)

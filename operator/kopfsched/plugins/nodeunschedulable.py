@@ -1,0 +1,85 @@
+"""NodeUnschedulable: cordoned nodes (`spec.unschedulable`) take only pods that tolerate the
+`node.kubernetes.io/unschedulable:NoSchedule` taint."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.registry import PluginFactory
+from kopfsched.framework.status import Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper.tolerations import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
+
+ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+
+_SCHEDULABLE, _CORDONED, _NO_NODE = 0, 1, 2
+
+
+def _node_state(node: NodeInfo) -> int:
+    if node.node is None:
+        return _NO_NODE
+    return _CORDONED if node.unschedulable else _SCHEDULABLE
+
+
+NODE_STATE = ColumnSpec("NodeUnschedulable/state", _node_state, np.int8)
+"""0 schedulable, 1 cordoned, 2 no Node object (a ghost kept for its pods)."""
+
+
+def tolerates_unschedulable(tolerations: Iterable[dict[str, Any]]) -> bool:
+    return tolerations_tolerate_taint(tolerations, UNSCHEDULABLE_TAINT)
+
+
+class NodeUnschedulable:
+    name = "NodeUnschedulable"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if node.node is None:
+            return Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
+        if node.unschedulable and not tolerates_unschedulable(pod.tolerations):
+            return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+        return None
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        states = table.column(NODE_STATE)[rows]
+        if tolerates_unschedulable(pod.tolerations):
+            return states != _NO_NODE
+        return states == _SCHEDULABLE
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                                 is_schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATION),
+                                 is_schedulable_after_pod_toleration_change),
+        ]
+
+
+def is_schedulable_after_node_change(pod: Any, old: Any, new: Any) -> QueueingHint:
+    """Queue only when a node becomes schedulable: added uncordoned, or uncordoned."""
+    was_schedulable = old is not None and not objects.spec(objects.raw(old)).get("unschedulable")
+    is_schedulable = not objects.spec(objects.raw(new)).get("unschedulable")
+    return QueueingHint.QUEUE if not was_schedulable and is_schedulable else QueueingHint.SKIP
+
+
+def is_schedulable_after_pod_toleration_change(pod: Any, old: Any, new: Any) -> QueueingHint:
+    """Queue when the rejected pod itself now tolerates the unschedulable taint. Tolerations
+    can only be added, so the pod did not tolerate it before (or it would not be here)."""
+    modified = objects.raw(new)
+    if objects.uid(objects.raw(pod)) != objects.uid(modified):
+        return QueueingHint.SKIP
+    tolerations = objects.spec(modified).get("tolerations") or ()
+    return QueueingHint.QUEUE if tolerates_unschedulable(tolerations) else QueueingHint.SKIP
+
+
+PLUGIN = PluginFactory(name=NodeUnschedulable.name, factory=NodeUnschedulable)

@@ -1,0 +1,23 @@
+"""PrioritySort: the default QueueSort. Higher `spec.priority` first; among equals, the pod
+that entered the queue earlier (QueuedPodInfo.timestamp) first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopfsched.framework.queued import QueuedPodInfo
+from kopfsched.framework.registry import PluginFactory
+
+
+class PrioritySort:
+    name = "PrioritySort"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        pass
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        p1, p2 = a.pod_info.priority, b.pod_info.priority
+        return p1 > p2 or (p1 == p2 and a.timestamp < b.timestamp)
+
+
+PLUGIN = PluginFactory(name=PrioritySort.name, factory=PrioritySort)

@@ -1,0 +1,130 @@
+"""TaintToleration: a pod may land only on nodes whose NoSchedule/NoExecute taints it
+tolerates (Filter), and prefers nodes with fewer untolerated PreferNoSchedule taints
+(Score, reversed by NormalizeScore so that 0 untolerated taints scores 100).
+
+Most nodes carry no hard taint, so the batch Filter looks only at rows whose
+`has_hard_taints` column is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.registry import PluginFactory
+from kopfsched.framework.status import Status
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper.normalize_score import default_normalize_score
+from kopfsched.plugins.helper.tolerations import (
+    PREFER_NO_SCHEDULE,
+    do_not_schedule_taint,
+    find_matching_untolerated_taint,
+    tolerations_tolerate_taint,
+)
+
+ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
+"""Since upstream PR #134740 the reason no longer names the taint's key and value."""
+
+HAS_HARD_TAINTS = ColumnSpec("TaintToleration/hasHardTaints",
+                             lambda n: any(do_not_schedule_taint(t) for t in n.taints), np.bool_)
+HAS_PREFER_NO_SCHEDULE_TAINTS = ColumnSpec("TaintToleration/hasPreferNoScheduleTaints",
+                                           lambda n: any(t.get("effect") == PREFER_NO_SCHEDULE for t in n.taints),
+                                           np.bool_)
+
+PRE_SCORE_STATE = StateKey[tuple[Obj, ...]]("TaintToleration", "PreScoreTaintToleration")
+"""The pod's tolerations that can tolerate a PreferNoSchedule taint."""
+
+
+def prefer_no_schedule_tolerations(tolerations: Iterable[Obj]) -> tuple[Obj, ...]:
+    """Tolerations with effect PreferNoSchedule or no effect (which means every effect)."""
+    return tuple(t for t in tolerations if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE)
+
+
+def count_intolerable_prefer_no_schedule(taints: Sequence[Obj], tolerations: Sequence[Obj]) -> int:
+    return sum(1 for t in taints
+               if t.get("effect") == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, t))
+
+
+class TaintToleration:
+    name = "TaintToleration"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if find_matching_untolerated_taint(node.taints, pod.tolerations) is None:
+            return None
+        return Status.unresolvable(ERR_REASON_NOT_MATCH)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows)
+        passed = np.ones(len(rows), dtype=bool)
+        tainted = np.flatnonzero(table.column(HAS_HARD_TAINTS)[rows])
+        tolerations = pod.tolerations
+        nodes = table.nodes
+        for i in tainted:
+            passed[i] = find_matching_untolerated_taint(nodes[rows[i]].taints, tolerations) is None
+        return passed
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        state.write(PRE_SCORE_STATE, prefer_no_schedule_tolerations(pod.tolerations))
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return count_intolerable_prefer_no_schedule(node.taints, self._tolerations(state, pod))
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows)
+        scores = np.zeros(len(rows), dtype=np.int64)
+        tainted = np.flatnonzero(table.column(HAS_PREFER_NO_SCHEDULE_TAINTS)[rows])
+        if len(tainted):
+            tolerations = self._tolerations(state, pod)
+            nodes = table.nodes
+            for i in tainted:
+                scores[i] = count_intolerable_prefer_no_schedule(nodes[rows[i]].taints, tolerations)
+        return scores
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
+        return default_normalize_score(scores, max_priority=MAX_NODE_SCORE, reverse=True)
+
+    @staticmethod
+    def _tolerations(state: CycleState, pod: PodInfo) -> tuple[Obj, ...]:
+        tolerations = state.get(PRE_SCORE_STATE)
+        return prefer_no_schedule_tolerations(pod.tolerations) if tolerations is None else tolerations
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                                 is_schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATION),
+                                 is_schedulable_after_pod_toleration_change),
+        ]
+
+
+def _untolerated(node: Obj | None, tolerations: Sequence[Obj]) -> bool:
+    taints = objects.spec(node).get("taints") or ()
+    return find_matching_untolerated_taint(taints, tolerations) is not None
+
+
+def is_schedulable_after_node_change(pod: Any, old: Any, new: Any) -> QueueingHint:
+    """Queue only when the node goes from untolerated (or absent) to tolerated."""
+    tolerations = objects.spec(objects.raw(pod)).get("tolerations") or ()
+    was_untolerated = old is None or _untolerated(objects.raw(old), tolerations)
+    is_untolerated = _untolerated(objects.raw(new), tolerations)
+    return QueueingHint.QUEUE if was_untolerated and not is_untolerated else QueueingHint.SKIP
+
+
+def is_schedulable_after_pod_toleration_change(pod: Any, old: Any, new: Any) -> QueueingHint:
+    """Queue when the rejected pod itself gained tolerations; other pods don't matter."""
+    same = objects.uid(objects.raw(pod)) == objects.uid(objects.raw(new))
+    return QueueingHint.QUEUE if same else QueueingHint.SKIP
+
+
+PLUGIN = PluginFactory(name=TaintToleration.name, factory=TaintToleration)
