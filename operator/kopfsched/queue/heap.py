@@ -1,0 +1,137 @@
+"""A binary heap indexed by key: O(log n) push, pop, update and delete of any item.
+
+Upstream's `pkg/scheduler/backend/heap`: the queue needs to remove or re-order a pod
+that sits in the middle of activeQ or backoffQ when the pod is updated or deleted,
+which `heapq` cannot do without a linear scan.
+
+Items the `less` function cannot order (neither is less than the other) come out in
+the order they were pushed, so equal pods are first-in first-out and runs are
+reproducible.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Heap(Generic[T]):
+    """A min-heap by `less`, each item found by `key(item)`."""
+
+    __slots__ = ("_items", "_key", "_less", "_pos", "_seq", "_seqs")
+
+    def __init__(self, *, less: Callable[[T, T], bool], key: Callable[[T], str]) -> None:
+        self._less = less
+        self._key = key
+        self._items: list[T] = []
+        self._seqs: list[int] = []
+        self._pos: dict[str, int] = {}
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pos
+
+    def __iter__(self) -> Iterator[T]:
+        """The items in no particular order."""
+        return iter(list(self._items))
+
+    def get(self, key: str) -> T | None:
+        index = self._pos.get(key)
+        return None if index is None else self._items[index]
+
+    def peek(self) -> T | None:
+        return self._items[0] if self._items else None
+
+    def add_or_update(self, item: T) -> None:
+        """Insert `item`, or replace the item with the same key and restore the order."""
+        key = self._key(item)
+        index = self._pos.get(key)
+        if index is None:
+            self._items.append(item)
+            self._seqs.append(next(self._seq))
+            index = len(self._items) - 1
+            self._pos[key] = index
+            self._up(index)
+            return
+        self._items[index] = item
+        self._fix(index)
+
+    def pop(self) -> T | None:
+        if not self._items:
+            return None
+        return self._remove_at(0)
+
+    def delete(self, key: str) -> T | None:
+        """Remove and return the item with `key`, or None when absent."""
+        index = self._pos.get(key)
+        return None if index is None else self._remove_at(index)
+
+    def sorted(self) -> list[T]:
+        """The items in pop order (a copy; for tests, dumps and status)."""
+        def compare(i: int, j: int) -> int:
+            return -1 if self._before(i, j) else (1 if self._before(j, i) else 0)
+
+        order = sorted(range(len(self._items)), key=functools.cmp_to_key(compare))
+        return [self._items[i] for i in order]
+
+    def _remove_at(self, index: int) -> T:
+        item = self._items[index]
+        last = len(self._items) - 1
+        if index != last:
+            self._swap(index, last)
+        self._items.pop()
+        self._seqs.pop()
+        del self._pos[self._key(item)]
+        if index < len(self._items):
+            self._fix(index)
+        return item
+
+    def _before(self, i: int, j: int) -> bool:
+        a, b = self._items[i], self._items[j]
+        if self._less(a, b):
+            return True
+        return not self._less(b, a) and self._seqs[i] < self._seqs[j]
+
+    def _swap(self, i: int, j: int) -> None:
+        items, seqs = self._items, self._seqs
+        items[i], items[j] = items[j], items[i]
+        seqs[i], seqs[j] = seqs[j], seqs[i]
+        self._pos[self._key(items[i])] = i
+        self._pos[self._key(items[j])] = j
+
+    def _fix(self, index: int) -> None:
+        if not self._up(index):
+            self._down(index)
+
+    def _up(self, index: int) -> bool:
+        moved = False
+        while index > 0:
+            parent = (index - 1) // 2
+            if not self._before(index, parent):
+                break
+            self._swap(index, parent)
+            index = parent
+            moved = True
+        return moved
+
+    def _down(self, index: int) -> None:
+        size = len(self._items)
+        while True:
+            smallest = index
+            for child in (2 * index + 1, 2 * index + 2):
+                if child < size and self._before(child, smallest):
+                    smallest = child
+            if smallest == index:
+                return
+            self._swap(index, smallest)
+            index = smallest

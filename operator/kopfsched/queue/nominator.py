@@ -1,0 +1,63 @@
+"""Nominator: the pods that preemption promised a node to (upstream's podNominator).
+
+Filled from `status.nominatedNodeName` when the queue sees a pod, and by
+`add_nominated_pod` right after preemption (before the API write lands). Filter then
+counts higher-or-equal-priority nominated pods as if they already ran on that node.
+"""
+
+from __future__ import annotations
+
+from kopfsched.framework.types import PodInfo
+
+
+def status_nominated_node(pod: PodInfo) -> str:
+    return (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
+
+
+class Nominator:
+    """Implements framework.handle.PodNominator."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[str, PodInfo]] = {}
+        self._node_of: dict[str, str] = {}
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return list(self._by_node.get(node_name, {}).values())
+
+    def nominated_node(self, uid: str) -> str:
+        return self._node_of.get(uid, "")
+
+    def add_nominated_pod(self, pod: PodInfo, node_name: str = "") -> None:
+        """Nominate `pod` to `node_name`, or to its status.nominatedNodeName when empty."""
+        self.delete_nominated_pod(pod)
+        node_name = node_name or status_nominated_node(pod)
+        if not node_name or pod.node_name:
+            # Nothing to nominate, or the pod is bound (or assumed) already.
+            return
+        self._node_of[pod.uid] = node_name
+        self._by_node.setdefault(node_name, {})[pod.uid] = pod
+
+    def delete_nominated_pod(self, pod: PodInfo) -> None:
+        node_name = self._node_of.pop(pod.uid, None)
+        if node_name is None:
+            return
+        pods = self._by_node.get(node_name)
+        if pods is not None:
+            pods.pop(pod.uid, None)
+            if not pods:
+                del self._by_node[node_name]
+
+    def update_nominated_pod(self, old: PodInfo | None, new: PodInfo) -> None:
+        """Follow a pod update.
+
+        If neither version carries a nominatedNodeName, keep the node preemption chose:
+        the update raced with the status write that will carry it.
+        """
+        keep = ""
+        if (old is None or not status_nominated_node(old)) and not status_nominated_node(new):
+            keep = self._node_of.get(new.uid, "")
+        self.delete_nominated_pod(new)
+        self.add_nominated_pod(new, keep)
+
+    def __len__(self) -> int:
+        return len(self._node_of)

@@ -1,0 +1,603 @@
+"""SchedulingQueue: the pods waiting for a scheduling attempt (upstream's PriorityQueue).
+
+Where a pending pod sits:
+
+- activeQ: ready now; a heap ordered by the QueueSort plugin's `less`. `pop()` takes
+  the head for the next scheduling cycle.
+- backoffQ: failed recently; ordered by when its backoff expires. Backoff is
+  `initial * 2^(attempts-1)` capped at `max` (per profile), counted from the pod's
+  last attempt. `flush_backoff_completed()` moves expired pods to activeQ.
+- the unschedulable pool: rejected by plugins; it waits there until a cluster event
+  that one of its rejector plugins registered, and whose queueing hint says QUEUE,
+  moves it out (`move_all_to_active_or_backoff`), or until it has sat there for
+  5 minutes (`flush_unschedulable_leftover`).
+- gated (inside the pool): refused by a PreEnqueue plugin (e.g. schedulingGates);
+  only the gating plugin's own events release it, and PreEnqueue runs again first.
+- in flight: popped and not yet done. Events that arrive meanwhile are recorded, and
+  a failed pod is checked against them when it comes back, so no wake-up is lost.
+
+The queue is single-threaded (one asyncio loop); no locks. Hint functions get
+`(pod_info, old_obj, new_obj)`: the rejected pod's PodInfo, and the objects of the
+event as the caller passed them (PodInfo for pod events, plain dicts otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kopfsched.framework.events import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    QueueingHint,
+)
+from kopfsched.framework.queued import QueuedPodInfo
+from kopfsched.framework.status import Status, is_success
+from kopfsched.framework.types import PodInfo
+from kopfsched.queue import events as ev
+from kopfsched.queue.heap import Heap
+from kopfsched.queue.in_flight import InFlight
+from kopfsched.queue.nominator import Nominator, status_nominated_node
+from kopfsched.queue.profile import DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS, QueueProfile
+
+logger = logging.getLogger("kopfsched.queue")
+
+BACKOFF_FLUSH_INTERVAL = 1.0
+LEFTOVER_FLUSH_INTERVAL = 30.0
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+
+_DEFAULT_PROFILE = QueueProfile()
+
+
+class Strategy(enum.Enum):
+    """Where an event (or a failed attempt) sends a pod from the unschedulable pool."""
+
+    SKIP = 0
+    """Stay in the unschedulable pool."""
+    AFTER_BACKOFF = 1
+    """backoffQ if still backing off, else activeQ."""
+    IMMEDIATELY = 2
+    """activeQ now: a Pending plugin said its wait is over."""
+
+
+@dataclass(slots=True)
+class _BackoffEntry:
+    expiry: float
+    qpi: QueuedPodInfo
+
+
+def _is_wildcard(event: ClusterEvent) -> bool:
+    return event.resource is EventResource.WILDCARD and event.action == ActionType.ALL
+
+
+def _uid_of(obj: Any) -> str | None:
+    if isinstance(obj, PodInfo | QueuedPodInfo):
+        return obj.uid
+    if isinstance(obj, Mapping):
+        return (obj.get("metadata") or {}).get("uid")
+    return None
+
+
+class SchedulingQueue:
+    """activeQ, backoffQ, the unschedulable pool (with gated pods) and the nominator."""
+
+    def __init__(
+        self,
+        *,
+        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+        clock: Callable[[], float],
+        profile_for: Callable[[PodInfo], QueueProfile | None],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS,
+        nominator: Nominator | None = None,
+        on_depth_change: Callable[[dict[str, int]], None] | None = None,
+    ) -> None:
+        self._less = less
+        self._clock = clock
+        self._profile_for = profile_for
+        self._sleep = sleep
+        self.max_in_unschedulable = max_in_unschedulable
+        self.nominator = nominator or Nominator()
+        self._on_depth_change = on_depth_change
+        self._last_counts: dict[str, int] = {}
+
+        self._active: Heap[QueuedPodInfo] = Heap(less=less, key=lambda q: q.uid)
+        self._backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
+        self._pool: dict[str, QueuedPodInfo] = {}
+        self._gated: set[str] = set()
+        self._in_flight = InFlight()
+        self._cycle = 0
+        self._closed = False
+        self._wakeup = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    # --- reading --------------------------------------------------------------------
+
+    @property
+    def scheduling_cycle(self) -> int:
+        """How many pods were popped so far."""
+        return self._cycle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def pending_counts(self) -> dict[str, int]:
+        return {
+            ACTIVE: len(self._active),
+            BACKOFF: len(self._backoff),
+            UNSCHEDULABLE: len(self._pool) - len(self._gated),
+            GATED: len(self._gated),
+        }
+
+    def next_backoff_expiry(self) -> float | None:
+        """When the earliest backoff ends (clock seconds), or None with an empty backoffQ."""
+        head = self._backoff.peek()
+        return None if head is None else head.expiry
+
+    def is_settled(self) -> bool:
+        """Nothing to pop, nothing backing off, nothing in flight: only events can help now."""
+        return not self._active and not self._backoff and not self._in_flight
+
+    def active_pods(self) -> list[QueuedPodInfo]:
+        """activeQ in pop order."""
+        return self._active.sorted()
+
+    def backoff_pods(self) -> list[QueuedPodInfo]:
+        """backoffQ in expiry order."""
+        return [entry.qpi for entry in self._backoff.sorted()]
+
+    def unschedulable_pods(self) -> list[QueuedPodInfo]:
+        """The unschedulable pool without the gated pods, oldest entry first."""
+        return [q for uid, q in self._pool.items() if uid not in self._gated]
+
+    def gated_pods(self) -> list[QueuedPodInfo]:
+        return [q for uid, q in self._pool.items() if uid in self._gated]
+
+    def in_flight_pods(self) -> list[PodInfo]:
+        return self._in_flight.pods()
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        """The queued pod with `uid` wherever it waits (not in flight)."""
+        entry = self._backoff.get(uid)
+        return self._active.get(uid) or (entry.qpi if entry else None) or self._pool.get(uid)
+
+    def where(self, uid: str) -> str | None:
+        """Which queue holds `uid`: active, backoff, unschedulable, gated, "in-flight" or None."""
+        if uid in self._active:
+            return ACTIVE
+        if uid in self._backoff:
+            return BACKOFF
+        if uid in self._pool:
+            return GATED if uid in self._gated else UNSCHEDULABLE
+        return "in-flight" if uid in self._in_flight else None
+
+    # --- pods of our profiles -------------------------------------------------------
+
+    def add(self, pod: PodInfo, *, timestamp: float | None = None) -> bool:
+        """A new pending pod: into activeQ, or gated when a PreEnqueue plugin refuses it.
+
+        `timestamp` is the queue timestamp QueueSort breaks priority ties with (default:
+        now). False when no profile of ours schedules the pod.
+        """
+        if self._profile_for(pod) is None:
+            return False
+        known = self.get(pod.uid)
+        if known is not None or pod.uid in self._in_flight:
+            self.update(known.pod_info if known else None, pod)
+            return True
+        qpi = QueuedPodInfo(pod, self._clock() if timestamp is None else timestamp)
+        self._move_to_active(qpi, str(ev.UNSCHEDULED_POD_ADD))
+        self._changed()
+        return True
+
+    def update(self, old: PodInfo | None, new: PodInfo) -> None:
+        """A pending pod changed; an update may release it from the unschedulable pool."""
+        if new.node_name:
+            # Bound by someone else: it is the cache's now.
+            self.delete(new)
+            return
+        if self._profile_for(new) is None:
+            return
+        events = (ev.pod_update_events(old.pod, new.pod) if old is not None
+                  else [ev.event_for(EventResource.UNSCHEDULED_POD, ActionType.UPDATE_OTHER)])
+        self._update(old, new, events)
+        if old is not None and status_nominated_node(old) and status_nominated_node(old) != status_nominated_node(new):
+            # The pod gave up its nominated node: lower-priority pods may fit there now.
+            self.move_all_to_active_or_backoff(
+                ev.ASSIGNED_POD_DELETE, old, None, pre_check=lambda p: p.priority <= old.priority)
+        self._changed()
+
+    def _update(self, old: PodInfo | None, new: PodInfo, events: list[ClusterEvent]) -> None:
+        uid = new.uid
+        flying = self._in_flight.get(uid)
+        if flying is not None:
+            # The failure handler requeues the newest version and checks these events.
+            flying.latest = new
+            for event in events:
+                self._in_flight.record(event, old, new)
+            if self.nominator.nominated_node(uid):
+                self.nominator.update_nominated_pod(old, new)
+            return
+        if (qpi := self._active.get(uid)) is not None:
+            qpi.pod_info = new
+            self._active.add_or_update(qpi)
+            self.nominator.update_nominated_pod(old, new)
+            return
+        if (entry := self._backoff.get(uid)) is not None:
+            entry.qpi.pod_info = new
+            self._backoff.add_or_update(entry)
+            self.nominator.update_nominated_pod(old, new)
+            return
+        if (qpi := self._pool.get(uid)) is not None:
+            qpi.pod_info = new
+            self.nominator.update_nominated_pod(old, new)
+            for event in events:
+                strategy = self._hint_strategy(qpi, event, old, new)
+                if self._requeue(qpi, strategy, str(event)) == ACTIVE:
+                    break
+            return
+        self._move_to_active(QueuedPodInfo(new, self._clock()), str(ev.UNSCHEDULED_POD_UPDATE))
+
+    def delete(self, pod: PodInfo) -> None:
+        """The pod is gone (or bound elsewhere): drop it from every queue and the nominator."""
+        self.nominator.delete_nominated_pod(pod)
+        if self._active.delete(pod.uid) is None and self._backoff.delete(pod.uid) is None:
+            self._pool_pop(pod.uid)
+        flying = self._in_flight.get(pod.uid)
+        if flying is not None:
+            flying.deleted = True
+        self._changed()
+
+    def activate(self, pods: Iterable[PodInfo]) -> None:
+        """Move the named pods from backoffQ or the unschedulable pool to activeQ (Handle.activate).
+
+        A pod in flight gets a ForceActivate event instead, so it is requeued at once
+        if its attempt fails.
+        """
+        for pod in pods:
+            qpi = self._pool.get(pod.uid)
+            if qpi is None:
+                entry = self._backoff.delete(pod.uid)
+                qpi = entry.qpi if entry else None
+            if qpi is None:
+                if pod.uid in self._in_flight:
+                    self._in_flight.record(ev.FORCE_ACTIVATE, None, pod)
+                continue
+            self._move_to_active(qpi, str(ev.FORCE_ACTIVATE))
+        self._changed()
+
+    # --- the scheduling cycle -------------------------------------------------------
+
+    def pop(self) -> QueuedPodInfo | None:
+        """The head of activeQ, now in flight; None when activeQ is empty."""
+        while (qpi := self._active.pop()) is not None:
+            if not self._in_flight.start(qpi.pod_info):
+                logger.error("Discarding %s: it is tracked in flight already", qpi.key)
+                continue
+            qpi.attempts += 1
+            self._cycle += 1
+            self._changed()
+            return qpi
+        return None
+
+    async def pop_wait(self) -> QueuedPodInfo | None:
+        """Wait for a pod to pop; None once the queue is closed."""
+        while True:
+            qpi = self.pop()
+            if qpi is not None or self._closed:
+                return qpi
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def done(self, uid: str) -> None:
+        """The pod's attempt is over (bound, or requeued): stop tracking events for it."""
+        self._in_flight.done(uid)
+
+    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int = 0) -> None:
+        """Requeue a pod whose attempt failed.
+
+        The caller has set `qpi.unschedulable_plugins` / `pending_plugins` for this
+        attempt (both empty for an error). The pod goes to the unschedulable pool,
+        unless an event that arrived while it was in flight interests its rejectors
+        (or it failed with an error): then to backoffQ or activeQ. Ends in-flight
+        tracking. `scheduling_cycle` is kept for upstream parity (hints make it moot).
+        """
+        try:
+            self._requeue_failed(qpi)
+        finally:
+            self._in_flight.done(qpi.uid)
+            self._changed()
+
+    def _requeue_failed(self, qpi: QueuedPodInfo) -> None:
+        flying = self._in_flight.get(qpi.uid)
+        if flying is not None:
+            if flying.deleted:
+                return
+            qpi.pod_info = flying.latest
+        if qpi.pod_info.node_name or self._profile_for(qpi.pod_info) is None:
+            return
+        if self.where(qpi.uid) not in (None, "in-flight"):
+            logger.error("Pod %s is already queued (%s); not requeuing it", qpi.key, self.where(qpi.uid))
+            return
+        if qpi.unschedulable_plugins or qpi.pending_plugins:
+            qpi.consecutive_errors = 0
+        else:
+            qpi.consecutive_errors += 1
+        qpi.timestamp = self._clock()
+        strategy = self._in_flight_strategy(qpi)
+        self._requeue(qpi, strategy, ev.SCHEDULE_ATTEMPT_FAILURE)
+
+    # --- cluster events -------------------------------------------------------------
+
+    def move_all_to_active_or_backoff(
+        self,
+        event: ClusterEvent,
+        old_obj: Any = None,
+        new_obj: Any = None,
+        *,
+        pre_check: Callable[[PodInfo], bool] | None = None,
+    ) -> None:
+        """Offer `event` to every pod in the unschedulable pool (optionally only those
+        `pre_check` accepts) and to the pods in flight."""
+        pods = [q for q in self._pool.values() if pre_check is None or pre_check(q.pod_info)]
+        self._move_pods(pods, event, old_obj, new_obj)
+        self._changed()
+
+    def assigned_pod_added(self, pod: PodInfo) -> None:
+        """A pod was bound (by us or anyone): it may satisfy other pods' affinity."""
+        self.nominator.delete_nominated_pod(pod)
+        self.move_all_to_active_or_backoff(ev.ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
+        for event in ev.pod_update_events(old.pod, new.pod):
+            self.move_all_to_active_or_backoff(event, old, new)
+
+    def assigned_pod_deleted(self, pod: PodInfo) -> None:
+        """A bound pod went away (or an assumed pod was forgotten): its resources are free."""
+        self.move_all_to_active_or_backoff(ev.ASSIGNED_POD_DELETE, pod, None)
+
+    def node_added(self, node: Mapping[str, Any]) -> None:
+        self.move_all_to_active_or_backoff(ev.NODE_ADD, None, node)
+
+    def node_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        """One move per kind of change (labels, taints, allocatable, ...); none when nothing changed."""
+        for event in ev.node_update_events(old, new):
+            self.move_all_to_active_or_backoff(event, old, new)
+
+    def node_deleted(self, node: Mapping[str, Any]) -> None:
+        self.move_all_to_active_or_backoff(ev.NODE_DELETE, node, None)
+
+    # --- periodic flushes -----------------------------------------------------------
+
+    def flush_backoff_completed(self) -> None:
+        """Move the pods whose backoff has expired to activeQ."""
+        now = self._clock()
+        while (head := self._backoff.peek()) is not None and head.expiry <= now:
+            self._backoff.pop()
+            self._move_to_active(head.qpi, ev.BACKOFF_COMPLETE)
+        self._changed()
+
+    def flush_unschedulable_leftover(self) -> None:
+        """Move pods that sat in the unschedulable pool longer than `max_in_unschedulable`."""
+        now = self._clock()
+        stale = [q for q in self._pool.values() if now - q.timestamp > self.max_in_unschedulable]
+        if stale:
+            self._move_pods(stale, ev.UNSCHEDULABLE_TIMEOUT, None, None)
+        self._changed()
+
+    async def run(self, stop_event: asyncio.Event | None = None) -> None:
+        """Flush backoffQ every second and the leftovers every 30 s until stopped or closed."""
+        next_leftover = self._clock() + LEFTOVER_FLUSH_INTERVAL
+        while not self._stopping(stop_event):
+            self.flush_backoff_completed()
+            if self._clock() >= next_leftover:
+                self.flush_unschedulable_leftover()
+                next_leftover = self._clock() + LEFTOVER_FLUSH_INTERVAL
+            await self._pause(BACKOFF_FLUSH_INTERVAL, stop_event)
+
+    def close(self) -> None:
+        """Wake `pop_wait` (which then returns None) and stop `run`."""
+        self._closed = True
+        self._wakeup.set()
+        self._stop.set()
+
+    def _stopping(self, stop_event: asyncio.Event | None) -> bool:
+        return self._closed or (stop_event is not None and stop_event.is_set())
+
+    async def _pause(self, seconds: float, stop_event: asyncio.Event | None) -> None:
+        """Sleep with the injected sleep, cut short by close() or `stop_event`."""
+        waiters = [asyncio.ensure_future(self._sleep(seconds)), asyncio.ensure_future(self._stop.wait())]
+        if stop_event is not None:
+            waiters.append(asyncio.ensure_future(stop_event.wait()))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            for waiter in waiters:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+
+    # --- PodNominator, for Handle.nominator -----------------------------------------
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return self.nominator.nominated_pods_for_node(node_name)
+
+    def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None:
+        self.nominator.add_nominated_pod(pod, node_name)
+
+    def delete_nominated_pod(self, pod: PodInfo) -> None:
+        self.nominator.delete_nominated_pod(pod)
+
+    # --- internals ------------------------------------------------------------------
+
+    def _profile(self, qpi: QueuedPodInfo) -> QueueProfile:
+        return self._profile_for(qpi.pod_info) or _DEFAULT_PROFILE
+
+    def _backoff_less(self, a: _BackoffEntry, b: _BackoffEntry) -> bool:
+        if a.expiry != b.expiry:
+            return a.expiry < b.expiry
+        return self._less(a.qpi, b.qpi)
+
+    def _backoff_expiry(self, qpi: QueuedPodInfo) -> float:
+        return qpi.timestamp + self._profile(qpi).backoff_duration(qpi.attempts)
+
+    def _is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        return self._backoff_expiry(qpi) > self._clock()
+
+    def _pool_put(self, qpi: QueuedPodInfo) -> None:
+        self._pool[qpi.uid] = qpi
+        if qpi.gated:
+            self._gated.add(qpi.uid)
+        else:
+            self._gated.discard(qpi.uid)
+
+    def _pool_pop(self, uid: str) -> QueuedPodInfo | None:
+        self._gated.discard(uid)
+        return self._pool.pop(uid, None)
+
+    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
+        pre_enqueue = self._profile(qpi).pre_enqueue
+        status: Status | None = None
+        if pre_enqueue is not None:
+            try:
+                status = pre_enqueue(qpi.pod_info)
+            except Exception as error:  # the runtime should have wrapped it; never lose the pod
+                status = Status.as_error(error)
+        if is_success(status):
+            qpi.gated = False
+            qpi.gating_plugin = ""
+            return
+        assert status is not None
+        if status.plugin:
+            qpi.unschedulable_plugins.add(status.plugin)
+        qpi.gated = True
+        qpi.gating_plugin = status.plugin
+        logger.debug("Pod %s gated by %s: %s", qpi.key, status.plugin or "PreEnqueue", status)
+
+    def _move_to_active(self, qpi: QueuedPodInfo, event: str) -> bool:
+        """Into activeQ if PreEnqueue lets it; otherwise (gated) into the pool. True if activated."""
+        self._run_pre_enqueue(qpi)
+        uid = qpi.uid
+        if qpi.gated:
+            if uid not in self._active and uid not in self._backoff:
+                self._pool_put(qpi)
+            return False
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self._clock()
+        self._pool_pop(uid)
+        self._backoff.delete(uid)
+        self._active.add_or_update(qpi)
+        if event in (str(ev.UNSCHEDULED_POD_ADD), str(ev.UNSCHEDULED_POD_UPDATE)):
+            self.nominator.add_nominated_pod(qpi.pod_info, "")
+        self._wakeup.set()
+        logger.debug("Pod %s moved to activeQ on %s", qpi.key, event)
+        return True
+
+    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        self._pool_pop(qpi.uid)
+        self._backoff.add_or_update(_BackoffEntry(self._backoff_expiry(qpi), qpi))
+        logger.debug("Pod %s moved to backoffQ on %s", qpi.key, event)
+
+    def _requeue(self, qpi: QueuedPodInfo, strategy: Strategy, event: str) -> str:
+        """Send the pod where `strategy` says; returns the queue it landed in."""
+        if strategy is Strategy.SKIP:
+            self._pool_put(qpi)
+            return GATED if qpi.gated else UNSCHEDULABLE
+        if strategy is Strategy.AFTER_BACKOFF and self._is_backing_off(qpi):
+            self._move_to_backoff(qpi, event)
+            return BACKOFF
+        if self._move_to_active(qpi, event):
+            return ACTIVE
+        return GATED
+
+    def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old_obj: Any, new_obj: Any) -> None:
+        for qpi in pods:
+            if qpi.gated and not self._gating_plugin_registered(qpi, event):
+                continue
+            strategy = self._hint_strategy(qpi, event, old_obj, new_obj)
+            if strategy is Strategy.SKIP:
+                continue
+            self._pool_pop(qpi.uid)
+            self._requeue(qpi, strategy, str(event))
+        # A pod in flight may fail and come back; it must still see this event.
+        self._in_flight.record(event, old_obj, new_obj)
+
+    def _gating_plugin_registered(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
+        registered = self._profile(qpi).hints.get(qpi.gating_plugin, ())
+        return any(event.matches(r.event) for r in registered)
+
+    def _hint_strategy(self, qpi: QueuedPodInfo, event: ClusterEvent, old_obj: Any, new_obj: Any) -> Strategy:
+        """Upstream's isPodWorthRequeuing: ask only the hints of the pod's rejector plugins."""
+        rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not rejectors:
+            # Failed with an error: retry after backoff on any event.
+            return Strategy.AFTER_BACKOFF
+        if _is_wildcard(event):
+            # A wildcard event with a pod as new_obj is meant for that pod only.
+            if new_obj is not None and _uid_of(new_obj) != qpi.uid:
+                return Strategy.SKIP
+            return Strategy.AFTER_BACKOFF
+        strategy = Strategy.SKIP
+        for plugin, registered in self._profile(qpi).hints.items():
+            if plugin not in rejectors:
+                continue
+            for reg in registered:
+                if not event.matches(reg.event) or not self._says_queue(reg.hint, plugin, qpi, event, old_obj, new_obj):
+                    continue
+                if plugin in qpi.pending_plugins:
+                    return Strategy.IMMEDIATELY
+                if not qpi.pending_plugins:
+                    return Strategy.AFTER_BACKOFF
+                strategy = Strategy.AFTER_BACKOFF
+        return strategy
+
+    @staticmethod
+    def _says_queue(hint: Any, plugin: str, qpi: QueuedPodInfo, event: ClusterEvent,
+                    old_obj: Any, new_obj: Any) -> bool:
+        if hint is None:
+            return True
+        try:
+            return hint(qpi.pod_info, old_obj, new_obj) is not QueueingHint.SKIP
+        except Exception:
+            # A broken hint must not strand the pod: treat it as QUEUE.
+            logger.exception("QueueingHintFn of %s failed for pod %s on %s", plugin, qpi.key, event)
+            return True
+
+    def _in_flight_strategy(self, qpi: QueuedPodInfo) -> Strategy:
+        """Replay the events recorded while the pod was in flight through its rejectors' hints."""
+        if not qpi.unschedulable_plugins and not qpi.pending_plugins:
+            return Strategy.AFTER_BACKOFF
+        recorded = self._in_flight.events_for(qpi.uid)
+        if recorded is None:
+            logger.error("Pod %s came back without being popped; requeuing it after backoff", qpi.key)
+            return Strategy.AFTER_BACKOFF
+        strategy = Strategy.SKIP
+        for item in recorded:
+            found = self._hint_strategy(qpi, item.event, item.old_obj, item.new_obj)
+            if found is Strategy.IMMEDIATELY:
+                return found
+            if found is Strategy.AFTER_BACKOFF:
+                strategy = found
+                if not qpi.pending_plugins:
+                    return strategy
+        return strategy
+
+    def _changed(self) -> None:
+        if self._on_depth_change is None:
+            return
+        counts = self.pending_counts()
+        if counts != self._last_counts:
+            self._last_counts = counts
+            self._on_depth_change(counts)
