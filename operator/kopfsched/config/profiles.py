@@ -1,0 +1,476 @@
+"""Parsing SchedulerProfile resources and KubeSchedulerConfiguration files into
+`ProfileConfig`s, with upstream's merge rules.
+
+How a profile's plugins come about (kube-scheduler v1 `mergePluginSet` in
+default_plugins.go, then the framework runtime's multiPoint expansion):
+
+1. Merge each plugin set with its defaults. Only multiPoint has defaults (upstream's
+   default plugins); `disabled` removes defaults by name, `"*"` removes them all; a
+   default that is enabled again keeps its place with the new settings (e.g. a weight);
+   other enabled plugins are appended after the defaults.
+2. Expand multiPoint into every extension point the plugin implements, unless the point
+   disables it (or disables `"*"`). A plugin also listed at the point itself is an
+   explicit override: those come first, in the point's own order, then the multiPoint
+   plugins, then the point's other plugins.
+3. Score weights: the point's own entry wins over multiPoint; unset means 1.
+
+So: specific extension point > explicit multiPoint > default multiPoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfsched.config.defaults import UPSTREAM_DEFAULTS_NOT_IMPLEMENTED, default_multipoint
+from kopfsched.config.types import (
+    DEFAULT_SCHEDULER_NAME,
+    LeaderElectionConfig,
+    PluginRef,
+    Problem,
+    ProfileConfig,
+    SchedulerConfig,
+)
+from kopfsched.config.validation import (
+    KSC_PROFILE_SOURCE,
+    SCHEDULER_PROFILE_SOURCE,
+    check_backoff,
+    check_known_fields,
+    check_percentage,
+    check_weight,
+    expect_list,
+    expect_mapping,
+    join,
+    optional_bool,
+    optional_int,
+    optional_str,
+    parse_duration,
+    profile_conflicts,
+    type_name,
+)
+from kopfsched.framework.interface import EXTENSION_POINTS, implemented_points
+from kopfsched.framework.registry import ArgsError, Registry
+
+GROUP = "kopfsched.dev"
+VERSION = "v1alpha1"
+SCHEDULER_PROFILE_API_VERSION = f"{GROUP}/{VERSION}"
+SCHEDULER_PROFILE_KIND = "SchedulerProfile"
+KSC_API_VERSION = "kubescheduler.config.k8s.io/v1"
+KSC_KIND = "KubeSchedulerConfiguration"
+
+MULTI_POINT = "multiPoint"
+PLUGIN_SET_FIELDS: tuple[str, ...] = (MULTI_POINT, *EXTENSION_POINTS)
+"""The fields of `plugins`, multiPoint first."""
+
+PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
+SCHEDULER_PROFILE_SPEC_FIELDS = (*PROFILE_FIELDS, "podInitialBackoffSeconds", "podMaxBackoffSeconds")
+KSC_FIELDS = (
+    "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
+    "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
+    "profiles", "extenders", "delayCacheUntilActive",
+)
+LEADER_ELECTION_FIELDS = (
+    "leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock", "resourceName",
+    "resourceNamespace",
+)
+WILDCARD = "*"
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One `enabled` entry as written, with the path of the entry for messages."""
+
+    name: str
+    weight: int | None
+    path: str
+
+
+@dataclass(slots=True)
+class _PluginSet:
+    enabled: list[_Entry] = field(default_factory=list)
+    disabled: set[str] = field(default_factory=set)
+
+
+class _ProfileParser:
+    """Parses one profile object; collects every problem instead of stopping at the first."""
+
+    def __init__(self, registry: Registry, *, path: str, source: str) -> None:
+        self.registry = registry
+        self.path = path
+        self.source = source
+        self.problems: list[Problem] = []
+        self._points: dict[str, list[str] | None] = {}
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def at(self, child: str) -> str:
+        return join(self.path, child)
+
+    # Registry lookups --------------------------------------------------------------
+
+    def points_of(self, name: str) -> list[str] | None:
+        """The extension points `name` implements; None when its class is unknown."""
+        if name not in self._points:
+            factory = self.registry.get(name)
+            plugin_type = factory.plugin_type if factory is not None else None
+            self._points[name] = implemented_points(plugin_type) if plugin_type is not None else None
+        return self._points[name]
+
+    def unknown_plugin(self, name: str) -> str:
+        if name in UPSTREAM_DEFAULTS_NOT_IMPLEMENTED:
+            return f'unknown plugin "{name}" (an upstream plugin kopfsched does not implement yet)'
+        return f'unknown plugin "{name}"'
+
+    # Plugin sets -------------------------------------------------------------------
+
+    def plugin_sets(self, raw: Any) -> dict[str, _PluginSet]:
+        path = self.at("plugins")
+        sets = {point: _PluginSet() for point in PLUGIN_SET_FIELDS}
+        plugins = expect_mapping(raw, path, self.problems)
+        if plugins is None:
+            return sets
+        check_known_fields(plugins, PLUGIN_SET_FIELDS, path, self.problems)
+        for point in PLUGIN_SET_FIELDS:
+            sets[point] = self.plugin_set(plugins.get(point), point, join(path, point))
+        return sets
+
+    def plugin_set(self, raw: Any, point: str, path: str) -> _PluginSet:
+        result = _PluginSet()
+        plugin_set = expect_mapping(raw, path, self.problems)
+        if plugin_set is None:
+            return result
+        check_known_fields(plugin_set, ("enabled", "disabled"), path, self.problems)
+        for index, item in enumerate(expect_list(plugin_set.get("disabled"), join(path, "disabled"), self.problems)):
+            name = self.entry_name(item, f"{path}.disabled[{index}]")
+            if name is not None:
+                # Names are not checked: disabling an upstream plugin that kopfsched lacks is harmless.
+                result.disabled.add(name)
+        seen: set[str] = set()
+        for index, item in enumerate(expect_list(plugin_set.get("enabled"), join(path, "enabled"), self.problems)):
+            entry = self.enabled_entry(item, point, f"{path}.enabled[{index}]")
+            if entry is None:
+                continue
+            if entry.name in seen:
+                self.add(join(entry.path, "name"), f'plugin "{entry.name}" is enabled more than once at {point}')
+                continue
+            seen.add(entry.name)
+            result.enabled.append(entry)
+        return result
+
+    def entry_name(self, item: Any, path: str) -> str | None:
+        entry = expect_mapping(item, path, self.problems)
+        if entry is None:
+            return None
+        check_known_fields(entry, ("name", "weight"), path, self.problems)
+        name = entry.get("name")
+        if name is None or name == "":
+            self.add(join(path, "name"), "required")
+            return None
+        if not isinstance(name, str):
+            self.add(join(path, "name"), f"must be a string, got {type_name(name)}")
+            return None
+        return name
+
+    def enabled_entry(self, item: Any, point: str, path: str) -> _Entry | None:
+        name = self.entry_name(item, path)
+        if name is None:
+            return None
+        raw_weight = item.get("weight")
+        if name == WILDCARD:
+            self.add(join(path, "name"), '"*" can only be disabled')
+            return None
+        if name not in self.registry:
+            self.add(join(path, "name"), self.unknown_plugin(name))
+            check_weight(raw_weight, join(path, "weight"), self.problems)
+            return None
+        points = self.points_of(name)
+        if point != MULTI_POINT and points is not None and point not in points:
+            self.add(join(path, "name"), f'plugin "{name}" does not implement the {point} extension point')
+            return None
+        if point == MULTI_POINT and points is None:
+            self.add(join(path, "name"), f'cannot tell which extension points plugin "{name}" implements')
+            return None
+        # Weights matter only where the plugin scores; elsewhere upstream ignores them.
+        scores = point == "score" or (point == MULTI_POINT and "score" in (points or ()))
+        weight = check_weight(raw_weight, join(path, "weight"), self.problems) if scores else None
+        return _Entry(name, weight, path)
+
+    # Merging and expansion ---------------------------------------------------------
+
+    def effective_plugins(self, sets: dict[str, _PluginSet]) -> dict[str, list[PluginRef]]:
+        defaults = [_Entry(ref.name, ref.weight, "") for ref in default_multipoint(self.registry)]
+        multi_point = _merge(defaults, sets[MULTI_POINT])
+        weights: dict[str, int] = {}
+        for entry in [*sets["score"].enabled, *multi_point]:
+            weights.setdefault(entry.name, entry.weight or 1)
+        effective: dict[str, list[PluginRef]] = {}
+        for point in EXTENSION_POINTS:
+            names = self.expand(point, sets[point], multi_point)
+            effective[point] = [PluginRef(name, weights[name] if point == "score" else None) for name in names]
+        return effective
+
+    def expand(self, point: str, own: _PluginSet, multi_point: list[_Entry]) -> list[str]:
+        specific = [entry.name for entry in own.enabled]
+        if WILDCARD in own.disabled:
+            return specific
+        overrides: list[str] = []
+        from_multi_point: list[str] = []
+        for entry in multi_point:
+            if point not in (self.points_of(entry.name) or ()) or entry.name in own.disabled:
+                continue
+            if entry.name in specific:
+                overrides.append(entry.name)
+            elif entry.name not in from_multi_point:
+                from_multi_point.append(entry.name)
+        first = [name for name in specific if name in overrides]
+        rest = [name for name in specific if name not in overrides]
+        return [*first, *from_multi_point, *rest]
+
+    def check_required_points(self, plugins: dict[str, list[PluginRef]]) -> None:
+        queue_sort = [ref.name for ref in plugins["queueSort"]]
+        if not queue_sort:
+            self.add(self.at("plugins.queueSort"), "no queue sort plugin is enabled")
+        elif len(queue_sort) > 1:
+            names = ", ".join(f'"{name}"' for name in queue_sort)
+            self.add(self.at("plugins.queueSort"), f"only one queue sort plugin can be enabled, got {names}")
+        if not plugins["bind"]:
+            self.add(self.at("plugins.bind"), "at least one bind plugin is needed")
+
+    # Plugin args -------------------------------------------------------------------
+
+    def plugin_config(self, raw: Any) -> dict[str, Any]:
+        """Decoded args per configured plugin."""
+        path = self.at("pluginConfig")
+        decoded: dict[str, Any] = {}
+        for index, item in enumerate(expect_list(raw, path, self.problems)):
+            item_path = f"{path}[{index}]"
+            config = expect_mapping(item, item_path, self.problems)
+            if config is None:
+                continue
+            check_known_fields(config, ("name", "args"), item_path, self.problems)
+            name = config.get("name")
+            if not isinstance(name, str) or not name:
+                message = "required" if not name else f"must be a string, got {type_name(name)}"
+                self.add(join(item_path, "name"), message)
+                continue
+            if name in decoded:
+                self.add(join(item_path, "name"), f'repeated config for plugin "{name}"')
+                continue
+            factory = self.registry.get(name)
+            if factory is None:
+                if name not in UPSTREAM_DEFAULTS_NOT_IMPLEMENTED:
+                    self.add(join(item_path, "name"), self.unknown_plugin(name))
+                continue
+            decoded[name] = self.decode_args(factory, config.get("args"), join(item_path, "args"))
+        return decoded
+
+    def decode_args(self, factory: Any, raw: Any, path: str) -> Any:
+        try:
+            return factory.decode_args(raw)
+        except ArgsError as error:
+            for arg_path, message in error.problems:
+                self.add(join(path, arg_path) if arg_path else path, message)
+        except Exception as error:  # a decoder choking on odd input is still a user problem
+            self.add(path, f"invalid args: {error}")
+        return None
+
+    # The whole profile -------------------------------------------------------------
+
+    def parse(self, raw: Mapping[str, Any], *, known_fields: tuple[str, ...], default_name: str | None,
+              backoff: tuple[int, int]) -> ProfileConfig | None:
+        check_known_fields(raw, known_fields, self.path, self.problems)
+        name = optional_str(raw, "schedulerName", self.path, self.problems)
+        if name is None:
+            name = default_name
+        if not name:
+            self.add(self.at("schedulerName"), "required")
+        percentage = optional_int(raw, "percentageOfNodesToScore", self.path, self.problems)
+        check_percentage(percentage, self.at("percentageOfNodesToScore"), self.problems)
+        sets = self.plugin_sets(raw.get("plugins"))
+        configured = self.plugin_config(raw.get("pluginConfig"))
+        if self.problems:
+            return None  # expanding a broken plugin set would only add noise
+        plugins = self.effective_plugins(sets)
+        self.check_required_points(plugins)
+        if self.problems or name is None:
+            return None
+        enabled = dict.fromkeys(ref.name for refs in plugins.values() for ref in refs)
+        args = {plugin: configured[plugin] if plugin in configured else self.default_args(plugin) for plugin in enabled}
+        if self.problems:
+            return None
+        return ProfileConfig(
+            scheduler_name=name, plugins=plugins, plugin_args=args, percentage_of_nodes_to_score=percentage,
+            pod_initial_backoff_seconds=backoff[0], pod_max_backoff_seconds=backoff[1], source=self.source,
+        )
+
+    def default_args(self, name: str) -> Any:
+        factory = self.registry.get(name)
+        return self.decode_args(factory, None, self.at("pluginConfig")) if factory is not None else None
+
+
+def _merge(defaults: list[_Entry], custom: _PluginSet) -> list[_Entry]:
+    """Upstream's mergePluginSet for the enabled list."""
+    by_name = {entry.name: entry for entry in custom.enabled}
+    merged: list[_Entry] = []
+    replaced: set[str] = set()
+    if WILDCARD not in custom.disabled:
+        for entry in defaults:
+            if entry.name in custom.disabled:
+                continue
+            if entry.name in by_name:
+                entry = by_name[entry.name]
+                replaced.add(entry.name)
+            merged.append(entry)
+    merged.extend(entry for entry in custom.enabled if entry.name not in replaced)
+    return merged
+
+
+# Public entry points ---------------------------------------------------------------------
+
+
+def parse_profile_spec(spec: Any, registry: Registry, *, source: str, path: str = "spec",
+                       default_name: str | None = DEFAULT_SCHEDULER_NAME) -> tuple[ProfileConfig | None, list[Problem]]:
+    """Parse a SchedulerProfile `spec` (one KubeSchedulerProfile plus the backoff fields)."""
+    problems: list[Problem] = []
+    raw = expect_mapping(spec, path, problems)
+    if raw is None:
+        raw = {} if spec is None else None
+    if raw is None:
+        return None, problems
+    initial = optional_int(raw, "podInitialBackoffSeconds", path, problems)
+    maximum = optional_int(raw, "podMaxBackoffSeconds", path, problems)
+    check_backoff(initial, maximum, path, problems)
+    parser = _ProfileParser(registry, path=path, source=source)
+    profile = parser.parse(raw, known_fields=SCHEDULER_PROFILE_SPEC_FIELDS, default_name=default_name,
+                           backoff=(initial or 1, maximum or 10))
+    problems.extend(parser.problems)
+    return (profile if not problems else None), problems
+
+
+def parse_scheduler_profile(obj: Any, registry: Registry) -> tuple[ProfileConfig | None, list[Problem]]:
+    """Parse a SchedulerProfile custom resource (kopfsched.dev/v1alpha1, cluster-scoped).
+
+    Returns the profile, or None with every problem found. Never raises on user input."""
+    problems: list[Problem] = []
+    if not isinstance(obj, Mapping):
+        return None, [Problem("", f"must be an object, got {type_name(obj)}")]
+    if obj.get("apiVersion") != SCHEDULER_PROFILE_API_VERSION:
+        got = obj.get("apiVersion")
+        problems.append(Problem("apiVersion", f'must be "{SCHEDULER_PROFILE_API_VERSION}", got {got!r}'))
+    if obj.get("kind") != SCHEDULER_PROFILE_KIND:
+        problems.append(Problem("kind", f'must be "{SCHEDULER_PROFILE_KIND}", got {obj.get("kind")!r}'))
+    metadata = expect_mapping(obj.get("metadata"), "metadata", problems) or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        problems.append(Problem("metadata.name", "required"))
+        name = None
+    profile, spec_problems = parse_profile_spec(
+        obj.get("spec"), registry, source=SCHEDULER_PROFILE_SOURCE.format(name=name or ""), default_name=name)
+    problems.extend(spec_problems)
+    return (profile if not problems else None), problems
+
+
+def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[SchedulerConfig | None, list[Problem]]:
+    """Parse a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) with upstream's
+    defaults and validation. Never raises on user input."""
+    if not isinstance(obj, Mapping):
+        return None, [Problem("", f"must be an object, got {type_name(obj)}")]
+    problems: list[Problem] = []
+    if obj.get("apiVersion") != KSC_API_VERSION:
+        problems.append(Problem("apiVersion", f'must be "{KSC_API_VERSION}", got {obj.get("apiVersion")!r}'))
+    if obj.get("kind") != KSC_KIND:
+        problems.append(Problem("kind", f'must be "{KSC_KIND}", got {obj.get("kind")!r}'))
+    check_known_fields(obj, (*KSC_FIELDS, "metadata"), "", problems)
+
+    parallelism = optional_int(obj, "parallelism", "", problems)
+    if parallelism is not None and parallelism <= 0:
+        problems.append(Problem("parallelism", f"should be an integer value greater than zero, got {parallelism}"))
+    percentage = optional_int(obj, "percentageOfNodesToScore", "", problems)
+    check_percentage(percentage, "percentageOfNodesToScore", problems)
+    initial = optional_int(obj, "podInitialBackoffSeconds", "", problems)
+    maximum = optional_int(obj, "podMaxBackoffSeconds", "", problems)
+    check_backoff(initial, maximum, "", problems)
+    backoff = (initial or 1, maximum or 10)
+    delay_cache = optional_bool(obj, "delayCacheUntilActive", "", problems)
+    leader_election = _leader_election(obj.get("leaderElection"), problems)
+    extenders = _extenders(obj.get("extenders"), problems)
+
+    raw_profiles = expect_list(obj.get("profiles"), "profiles", problems) or [{}]
+    profiles: list[ProfileConfig] = []
+    for index, raw in enumerate(raw_profiles):
+        path = f"profiles[{index}]"
+        raw_profile = expect_mapping(raw, path, problems)
+        if raw_profile is None:
+            continue
+        parser = _ProfileParser(registry, path=path, source=KSC_PROFILE_SOURCE.format(index=index))
+        # Upstream names the profile only when it is the only one.
+        default_name = DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else None
+        profile = parser.parse(raw_profile, known_fields=PROFILE_FIELDS, default_name=default_name, backoff=backoff)
+        problems.extend(parser.problems)
+        if profile is not None:
+            profiles.append(profile)
+    problems.extend(problem for _, problem in profile_conflicts(profiles))
+    if problems:
+        return None, problems
+    return SchedulerConfig(
+        profiles=profiles, parallelism=parallelism or 16, percentage_of_nodes_to_score=percentage or 0,
+        pod_initial_backoff_seconds=backoff[0], pod_max_backoff_seconds=backoff[1],
+        leader_election=leader_election, extenders=extenders, delay_cache_until_active=bool(delay_cache),
+    ), problems
+
+
+def _leader_election(raw: Any, problems: list[Problem]) -> LeaderElectionConfig:
+    path = "leaderElection"
+    config = expect_mapping(raw, path, problems)
+    if config is None:
+        return LeaderElectionConfig()
+    check_known_fields(config, LEADER_ELECTION_FIELDS, path, problems)
+    defaults = LeaderElectionConfig()
+    durations: dict[str, float] = {}
+    for key, default in (("leaseDuration", defaults.lease_duration_seconds),
+                         ("renewDeadline", defaults.renew_deadline_seconds),
+                         ("retryPeriod", defaults.retry_period_seconds)):
+        value = config.get(key)
+        seconds = default if value is None else parse_duration(value)
+        if seconds is None:
+            problems.append(Problem(join(path, key), f'must be a duration such as "15s", got {value!r}'))
+            seconds = default
+        elif seconds <= 0:
+            problems.append(Problem(join(path, key), "must be greater than zero"))
+        durations[key] = seconds
+    if durations["leaseDuration"] <= durations["renewDeadline"]:
+        problems.append(Problem(join(path, "leaseDuration"), "LeaseDuration must be greater than RenewDeadline"))
+    elect = optional_bool(config, "leaderElect", path, problems)
+    lock = optional_str(config, "resourceLock", path, problems) or defaults.resource_lock
+    if elect is not False and lock != "leases":
+        problems.append(Problem(join(path, "resourceLock"), f'resourceLock value must be "leases", got {lock!r}'))
+    return LeaderElectionConfig(
+        leader_elect=elect if elect is not None else True,
+        lease_duration_seconds=durations["leaseDuration"],
+        renew_deadline_seconds=durations["renewDeadline"],
+        retry_period_seconds=durations["retryPeriod"],
+        resource_lock=lock,
+        resource_name=optional_str(config, "resourceName", path, problems) or defaults.resource_name,
+        resource_namespace=optional_str(config, "resourceNamespace", path, problems) or defaults.resource_namespace,
+    )
+
+
+def _extenders(raw: Any, problems: list[Problem]) -> list[dict[str, Any]]:
+    """Extenders are kept raw; only upstream's checks that need no HTTP are applied."""
+    extenders: list[dict[str, Any]] = []
+    binders = 0
+    for index, item in enumerate(expect_list(raw, "extenders", problems)):
+        path = f"extenders[{index}]"
+        extender = expect_mapping(item, path, problems)
+        if extender is None:
+            continue
+        weight = optional_int(extender, "weight", path, problems)
+        if extender.get("prioritizeVerb") and (weight is None or weight <= 0):
+            problems.append(Problem(join(path, "weight"), "must have a positive weight applied to it"))
+        binders += bool(extender.get("bindVerb"))
+        extenders.append(dict(extender))
+    if binders > 1:
+        problems.append(Problem("extenders", f"only one extender can implement bind, found {binders}"))
+    return extenders

@@ -1,0 +1,194 @@
+"""Field checks shared by the parsers, and the checks that span several profiles.
+
+Checks record `Problem`s and never raise: a configuration is judged whole, so the user
+sees every problem at once, each with its field path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kopfsched.config.types import Problem, ProfileConfig
+
+MAX_WEIGHT = 2**31 - 1
+"""Score weights are int32 upstream."""
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
+def type_name(value: Any) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    for python_type, name in _JSON_TYPES.items():
+        if isinstance(value, python_type):
+            return name
+    return type(value).__name__
+
+
+def join(path: str, child: str) -> str:
+    """`join("spec", "plugins")` → "spec.plugins"; `join("", "profiles")` → "profiles"."""
+    return f"{path}.{child}" if path else child
+
+
+def expect_mapping(value: Any, path: str, problems: list[Problem]) -> Mapping[str, Any] | None:
+    """The value if it is an object (None counts as absent); otherwise a problem and None."""
+    if value is None or isinstance(value, Mapping):
+        return value
+    problems.append(Problem(path, f"must be an object, got {type_name(value)}"))
+    return None
+
+
+def expect_list(value: Any, path: str, problems: list[Problem]) -> list[Any]:
+    """The value if it is a list ([] when absent); otherwise a problem and []."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    problems.append(Problem(path, f"must be an array, got {type_name(value)}"))
+    return []
+
+
+def check_known_fields(raw: Mapping[str, Any], known: Sequence[str], path: str, problems: list[Problem]) -> None:
+    """Upstream decodes configuration strictly: an unknown field is an error (often a typo)."""
+    for key in raw:
+        if key not in known:
+            problems.append(Problem(join(path, str(key)), "unknown field"))
+
+
+def optional_int(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> int | None:
+    """An integer field, None when absent or not an integer (then with a problem)."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append(Problem(join(path, key), f"must be an integer, got {type_name(value)}"))
+        return None
+    return value
+
+
+def optional_str(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> str | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    problems.append(Problem(join(path, key), f"must be a string, got {type_name(value)}"))
+    return None
+
+
+def optional_bool(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> bool | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    problems.append(Problem(join(path, key), f"must be a boolean, got {type_name(value)}"))
+    return None
+
+
+def check_percentage(value: int | None, path: str, problems: list[Problem]) -> None:
+    if value is not None and not 0 <= value <= 100:
+        problems.append(Problem(path, f"not in valid range [0-100], got {value}"))
+
+
+def check_backoff(initial: int | None, maximum: int | None, path: str, problems: list[Problem]) -> None:
+    """podInitialBackoffSeconds > 0 and podMaxBackoffSeconds >= it (upstream's rule), with
+    the defaults 1 and 10 for what is absent."""
+    effective_initial = 1 if initial is None else initial
+    if initial is not None and initial <= 0:
+        problems.append(Problem(join(path, "podInitialBackoffSeconds"), f"must be greater than 0, got {initial}"))
+    if maximum is not None and maximum < effective_initial:
+        problems.append(Problem(join(path, "podMaxBackoffSeconds"),
+                                f"must be greater than or equal to podInitialBackoffSeconds ({effective_initial}),"
+                                f" got {maximum}"))
+    elif maximum is None and effective_initial > 10:
+        problems.append(Problem(join(path, "podMaxBackoffSeconds"),
+                                f"must be greater than or equal to podInitialBackoffSeconds ({effective_initial}),"
+                                " got the default 10"))
+
+
+def check_weight(value: Any, path: str, problems: list[Problem]) -> int | None:
+    """A score weight: an integer in 1..MAX_WEIGHT. Returns it, or None when absent or bad."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append(Problem(path, f"must be an integer, got {type_name(value)}"))
+        return None
+    if value < 1:
+        problems.append(Problem(path, f"must be at least 1, got {value} (disable the plugin instead)"))
+        return None
+    if value > MAX_WEIGHT:
+        problems.append(Problem(path, f"must be at most {MAX_WEIGHT}, got {value}"))
+        return None
+    return value
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float | None:
+    """A Go duration string ("15s", "1m30s", "500ms") in seconds, or None if it is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    sign = -1.0 if value.startswith("-") else 1.0
+    text = value[1:] if value[0] in "+-" else value
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    return sign * total if pos == len(text) and pos > 0 else None
+
+
+# Profiles across objects -------------------------------------------------------------
+
+SCHEDULER_PROFILE_SOURCE = "SchedulerProfile/{name}"
+KSC_PROFILE_SOURCE = "KubeSchedulerConfiguration profiles[{index}]"
+_KSC_SOURCE = re.compile(r"^KubeSchedulerConfiguration profiles\[(\d+)\]$")
+
+
+def profile_field_path(source: str, child: str) -> str:
+    """The path of a profile field inside the object the profile came from."""
+    match = _KSC_SOURCE.match(source)
+    return f"profiles[{match.group(1)}].{child}" if match else f"spec.{child}"
+
+
+def profile_conflicts(profiles: Sequence[ProfileConfig]) -> list[tuple[int, Problem]]:
+    """(index of the offending profile, problem) for every duplicate scheduler name and every
+    profile whose queueSort plugin or its args differ from the first profile's."""
+    found: list[tuple[int, Problem]] = []
+    by_name: dict[str, ProfileConfig] = {}
+    canon = profiles[0] if profiles else None
+    for index, profile in enumerate(profiles):
+        first = by_name.setdefault(profile.scheduler_name, profile)
+        if first is not profile:
+            found.append((index, Problem(
+                profile_field_path(profile.source, "schedulerName"),
+                f'scheduler name "{profile.scheduler_name}" is also used by {first.source}', profile.source)))
+        if canon is None or profile is canon:
+            continue
+        mine, theirs = profile.enabled("queueSort"), canon.enabled("queueSort")
+        if mine != theirs:
+            found.append((index, Problem(
+                profile_field_path(profile.source, "plugins.queueSort"),
+                f"queueSort must be the same for all profiles: {_names(mine)} here, {_names(theirs)} in {canon.source}",
+                profile.source)))
+        elif any(profile.plugin_args.get(name) != canon.plugin_args.get(name) for name in mine):
+            found.append((index, Problem(
+                profile_field_path(profile.source, "pluginConfig"),
+                f"queueSort must be the same for all profiles: args of {_names(mine)} differ from {canon.source}",
+                profile.source)))
+    return found
+
+
+def check_profiles_consistent(profiles: Sequence[ProfileConfig]) -> list[Problem]:
+    """Problems that only a set of profiles served together can have: two profiles with one
+    scheduler name, or profiles that disagree on queueSort (there is one queue)."""
+    return [problem for _, problem in profile_conflicts(profiles)]
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f'"{name}"' for name in names) if names else "none"
