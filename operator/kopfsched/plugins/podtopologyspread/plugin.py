@@ -1,0 +1,358 @@
+"""PodTopologySpread: spread pods over topology domains (upstream's plugin of that name).
+
+Extension points: PreFilter (+ AddPod/RemovePod), Filter (also batched), PreScore, Score (also
+batched), NormalizeScore, EnqueueExtensions.
+Args: defaultConstraints (applied to pods without constraints of their own, with the selectors of
+the Services/controllers that select the pod) and defaultingType List | System (System: upstream's
+hostname maxSkew 3 and zone maxSkew 5, ScheduleAnyway; the default).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.labels import NodePredicate, SelectorError
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
+from kopfsched.framework.registry import ArgsError, check_known_fields
+from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.podtopologyspread import common, filtering, scoring
+from kopfsched.plugins.podtopologyspread.common import (
+    DO_NOT_SCHEDULE,
+    HONOR,
+    LABEL_HOSTNAME,
+    SCHEDULE_ANYWAY,
+    TopologySpreadConstraint,
+)
+
+NAME = "PodTopologySpread"
+SYSTEM_DEFAULTING = "System"
+LIST_DEFAULTING = "List"
+
+PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
+PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
+
+_MAX_COUNT_COLUMNS = 64
+"""Per-selector pod-count columns kept on the NodeTable (least recently used are dropped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodTopologySpreadArgs:
+    default_constraints: tuple[Mapping[str, Any], ...] = ()
+    """Constraints for pods that have none (defaultingType List); must not set labelSelector."""
+    defaulting_type: str = SYSTEM_DEFAULTING
+    """System (upstream's built-in constraints) or List (default_constraints)."""
+    _extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> PodTopologySpreadArgs:
+        problems: list[tuple[str, str]] = []
+        check_known_fields(raw, {"defaultConstraints", "defaultingType"}, problems)
+        constraints = raw.get("defaultConstraints") or []
+        if not isinstance(constraints, list):
+            problems.append(("defaultConstraints", "must be a list"))
+            constraints = []
+        defaulting = raw.get("defaultingType") or SYSTEM_DEFAULTING
+        if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
+            problems.append(("defaultingType", f'Unsupported value: "{defaulting}": supported values: '
+                                               f'"{SYSTEM_DEFAULTING}", "{LIST_DEFAULTING}"'))
+        elif defaulting == SYSTEM_DEFAULTING and constraints:
+            problems.append(("defaultingType",
+                             f'Invalid value: "{defaulting}": when .defaultConstraints are not empty'))
+        seen: set[tuple[str, str]] = set()
+        for i, c in enumerate(constraints):
+            path = f"defaultConstraints[{i}]"
+            if not isinstance(c, Mapping):
+                problems.append((path, "must be an object"))
+                continue
+            max_skew = c.get("maxSkew")
+            if isinstance(max_skew, bool) or not isinstance(max_skew, int) or max_skew <= 0:
+                problems.append((f"{path}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)"))
+            key = c.get("topologyKey") or ""
+            if not key:
+                problems.append((f"{path}.topologyKey", "Required value: can not be empty"))
+            action = c.get("whenUnsatisfiable")
+            if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+                problems.append((f"{path}.whenUnsatisfiable", f'Unsupported value: "{action}": supported values: '
+                                                              f'"{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"'))
+            if c.get("labelSelector") is not None:
+                problems.append((f"{path}.labelSelector",
+                                 "Forbidden: constraint must not define a selector, as they deduced for each pod"))
+            if (key, action) in seen:
+                problems.append((path, f"Duplicate value: \"{{{key}, {action}}}\""))
+            seen.add((key, action))
+        if problems:
+            raise ArgsError(problems)
+        return cls(default_constraints=tuple(constraints), defaulting_type=defaulting)
+
+
+def _pod_info(obj: Any) -> PodInfo | None:
+    if obj is None or isinstance(obj, PodInfo):
+        return obj
+    return PodInfo(obj)
+
+
+def _node_parts(obj: Any) -> tuple[Mapping[str, str], list[Any]]:
+    if isinstance(obj, NodeInfo):
+        return obj.labels, obj.taints
+    obj = obj or {}
+    return ((obj.get("metadata") or {}).get("labels") or {}), ((obj.get("spec") or {}).get("taints") or [])
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def __init__(self, args: PodTopologySpreadArgs | None, handle: Handle) -> None:
+        args = args or PodTopologySpreadArgs()
+        self.args = args
+        self.handle = handle
+        self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self.default_constraints: tuple[Mapping[str, Any], ...] = (
+            common.SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else args.default_constraints)
+        self._count_columns: OrderedDict[str, ColumnSpec] = OrderedDict()
+
+    # -- constraints ---------------------------------------------------------------------------
+
+    def _build_default_constraints(self, pod: PodInfo, action: str) -> list[TopologySpreadConstraint]:
+        constraints = common.filter_constraints(self.default_constraints, pod.labels, action)
+        if not constraints:
+            return []
+        raw = common.default_selector(pod, self.handle.objects)
+        selector = common.Selector.of(raw)
+        if selector.empty:
+            return []
+        return [TopologySpreadConstraint(c.max_skew, c.topology_key, selector, c.min_domains,
+                                         c.node_affinity_policy, c.node_taints_policy) for c in constraints]
+
+    def constraints(self, pod: PodInfo, action: str) -> list[TopologySpreadConstraint]:
+        """The pod's constraints for `action`, or the default ones when it declares none."""
+        own = pod.spec.get("topologySpreadConstraints")
+        if own:
+            return common.filter_constraints(own, pod.labels, action)
+        return self._build_default_constraints(pod, action)
+
+    # -- per-node pod counts, cached as NodeTable columns ---------------------------------------
+
+    def _count_column(self, table: NodeTable, selector: common.Selector, namespace: str) -> np.ndarray:
+        name = f"{NAME}:{namespace}:{selector.signature}"
+        spec = self._count_columns.get(name)
+        if spec is None:
+            spec = ColumnSpec(name, lambda n: common.count_pods_match_selector(n, selector, namespace))
+            self._count_columns[name] = spec
+            if len(self._count_columns) > _MAX_COUNT_COLUMNS:
+                _, oldest = self._count_columns.popitem(last=False)
+                table.drop(oldest)
+        else:
+            self._count_columns.move_to_end(name)
+        return table.column(spec)
+
+    def _inclusion_mask(self, c: TopologySpreadConstraint, pod: PodInfo, nodes: list[NodeInfo],
+                        affinity: NodePredicate | None) -> np.ndarray | None:
+        """Rows excluded by the node inclusion policies; None when every node is included."""
+        if not ((c.node_affinity_policy == HONOR and affinity is not None)
+                or (c.node_taints_policy == HONOR and any(n.taints for n in nodes))):
+            return None
+        return np.fromiter((common.match_node_inclusion_policies(c, pod, n, affinity) for n in nodes),
+                           dtype=bool, count=len(nodes))
+
+    def _domain_counts(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, nodes: list[NodeInfo],
+                       affinity: NodePredicate | None, *, required_keys: Iterable[str]) -> list[dict[str, int]]:
+        """Per constraint, matching pods per topology value over the nodes that have every
+        `required_keys` label and pass the constraint's inclusion policies. A node lacking the
+        constraint's own key counts under the value "" (only possible without required keys)."""
+        required_keys = tuple(required_keys)
+        table = self.handle.snapshot.table
+        if len(table) == len(nodes) and len(nodes) > 0:
+            return self._domain_counts_table(constraints, pod, table, affinity, required_keys)
+        result: list[dict[str, int]] = [{} for _ in constraints]
+        for node in nodes:
+            labels = node.labels
+            if node.node is None or not all(k in labels for k in required_keys):
+                continue
+            for i, c in enumerate(constraints):
+                if not common.match_node_inclusion_policies(c, pod, node, affinity):
+                    continue
+                value = labels.get(c.topology_key, "")
+                result[i][value] = result[i].get(value, 0) + common.count_pods_match_selector(
+                    node, c.selector, pod.namespace)
+        return result
+
+    def _domain_counts_table(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, table: NodeTable,
+                             affinity: NodePredicate | None, required_keys: tuple[str, ...]) -> list[dict[str, int]]:
+        eligible = np.ones(len(table), dtype=bool)
+        for key in required_keys:
+            eligible &= table.column(label_column(key)) >= 0
+        result: list[dict[str, int]] = []
+        for c in constraints:
+            mask = eligible
+            included = self._inclusion_mask(c, pod, table.nodes, affinity)
+            if included is not None:
+                mask = mask & included
+            counts = self._count_column(table, c.selector, pod.namespace)[mask]
+            codes = table.column(label_column(c.topology_key))[mask]
+            values = list(label_value_codes(c.topology_key))
+            missing = codes < 0
+            per_value: dict[str, int] = {}
+            if missing.any():
+                per_value[""] = int(counts[missing].sum())
+                codes, counts = codes[~missing], counts[~missing]
+            totals = np.bincount(codes, weights=counts, minlength=len(values))
+            for k in np.flatnonzero(np.bincount(codes, minlength=len(values))).tolist():
+                per_value[values[k]] = per_value.get(values[k], 0) + int(totals[k])
+            result.append(per_value)
+        return result
+
+    # -- PreFilter / Filter -------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        if not pod.spec.get("topologySpreadConstraints") and not self._has_hard_defaults():
+            return SKIP
+        try:
+            constraints = self.constraints(pod, DO_NOT_SCHEDULE)
+            if not constraints:
+                return SKIP
+            affinity = common.required_node_affinity(pod)
+        except SelectorError as error:
+            return Status.as_error(f"obtaining pod's hard topology spread constraints: {error}")
+        counts = self._domain_counts(constraints, pod, nodes, affinity,
+                                     required_keys=[c.topology_key for c in constraints])
+        state.write(PRE_FILTER_STATE, filtering.PreFilterState(constraints, tp_value_to_match_num=counts).finish())
+        return None
+
+    def _has_hard_defaults(self) -> bool:
+        return any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
+        state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, pod, node, 1, common.required_node_affinity(pod))
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        state.read(PRE_FILTER_STATE).update_with_pod(pod_to_remove, pod, node, -1,
+                                                     common.required_node_affinity(pod))
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return filtering.filter_node(state.read(PRE_FILTER_STATE), pod, node)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return filtering.filter_rows(state.read(PRE_FILTER_STATE), pod, table, rows)
+
+    # -- PreScore / Score ---------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        all_nodes = self.handle.snapshot.node_infos()
+        if not all_nodes:
+            return SKIP
+        own = pod.spec.get("topologySpreadConstraints")
+        if not own and not any(c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY for c in self.default_constraints):
+            return SKIP
+        try:
+            constraints = self.constraints(pod, SCHEDULE_ANYWAY)
+        except SelectorError as error:
+            return Status.as_error(f"calculating preScoreState: {error}")
+        if not constraints:
+            return SKIP
+        # Nodes without a zone label may still be spread by hostname under the system defaults.
+        pre_score = scoring.PreScoreState(constraints, require_all_topologies=bool(own) or not self.system_defaulted)
+        scoring.init_pre_score_state(pre_score, nodes)
+        self._count_pre_score_domains(pre_score, pod, all_nodes)
+        state.write(PRE_SCORE_STATE, pre_score)
+        return None
+
+    def _count_pre_score_domains(self, s: scoring.PreScoreState, pod: PodInfo, all_nodes: list[NodeInfo]) -> None:
+        """Add the matching pods of every node to the domains registered from the feasible nodes."""
+        counted = [(i, c) for i, c in enumerate(s.constraints) if c.topology_key != LABEL_HOSTNAME]
+        if not counted:
+            return
+        required = [c.topology_key for c in s.constraints] if s.require_all_topologies else []
+        counts = self._domain_counts([c for _, c in counted], pod, all_nodes, common.required_node_affinity(pod),
+                                     required_keys=required)
+        for (i, _), per_value in zip(counted, counts, strict=True):
+            registered = s.topology_value_to_pod_counts[i]
+            for value, n in per_value.items():
+                if value in registered:
+                    registered[value] += n
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return scoring.score_node(state.read(PRE_SCORE_STATE), pod, node)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        s = state.read(PRE_SCORE_STATE)
+        hosts = [self._count_column(table, c.selector, pod.namespace)[rows] if c.topology_key == LABEL_HOSTNAME
+                 else None for c in s.constraints]
+        return scoring.score_rows(s, pod, table, rows, hosts)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
+        return scoring.normalize(state.read(PRE_SCORE_STATE), scores)
+
+    # -- queueing hints -----------------------------------------------------------------------
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        pod_actions = (ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.UPDATE_POD_TOLERATION
+                       | ActionType.DELETE)
+        node_actions = ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+        return (
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, pod_actions), self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, node_actions), self.is_schedulable_after_node_change),
+        )
+
+    def is_schedulable_after_pod_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        target, original, modified = _pod_info(pod), _pod_info(old), _pod_info(new)
+        assert target is not None
+
+        def involved(other: PodInfo) -> bool:
+            return other.uid == target.uid or (bool(other.node_name) and other.namespace == target.namespace)
+
+        if (modified is not None and not involved(modified)) or (original is not None and not involved(original)):
+            return QueueingHint.SKIP
+        constraints = self.constraints(target, DO_NOT_SCHEDULE)
+        if original is not None and modified is not None:
+            if (target.uid == modified.uid and modified.tolerations != original.tolerations
+                    and any(c.node_taints_policy == HONOR for c in constraints)):
+                return QueueingHint.QUEUE
+            if modified.labels == original.labels:
+                return QueueingHint.SKIP
+            changed = any(c.selector.matches(original.labels) != c.selector.matches(modified.labels)
+                          for c in constraints)
+            return QueueingHint.QUEUE if changed else QueueingHint.SKIP
+        other = modified if modified is not None else original
+        assert other is not None
+        if common.pod_labels_match_spread_constraints(constraints, other.labels):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_node_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        target = _pod_info(pod)
+        assert target is not None
+        constraints = self.constraints(target, DO_NOT_SCHEDULE)
+        original = _node_parts(old) if old is not None else None
+        modified = _node_parts(new) if new is not None else None
+        original_matching = original is not None and common.node_labels_match_spread_constraints(
+            original[0], constraints)
+        modified_matching = modified is not None and common.node_labels_match_spread_constraints(
+            modified[0], constraints)
+        if original is not None and modified is not None:
+            if original_matching != modified_matching:
+                return QueueingHint.QUEUE
+            keys_changed = any(original[0].get(c.topology_key) != modified[0].get(c.topology_key)
+                               for c in constraints)
+            if modified_matching and (keys_changed or original[1] != modified[1]):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        if modified is not None:
+            return QueueingHint.QUEUE if modified_matching else QueueingHint.SKIP
+        return QueueingHint.QUEUE if original_matching else QueueingHint.SKIP

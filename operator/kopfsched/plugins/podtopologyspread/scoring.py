@@ -1,0 +1,128 @@
+"""PodTopologySpread PreScore/Score/NormalizeScore: ScheduleAnyway constraints.
+
+A node's raw score sums, over the constraints whose key it has,
+`matching pods in its domain * log(domains + 2) + (maxSkew - 1)`; NormalizeScore inverts it so
+the emptiest domains score 100: `100 * (max + min - score) / max`. Nodes lacking a topology key
+(when the constraints are the pod's own or listed defaults) are ignored and score 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.node_table import NodeTable, label_column, lookup_by_label
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.podtopologyspread.common import (
+    LABEL_HOSTNAME,
+    TopologySpreadConstraint,
+    count_pods_match_selector,
+    node_labels_match_spread_constraints,
+)
+
+
+@dataclass(slots=True)
+class PreScoreState:
+    constraints: list[TopologySpreadConstraint]
+    require_all_topologies: bool
+    ignored: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Over the nodes given to PreScore (the order of the scores): nodes that are not scored."""
+    ignored_nodes: frozenset[str] = frozenset()
+    topology_value_to_pod_counts: list[dict[str, int]] = field(default_factory=list)
+    topology_normalizing_weight: list[float] = field(default_factory=list)
+
+    def clone(self) -> PreScoreState:
+        return self  # read-only after PreScore
+
+
+def topology_normalizing_weight(size: int) -> float:
+    """Weight of a topology by its number of domains, so small topologies are not watered down."""
+    return math.log(size + 2)
+
+
+def score_for_count(count: int | np.ndarray, max_skew: int, weight: float) -> float | np.ndarray:
+    return count * weight + float(max_skew - 1)
+
+
+def init_pre_score_state(state: PreScoreState, filtered_nodes: list[NodeInfo]) -> None:
+    """Register the domains of the feasible nodes and weigh each constraint by their number."""
+    constraints = state.constraints
+    state.topology_value_to_pod_counts = [{} for _ in constraints]
+    ignored = np.zeros(len(filtered_nodes), dtype=bool)
+    for n, node in enumerate(filtered_nodes):
+        labels = node.labels
+        if state.require_all_topologies and not node_labels_match_spread_constraints(labels, constraints):
+            ignored[n] = True
+            continue
+        for i, c in enumerate(constraints):
+            if c.topology_key != LABEL_HOSTNAME:  # per-node counts are taken in Score
+                state.topology_value_to_pod_counts[i].setdefault(labels.get(c.topology_key, ""), 0)
+    state.ignored = ignored
+    state.ignored_nodes = frozenset(filtered_nodes[n].name for n in np.flatnonzero(ignored))
+    kept = len(filtered_nodes) - int(ignored.sum())
+    state.topology_normalizing_weight = [
+        topology_normalizing_weight(kept if c.topology_key == LABEL_HOSTNAME else len(counts))
+        for c, counts in zip(constraints, state.topology_value_to_pod_counts, strict=True)
+    ]
+
+
+def score_node(state: PreScoreState, pod: PodInfo, node: NodeInfo) -> int:
+    if node.name in state.ignored_nodes:
+        return 0
+    labels = node.labels
+    score = 0.0
+    for i, c in enumerate(state.constraints):
+        value = labels.get(c.topology_key)
+        if value is None:
+            continue
+        if c.topology_key == LABEL_HOSTNAME:
+            count = count_pods_match_selector(node, c.selector, pod.namespace)
+        else:
+            count = state.topology_value_to_pod_counts[i].get(value, 0)
+        score += score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
+    return _round(score)
+
+
+def _round(x: float) -> int:
+    """Go's math.Round: half away from zero (scores here are never negative)."""
+    return math.floor(x + 0.5)
+
+
+def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.ndarray,
+               host_counts: list[np.ndarray | None]) -> np.ndarray:
+    """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints."""
+    score = np.zeros(len(rows), dtype=np.float64)
+    has_all = np.ones(len(rows), dtype=bool)
+    for i, c in enumerate(state.constraints):
+        has = table.column(label_column(c.topology_key))[rows] >= 0
+        has_all &= has
+        hosts = host_counts[i]
+        if hosts is not None:
+            count = hosts
+        else:
+            count = lookup_by_label(table, rows, c.topology_key, state.topology_value_to_pod_counts[i])
+        score += np.where(has, score_for_count(count, c.max_skew, state.topology_normalizing_weight[i]), 0.0)
+    result = np.floor(score + 0.5).astype(np.int64)
+    if state.require_all_topologies:
+        result[~has_all] = 0
+    return result
+
+
+def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.int64).copy()
+    ignored = state.ignored if len(state.ignored) == len(scores) else np.zeros(len(scores), dtype=bool)
+    kept = scores[~ignored]
+    if len(kept) == 0:
+        scores[:] = 0
+        return scores
+    low, high = int(kept.min()), max(int(kept.max()), 0)
+    if high == 0:
+        scores[:] = MAX_NODE_SCORE
+    else:
+        # Integer arithmetic, as upstream: MaxNodeScore * (max + min - s) / max.
+        scores = MAX_NODE_SCORE * (high + low - scores) // high
+    scores[ignored] = 0
+    return scores
