@@ -1,0 +1,32 @@
+"""Fixtures of the end-to-end tests: an API emulator on 127.0.0.1 and a kubeconfig pointing at it.
+
+Options for one test: `@pytest.mark.emulator(history_size=3, ...)` (FastKubernetesEmulator's fields).
+"""
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.emulator import EmulatorThread, FastKubernetesEmulator, write_kubeconfig
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line('markers', 'emulator(**options): options of the FastKubernetesEmulator of the test')
+
+
+@pytest.fixture
+def emulator(request: pytest.FixtureRequest) -> Iterator[FastKubernetesEmulator]:
+    """An emulator serving in its own thread and loop: the test's loop and blocking calls never stall it."""
+    marker = request.node.get_closest_marker('emulator')
+    with EmulatorThread(FastKubernetesEmulator(**(marker.kwargs if marker else {}))) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def kubeconfig(emulator: FastKubernetesEmulator, tmp_path: pathlib.Path,
+               monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    # kubectl caches discovery per host:port under ~/.kube/cache: keep it per test.
+    monkeypatch.setenv('KUBECACHEDIR', str(tmp_path / 'kube-cache'))
+    return write_kubeconfig(tmp_path / 'kubeconfig', url=emulator.url)

@@ -1,0 +1,957 @@
+"""A fast Kubernetes API emulator for the end-to-end tests: kmock's emulator with real API semantics.
+
+`FastKubernetesEmulator` subclasses `kmock.KubernetesEmulator` but serves every Kubernetes request
+itself, from objects indexed by (resource, namespace, name): no request re-scans the request history
+or all objects, so its speed does not decay with the number of requests served. What it adds over
+stock kmock 0.8 (see /work/shared/reference/kmock-emulator-notes.md for what breaks without it):
+
+- uid, creationTimestamp, a monotonically increasing resourceVersion on every write, generation
+  bumped on changes outside metadata/status; create answers 201; lists carry a real resourceVersion;
+- watches subscribe before the snapshot, resume from a resourceVersion using a bounded per-resource
+  event history (an ERROR event with code 410 when too old), send BOOKMARKs when allowed, honour
+  label and field selectors (objects leaving a selector are sent as DELETED, as the API does);
+- pods/{name}/binding and namespaces/{ns}/bindings (201 + Status; 409 when bound; 404 without a pod);
+- status subresources: /status writes change only status; main writes never change status;
+- PATCH as merge, strategic merge (lists keyed per STRATEGIC_MERGE_KEYS; rejected for custom
+  resources, like the API) and JSON patch; a body that is not of its Content-Type is a 400, an
+  unknown Content-Type (including server-side apply) a 415; PUT with a resourceVersion
+  precondition (409), enough for kubernetes_asyncio's LeaseLock;
+- DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain;
+- discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
+  There is no OpenAPI document (/openapi/v2 and /openapi/v3 answer 404): run
+  `kubectl apply --validate=false`.
+- test hooks: `fail_next()` injects failures, `drop_watches()` closes every open watch stream,
+  `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
+
+Deliberate leniencies: namespaces need not exist; no schema validation or defaults except a pod's
+`spec.schedulerName` and `status.phase`; status given on create is kept; core/v1 and
+events.k8s.io/v1 Events are stored separately; no paging tokens beyond a simple offset.
+
+It runs in the caller's loop (`async with emulator`), in a thread with its own loop
+(`EmulatorThread`, what the `emulator` fixture uses), or in a subprocess
+(`python -m tests.e2e.emulator`, driven by `RemoteEmulator`).
+
+Raw capacity, 2 cores, kubernetes_asyncio 36.1.0 creating then binding 2000 pods one by one
+(`python -m tests.e2e.raw_capacity --pods 2000 --mode thread|process|inloop`):
+    see RAW_CAPACITY below (filled in from measurements).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import json
+import pathlib
+import re
+import sys
+import threading
+import urllib.request
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+
+from tests.e2e import patches, selectors
+from tests.e2e.resources import BUILTIN_RESOURCES, ResourceDef, crd_status, group_versions, resources_of_crd
+
+RAW_CAPACITY = """
+    filled in below after measuring
+"""
+
+ObjKey = tuple[str | None, str]  # (namespace, name)
+StoreKey = tuple[str, str]  # (group, plural)
+Obj = dict[str, Any]
+
+_REASONS = {
+    400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed',
+    409: 'Conflict', 410: 'Expired', 415: 'UnsupportedMediaType', 422: 'Invalid', 429: 'TooManyRequests',
+    500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout',
+}
+_MUTATING = frozenset({'POST', 'PUT', 'PATCH', 'DELETE'})
+_DROP = object()  # a watch queue item: close the stream
+_BOOKMARK = object()  # a watch queue item: send a bookmark now
+
+
+class ApiError(Exception):
+    """An API failure answered as a v1 Status."""
+
+    def __init__(self, code: int, message: str, *, reason: str | None = None, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.code, self.message = code, message
+        self.reason = reason or _REASONS.get(code, 'Unknown')
+        self.details = dict(details or {})
+
+    def status(self) -> Obj:
+        return status_object(self.code, self.message, reason=self.reason, details=self.details)
+
+
+def status_object(code: int, message: str = '', *, reason: str = '', details: Mapping[str, Any] | None = None) -> Obj:
+    body: Obj = {'kind': 'Status', 'apiVersion': 'v1', 'metadata': {},
+                 'status': 'Success' if code < 400 else 'Failure', 'code': code}
+    if message:
+        body['message'] = message
+    if reason:
+        body['reason'] = reason
+    if details:
+        body['details'] = dict(details)
+    return body
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    """One mutating request as the API received it, with the status it answered."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    content_type: str
+    body: Any  # parsed JSON, or the raw text when it was not JSON
+    status: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiPath:
+    """A resource URL: /api/v1/namespaces/ns/pods/name/status, /apis/group/version/plural, ..."""
+
+    group: str
+    version: str
+    plural: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+
+    @classmethod
+    def parse(cls, path: str) -> ApiPath | None:
+        parts = path.strip('/').split('/')
+        if parts[0] == 'api' and len(parts) >= 2:
+            group, rest = '', parts[1:]
+        elif parts[0] == 'apis' and len(parts) >= 3:
+            group, rest = parts[1], parts[2:]
+        else:
+            return None
+        version, rest = rest[0], rest[1:]
+        namespace = None
+        # namespaces/{ns}/{plural}/... vs namespaces/{name}[/status|/finalize] (the namespace object itself)
+        if len(rest) >= 3 and rest[0] == 'namespaces' and not (len(rest) == 3 and rest[2] in ('status', 'finalize')):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            return None
+        plural, name, subresource = [*rest, None, None, None][:3]
+        return cls(group, version, plural, namespace, name, subresource)
+
+
+@dataclasses.dataclass
+class _Failure:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    times: int
+    message: str
+
+
+class _Event:
+    """A stored watch event; its serialized lines are cached per event type (shared by all watchers)."""
+
+    __slots__ = ('_lines', 'obj', 'old', 'rv', 'type')
+
+    def __init__(self, rv: int, type: str, obj: Obj, old: Obj | None):
+        self.rv, self.type, self.obj, self.old = rv, type, obj, old
+        self._lines: dict[str, bytes] = {}
+
+    def line(self, type: str) -> bytes:
+        if type not in self._lines:
+            self._lines[type] = _dumps({'type': type, 'object': self.obj}) + b'\n'
+        return self._lines[type]
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(',', ':')).encode()
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@attrs.define(kw_only=True, slots=False)
+class FastKubernetesEmulator(kmock.KubernetesEmulator):
+    """kmock's KubernetesEmulator with indexed objects, resumable watches and the API's write semantics."""
+
+    history_size: int = 10_000  # watch events kept per resource for resuming
+    mutation_log_size: int = 10_000  # mutating requests kept for assertions
+    request_log_size: int = 1_000  # kmock Request objects kept, only while DSL reactions are registered
+    bookmark_interval: float = 60.0  # seconds between BOOKMARKs on watches that allow them
+    clock: Callable[[], datetime.datetime] = _utcnow
+
+    request_count: int = attrs.field(default=0, init=False)
+    _url: str | None = attrs.field(default=None, init=False)
+    _rv: int = attrs.field(default=0, init=False)
+    _registry: dict[tuple[str, str, str], ResourceDef] = attrs.field(factory=dict, init=False)
+    _store: dict[StoreKey, dict[ObjKey, Obj]] = attrs.field(factory=dict, init=False)
+    _history: dict[StoreKey, deque[_Event]] = attrs.field(factory=dict, init=False)
+    _compacted_rv: dict[StoreKey, int] = attrs.field(factory=dict, init=False)
+    _watchers: dict[StoreKey, set[asyncio.Queue[Any]]] = attrs.field(factory=dict, init=False)
+    _mutations: deque[Mutation] = attrs.field(init=False)
+    _failures: list[_Failure] = attrs.field(factory=list, init=False)
+    _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
+    _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
+    _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
+    _runner: aiohttp.web.ServerRunner | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._requests = deque(maxlen=self.request_log_size)  # kmock keeps every request otherwise
+        self._mutations = deque(maxlen=self.mutation_log_size)
+        self._builtin_payloads = {id(payload) for payload in self._payloads}
+        for resource in BUILTIN_RESOURCES:
+            self.register(resource)
+        for name in ('default', 'kube-system', 'kube-public', 'kube-node-lease'):
+            self._insert(self._registry['', 'v1', 'namespaces'], {'metadata': {'name': name}}, namespace=None)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self, *, host: str = '127.0.0.1', port: int = 0) -> str:
+        """Serve on host:port (0: a free port) in the running loop; returns the base URL."""
+        await self.__aenter__()  # kmock's stream feeder, for DSL reactions
+        self._loop = asyncio.get_running_loop()
+        self._runner = aiohttp.web.ServerRunner(aiohttp.web.Server(self.__call__), handle_signals=False,
+                                                shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = aiohttp.web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound_host, bound_port = self._runner.addresses[0][:2]
+        self._url = f'http://{bound_host}:{bound_port}'
+        return self._url
+
+    async def stop(self) -> None:
+        self._drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.__aexit__(None, None, None)
+
+    # --- test hooks (safe to call from any thread) --------------------------------------------------
+
+    def fail_next(self, method: str, path_regex: str, *, status: int = 500, times: int = 1, message: str = '') -> None:
+        """Answer the next `times` requests whose method and path (with query) match with `status`.
+
+        `method` is an HTTP method or '*'; `path_regex` is searched in e.g. '/api/v1/pods?watch=true'.
+        """
+        failure = _Failure(method.upper(), re.compile(path_regex), status, times, message or 'injected failure')
+        with self._guard:
+            self._failures.append(failure)
+
+    def drop_watches(self) -> None:
+        """Close every open watch stream cleanly, as an API server restart would."""
+        self._in_loop(self._drop_watches)
+
+    def send_bookmarks(self) -> None:
+        """Send a BOOKMARK now on every open watch that allowed bookmarks."""
+        self._in_loop(lambda: self._broadcast(_BOOKMARK))
+
+    def mutations(self, method: str | None = None, path_regex: str | None = None) -> list[Mutation]:
+        """The most recent mutating requests (bounded), oldest first, optionally filtered."""
+        with self._guard:
+            logged = list(self._mutations)
+        pattern = re.compile(path_regex) if path_regex else None
+        return [m for m in logged
+                if (method is None or m.method == method.upper()) and (pattern is None or pattern.search(m.path))]
+
+    def get_object(self, plural: str, namespace: str | None, name: str, *, group: str = '') -> Obj | None:
+        """The stored object (a read-only snapshot: never mutate it), or None."""
+        return self._store.get((group, plural), {}).get((namespace, name))
+
+    def list_objects(self, plural: str, *, group: str = '', namespace: str | None = None) -> list[Obj]:
+        objects = list(self._store.get((group, plural), {}).values())
+        return [obj for obj in objects if namespace is None or obj['metadata'].get('namespace') == namespace]
+
+    @property
+    def url(self) -> str:  # type: ignore[override]
+        if self._url is None:
+            raise RuntimeError('the emulator is not serving yet: await start() first')
+        return self._url
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def register(self, resource: ResourceDef) -> None:
+        """Serve a resource (CRDs call this on create; tests may too)."""
+        self._registry[resource.group, resource.version, resource.plural] = resource
+        key = resource.store_key
+        self._store.setdefault(key, {})
+        self._history.setdefault(key, deque(maxlen=self.history_size))
+        self._compacted_rv.setdefault(key, 0)
+        self._watchers.setdefault(key, set())
+
+    def _in_loop(self, fn: Callable[[], None]) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._loop is None or running is self._loop:
+            fn()
+        else:
+            self._loop.call_soon_threadsafe(fn)
+
+    def _drop_watches(self) -> None:
+        self._broadcast(_DROP)
+
+    def _broadcast(self, item: object) -> None:
+        for queues in self._watchers.values():
+            for queue in queues:
+                queue.put_nowait(item)
+
+    # --- HTTP entry point ---------------------------------------------------------------------------
+
+    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        body = await raw.read()
+        self.request_count += 1
+        failure = self._take_failure(raw.method, raw.path_qs)
+        if failure is not None:
+            response = _json_response(ApiError(failure.status, failure.message).status(), failure.status)
+        elif self._has_user_reactions():
+            response = await self._serve_with_reactions(raw, body)
+        else:
+            response = await self._serve(raw, body)
+        if raw.method in _MUTATING and not raw.path.startswith('/_emulator/'):
+            self._log_mutation(raw, body, response.status)
+        return response
+
+    def _take_failure(self, method: str, path_qs: str) -> _Failure | None:
+        if not self._failures:
+            return None
+        with self._guard:
+            for failure in self._failures:
+                if failure.method in ('*', method) and failure.pattern.search(path_qs):
+                    failure.times -= 1
+                    if failure.times <= 0:
+                        self._failures.remove(failure)
+                    return failure
+        return None
+
+    def _log_mutation(self, raw: aiohttp.web.BaseRequest, body: bytes, status: int) -> None:
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except ValueError:
+            parsed = body.decode(errors='replace')
+        mutation = Mutation(raw.method, raw.path, dict(raw.query), raw.content_type, parsed, status)
+        with self._guard:
+            self._mutations.append(mutation)
+
+    def _has_user_reactions(self) -> bool:
+        return len(self._payloads) > len(self._builtin_payloads)
+
+    async def _serve_with_reactions(self, raw: aiohttp.web.BaseRequest, body: bytes) -> aiohttp.web.StreamResponse:
+        """kmock DSL reactions registered by a test (`emulator['get /x'] << 200`) come first."""
+        request = await kmock.Request._parse(raw, id=self.request_count)
+        self._requests.append(request)
+        payloads = [p for p in self._payloads if id(p) not in self._builtin_payloads]
+        for payload in sorted(payloads, key=lambda p: tuple(-x for x in p.priorities)):
+            if request in payload._source and not payload._disabled.is_set():
+                try:
+                    return await payload(request)
+                except kmock.ReactionMismatchError:
+                    payload._disabled.set()
+                except NotImplementedError:
+                    pass
+        return await self._serve(raw, body)
+
+    async def _serve(self, raw: aiohttp.web.BaseRequest, body: bytes) -> aiohttp.web.StreamResponse:
+        try:
+            result = self._dispatch(raw, body)
+            if isinstance(result, aiohttp.web.StreamResponse):
+                return result
+            if asyncio.iscoroutine(result):
+                return await result
+            payload, code = result
+            return _json_response(payload, code)
+        except ApiError as e:
+            return _json_response(e.status(), e.code)
+
+    # --- routing --------------------------------------------------------------------------------------
+
+    def _dispatch(self, raw: aiohttp.web.BaseRequest, body: bytes) -> Any:
+        path = raw.path.rstrip('/') or '/'
+        method = raw.method
+        if path.startswith('/_emulator/'):
+            return self._serve_control(path, method, body)
+        if method == 'GET' and (static := self._serve_static(path)) is not None:
+            return static
+        parsed = ApiPath.parse(path)
+        if parsed is None:
+            raise ApiError(404, f'the server could not find the requested resource ({method} {path})')
+        if parsed.plural is None:
+            if method != 'GET':
+                raise ApiError(405, f'{method} is not allowed on {path}')
+            return self._discover_version(parsed.group, parsed.version), 200
+        resource = self._registry.get((parsed.group, parsed.version, parsed.plural))
+        if resource is None:
+            raise ApiError(404, f'the server could not find the requested resource ({method} {path})')
+        if parsed.namespace is not None and not resource.namespaced:
+            raise ApiError(404, f'{resource.plural} is not namespaced')
+        return self._serve_resource(raw, body, resource, parsed)
+
+    def _serve_resource(self, raw: aiohttp.web.BaseRequest, body: bytes, resource: ResourceDef,
+                        parsed: ApiPath) -> Any:
+        method, query, ns, name, sub = raw.method, raw.query, parsed.namespace, parsed.name, parsed.subresource
+        if sub not in (None, 'status', 'binding') or (sub is not None and sub not in resource.subresources):
+            raise ApiError(404, f'the server could not find the requested resource ({sub} of {resource.plural})')
+        if method == 'GET' and (query.get('watch') or '').lower() in ('true', '1'):
+            return self._watch(raw, resource, namespace=ns, name=name)
+        match method, name, sub:
+            case 'GET', None, None:
+                return self._list(resource, namespace=ns, query=query), 200
+            case 'GET', str(), _:
+                return self._get(resource, ns, name), 200
+            case 'POST', None, None if resource.plural == 'bindings':
+                binding = _parse_json(raw, body, expect=dict)
+                return self._bind(ns, (binding.get('metadata') or {}).get('name', ''), binding), 201
+            case 'POST', None, None:
+                return self._create(resource, ns, _parse_json(raw, body, expect=dict)), 201
+            case 'POST', str(), 'binding':
+                return self._bind(ns, name, _parse_json(raw, body, expect=dict)), 201
+            case 'PUT', str(), _:
+                return self._replace(resource, ns, name, _parse_json(raw, body, expect=dict), subresource=sub), 200
+            case 'PATCH', str(), _:
+                return self._patch(resource, ns, name, raw, body, subresource=sub), 200
+            case 'DELETE', str(), None:
+                options = _parse_json(raw, body, expect=dict) if body else {}
+                return self._delete(resource, ns, name, options=options), 200
+            case 'DELETE', None, None:
+                return self._delete_collection(resource, namespace=ns, query=query), 200
+            case _:
+                raise ApiError(405, f'{method} is not supported on {raw.path}')
+
+    def _serve_static(self, path: str) -> tuple[Obj, int] | None:
+        match path:
+            case '/version':
+                return {'major': '1', 'minor': '34', 'gitVersion': 'v1.34.0-kmock', 'platform': 'linux/amd64',
+                        'goVersion': 'go1.24', 'compiler': 'gc'}, 200
+            case '/api':
+                return {'kind': 'APIVersions', 'versions': ['v1'], 'serverAddressByClientCIDRs': []}, 200
+            case '/apis':
+                return self._discover_groups(), 200
+            case '/healthz' | '/readyz' | '/livez':
+                return {'status': 'ok'}, 200
+        if path.startswith('/apis/') and path.count('/') == 2:
+            return self._discover_group(path.split('/')[2]), 200
+        return None
+
+    def _serve_control(self, path: str, method: str, body: bytes) -> tuple[Any, int]:
+        """What RemoteEmulator calls in a subprocess-hosted emulator."""
+        args = json.loads(body) if body else {}
+        match method, path:
+            case 'POST', '/_emulator/fail_next':
+                self.fail_next(args['method'], args['path_regex'], status=args.get('status', 500),
+                               times=args.get('times', 1), message=args.get('message', ''))
+            case 'POST', '/_emulator/drop_watches':
+                self._drop_watches()
+            case 'POST', '/_emulator/send_bookmarks':
+                self._broadcast(_BOOKMARK)
+            case 'GET', '/_emulator/mutations':
+                return {'items': [dataclasses.asdict(m) for m in self.mutations()]}, 200
+            case _:
+                raise ApiError(404, f'no control endpoint {method} {path}')
+        return {}, 200
+
+    # --- discovery ------------------------------------------------------------------------------------
+
+    def _discover_groups(self) -> Obj:
+        return {'kind': 'APIGroupList', 'apiVersion': 'v1',
+                'groups': [_group_doc(group, versions) for group, versions in
+                           group_versions(self._registry.values()).items()]}
+
+    def _discover_group(self, group: str) -> Obj:
+        versions = group_versions(self._registry.values()).get(group)
+        if not versions:
+            raise ApiError(404, f'the server could not find the requested resource (group {group})')
+        return {'kind': 'APIGroup', 'apiVersion': 'v1', **_group_doc(group, versions)}
+
+    def _discover_version(self, group: str, version: str) -> Obj:
+        served = [r for r in self._registry.values() if r.group == group and r.version == version]
+        if not served and group != '':
+            raise ApiError(404, f'the server could not find the requested resource ({group}/{version})')
+        return {'kind': 'APIResourceList', 'apiVersion': 'v1', 'groupVersion': f'{group}/{version}'.lstrip('/'),
+                'resources': [entry for r in served for entry in r.discovery_entries()]}
+
+    # --- reads ----------------------------------------------------------------------------------------
+
+    def _get(self, resource: ResourceDef, namespace: str | None, name: str) -> Obj:
+        obj = self._store[resource.store_key].get((namespace, name))
+        if obj is None:
+            raise _not_found(resource, name)
+        return obj
+
+    def _list(self, resource: ResourceDef, *, namespace: str | None, query: Mapping[str, str]) -> Obj:
+        matches = self._matcher(resource, namespace=namespace, query=query)
+        objects = sorted(self._store[resource.store_key].items(), key=lambda item: (item[0][0] or '', item[0][1]))
+        items = [obj for _, obj in objects if matches(obj)]
+        metadata: Obj = {'resourceVersion': str(self._rv)}
+        offset = int(query.get('continue') or 0)
+        limit = int(query.get('limit') or 0)
+        if limit and offset + limit < len(items):
+            metadata['continue'] = str(offset + limit)
+            metadata['remainingItemCount'] = len(items) - offset - limit
+        items = items[offset:offset + limit] if limit else items[offset:]
+        return {'kind': f'{resource.kind}List', 'apiVersion': resource.api_version, 'metadata': metadata,
+                'items': items}
+
+    def _matcher(self, resource: ResourceDef, *, namespace: str | None, query: Mapping[str, str],
+                 name: str | None = None) -> Callable[[Obj], bool]:
+        try:
+            by_label = selectors.parse_label_selector(query.get('labelSelector'))
+            by_field = selectors.parse_field_selector(query.get('fieldSelector'), plural=resource.plural)
+        except selectors.SelectorError as e:
+            raise ApiError(400, str(e)) from e
+        checks = [check for check in (by_label, by_field) if check is not None]
+        if namespace is not None:
+            checks.append(lambda obj: obj['metadata'].get('namespace') == namespace)
+        if name is not None:
+            checks.append(lambda obj: obj['metadata']['name'] == name)
+        return lambda obj: all(check(obj) for check in checks)
+
+    async def _watch(self, raw: aiohttp.web.BaseRequest, resource: ResourceDef, *, namespace: str | None,
+                     name: str | None) -> aiohttp.web.StreamResponse:
+        query = raw.query
+        matches = self._matcher(resource, namespace=namespace, query=query, name=name)
+        since = query.get('resourceVersion') or '0'
+        if not since.isdigit():
+            raise ApiError(400, f'invalid resourceVersion {since!r}')
+        key = resource.store_key
+        timeout = float(query['timeoutSeconds']) if query.get('timeoutSeconds') else None
+        bookmarks = (query.get('allowWatchBookmarks') or '').lower() in ('true', '1')
+
+        # Subscribe and read the snapshot or backlog in one synchronous step: nothing falls in between.
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._watchers[key].add(queue)
+        try:
+            if since == '0':
+                initial = [obj for obj in self._store[key].values() if matches(obj)]
+                lines = [_dumps({'type': 'ADDED', 'object': obj}) + b'\n' for obj in initial]
+            elif int(since) < self._compacted_rv[key]:
+                lines = [_dumps({'type': 'ERROR', 'object': status_object(
+                    410, f'too old resource version: {since} ({self._compacted_rv[key] + 1})', reason='Expired')})
+                    + b'\n']
+                queue.put_nowait(_DROP)
+            else:
+                backlog = [event for event in self._history[key] if event.rv > int(since)]
+                lines = [line for event in backlog if (line := _event_line(event, matches))]
+            last_rv = self._rv
+            response = aiohttp.web.StreamResponse(headers={'Content-Type': 'application/json'})
+            await response.prepare(raw)
+            if lines:
+                await response.write(b''.join(lines))
+            with contextlib.suppress(ConnectionError):
+                await self._stream_events(response, queue, matches, last_rv=last_rv, timeout=timeout,
+                                          bookmarks=bookmarks, resource=resource)
+            return response
+        finally:
+            self._watchers[key].discard(queue)
+
+    async def _stream_events(self, response: aiohttp.web.StreamResponse, queue: asyncio.Queue[Any],
+                             matches: Callable[[Obj], bool], *, last_rv: int, timeout: float | None,
+                             bookmarks: bool, resource: ResourceDef) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            wait = self.bookmark_interval if bookmarks else None
+            if deadline is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                wait = remaining if wait is None else min(wait, remaining)
+            try:
+                item = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                item = _BOOKMARK if bookmarks else None
+            if item is _DROP:
+                break
+            if item is None:
+                continue
+            if item is _BOOKMARK:
+                if bookmarks and queue.empty():
+                    await response.write(_dumps({'type': 'BOOKMARK', 'object': {
+                        'kind': resource.kind, 'apiVersion': resource.api_version,
+                        'metadata': {'resourceVersion': str(self._rv)}}}) + b'\n')
+                continue
+            if item.rv > last_rv and (line := _event_line(item, matches)):
+                await response.write(line)
+        await response.write_eof()
+
+    # --- writes ---------------------------------------------------------------------------------------
+
+    def _create(self, resource: ResourceDef, namespace: str | None, obj: Obj) -> Obj:
+        if resource.namespaced:
+            if namespace is None:
+                raise ApiError(405, f'create of {resource.plural} needs a namespace in the path')
+            body_ns = (obj.get('metadata') or {}).get('namespace')
+            if body_ns and body_ns != namespace:
+                raise ApiError(400, 'the namespace of the provided object does not match the namespace sent on '
+                                    'the request')
+        return self._insert(resource, obj, namespace=namespace)
+
+    def _insert(self, resource: ResourceDef, obj: Obj, *, namespace: str | None) -> Obj:
+        metadata = dict(obj.get('metadata') or {})
+        name = metadata.get('name') or (metadata.get('generateName') and
+                                        metadata['generateName'] + uuid.uuid4().hex[:5])
+        if not name:
+            raise ApiError(422, 'metadata.name: Required value: name or generateName is required')
+        key = (namespace if resource.namespaced else None, name)
+        if key in self._store[resource.store_key]:
+            raise ApiError(409, f'{_qualified(resource)} "{name}" already exists', reason='AlreadyExists',
+                           details={'name': name, 'group': resource.group, 'kind': resource.plural})
+        for field in ('deletionTimestamp', 'deletionGracePeriodSeconds', 'resourceVersion', 'managedFields'):
+            metadata.pop(field, None)
+        if resource.namespaced:
+            metadata['namespace'] = namespace
+        else:
+            metadata.pop('namespace', None)
+        self._rv += 1
+        metadata.update(name=name, uid=str(uuid.uuid4()), resourceVersion=str(self._rv), generation=1,
+                        creationTimestamp=self.clock().strftime('%Y-%m-%dT%H:%M:%SZ'))
+        new = {**obj, 'apiVersion': resource.api_version, 'kind': resource.kind, 'metadata': metadata}
+        _apply_defaults(resource, new)
+        self._commit(resource, key, new, old=None)
+        return new
+
+    def _replace(self, resource: ResourceDef, namespace: str | None, name: str, obj: Obj, *,
+                 subresource: str | None) -> Obj:
+        old = self._get(resource, namespace, name)
+        metadata = obj.get('metadata') or {}
+        if metadata.get('name', name) != name:
+            raise ApiError(400, f'the name of the object ({metadata.get("name")}) does not match the name on the URL '
+                                f'({name})')
+        _check_precondition(resource, old, metadata.get('resourceVersion'))
+        return self._update(resource, old, obj, subresource=subresource)
+
+    def _patch(self, resource: ResourceDef, namespace: str | None, name: str, raw: aiohttp.web.BaseRequest,
+               body: bytes, *, subresource: str | None) -> Obj:
+        old = self._get(resource, namespace, name)
+        content_type = raw.content_type
+        try:
+            match content_type:
+                case patches.MERGE_PATCH:
+                    patch = _parse_json(raw, body, expect=dict)
+                    _check_precondition(resource, old, (patch.get('metadata') or {}).get('resourceVersion'))
+                    new = patches.merge_patch(old, patch)
+                case patches.STRATEGIC_MERGE_PATCH if not resource.custom:
+                    patch = _parse_json(raw, body, expect=dict)
+                    _check_precondition(resource, old, (patch.get('metadata') or {}).get('resourceVersion'))
+                    new = patches.strategic_merge_patch(old, patch)
+                case patches.JSON_PATCH:
+                    new = patches.json_patch(old, _parse_json(raw, body, expect=list))
+                case _:
+                    raise ApiError(415, f'the body of the request was in an unknown format ({content_type}) - accepted '
+                                        'media types include: application/json-patch+json, '
+                                        'application/merge-patch+json' +
+                                        ('' if resource.custom else ', application/strategic-merge-patch+json'))
+        except patches.PatchError as e:
+            raise ApiError(422, str(e)) from e
+        if not isinstance(new, dict):
+            raise ApiError(422, 'the patch does not produce an object')
+        return self._update(resource, old, new, subresource=subresource)
+
+    def _update(self, resource: ResourceDef, old: Obj, obj: Obj, *, subresource: str | None) -> Obj:
+        """Write a new version of `old`: keeps identity fields, separates status, bumps generation/rv."""
+        if 'status' in resource.subresources:
+            if subresource == 'status':
+                obj = {k: v for k, v in old.items() if k != 'status'} | (
+                    {'status': obj['status']} if obj.get('status') is not None else {})
+            else:
+                obj = {k: v for k, v in obj.items() if k != 'status'} | (
+                    {'status': old['status']} if 'status' in old else {})
+        old_meta = old['metadata']
+        metadata = dict(obj.get('metadata') or {})
+        for field in ('name', 'namespace', 'uid', 'creationTimestamp', 'deletionTimestamp', 'generation',
+                      'resourceVersion'):
+            if field in old_meta:
+                metadata[field] = old_meta[field]
+            else:
+                metadata.pop(field, None)
+        new = {**obj, 'apiVersion': old['apiVersion'], 'kind': old['kind'], 'metadata': metadata}
+        if new == old:
+            return old  # a no-op write: no new resourceVersion, no event (as the API does)
+        if _spec_of(new) != _spec_of(old):
+            metadata['generation'] = old_meta.get('generation', 1) + 1
+        self._rv += 1
+        metadata['resourceVersion'] = str(self._rv)
+        key = (old_meta.get('namespace'), old_meta['name'])
+        if metadata.get('deletionTimestamp') and not metadata.get('finalizers'):
+            self._remove(resource, key, new)
+        else:
+            self._commit(resource, key, new, old=old)
+        return new
+
+    def _delete(self, resource: ResourceDef, namespace: str | None, name: str, *, options: Obj) -> Obj:
+        old = self._get(resource, namespace, name)
+        preconditions = options.get('preconditions') or {}
+        _check_precondition(resource, old, preconditions.get('resourceVersion'))
+        if preconditions.get('uid') and preconditions['uid'] != old['metadata'].get('uid'):
+            raise ApiError(409, f'Precondition failed: UID in precondition: {preconditions["uid"]}, UID in object '
+                                f'meta: {old["metadata"].get("uid")}')
+        key = (old['metadata'].get('namespace'), name)
+        if old['metadata'].get('finalizers'):
+            if old['metadata'].get('deletionTimestamp'):
+                return old
+            self._rv += 1
+            metadata = {**old['metadata'], 'resourceVersion': str(self._rv),
+                        'deletionTimestamp': self.clock().strftime('%Y-%m-%dT%H:%M:%SZ')}
+            new = {**old, 'metadata': metadata}
+            self._commit(resource, key, new, old=old)
+            return new
+        self._rv += 1
+        gone = {**old, 'metadata': {**old['metadata'], 'resourceVersion': str(self._rv)}}
+        self._remove(resource, key, gone)
+        return gone
+
+    def _delete_collection(self, resource: ResourceDef, *, namespace: str | None, query: Mapping[str, str]) -> Obj:
+        listed = self._list(resource, namespace=namespace, query={k: v for k, v in query.items() if k != 'limit'})
+        for obj in listed['items']:
+            self._delete(resource, obj['metadata'].get('namespace'), obj['metadata']['name'], options={})
+        return {**listed, 'metadata': {'resourceVersion': str(self._rv)}}
+
+    def _bind(self, namespace: str | None, name: str, binding: Obj) -> Obj:
+        """pods/binding: the only way a scheduler assigns a node (kube-apiserver's BindingREST)."""
+        pods = self._registry['', 'v1', 'pods']
+        if (binding.get('metadata') or {}).get('namespace', namespace) != namespace:
+            raise ApiError(400, 'the namespace of the provided object does not match the namespace sent on the '
+                                'request')
+        node = (binding.get('target') or {}).get('name')
+        if not node:
+            raise ApiError(422, 'target.name: Required value')
+        pod = self._get(pods, namespace, name)
+        uid = (binding.get('metadata') or {}).get('uid')
+        if uid and uid != pod['metadata']['uid']:
+            raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": the UID in the '
+                                'precondition does not match the UID in record')
+        if pod['metadata'].get('deletionTimestamp'):
+            raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being '
+                                'deleted, cannot be assigned to a host')
+        assigned = (pod.get('spec') or {}).get('nodeName')
+        if assigned:
+            raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                                f'assigned to node "{assigned}"', details={'name': name, 'kind': 'pods/binding'})
+        conditions = [c for c in (pod.get('status') or {}).get('conditions') or () if c.get('type') != 'PodScheduled']
+        conditions.append({'type': 'PodScheduled', 'status': 'True', 'lastProbeTime': None,
+                           'lastTransitionTime': self.clock().strftime('%Y-%m-%dT%H:%M:%SZ')})
+        self._rv += 1
+        new = {**pod, 'metadata': {**pod['metadata'], 'resourceVersion': str(self._rv)},
+               'spec': {**(pod.get('spec') or {}), 'nodeName': node},
+               'status': {**(pod.get('status') or {}), 'conditions': conditions}}
+        self._commit(pods, (namespace, name), new, old=pod)
+        return status_object(201)
+
+    def _commit(self, resource: ResourceDef, key: ObjKey, new: Obj, *, old: Obj | None) -> None:
+        self._store[resource.store_key][key] = new
+        self._publish(resource, _Event(self._rv, 'ADDED' if old is None else 'MODIFIED', new, old))
+        if _is_crd(resource):
+            for served in resources_of_crd(new):
+                self.register(served)
+
+    def _remove(self, resource: ResourceDef, key: ObjKey, last: Obj) -> None:
+        old = self._store[resource.store_key].pop(key)
+        self._publish(resource, _Event(self._rv, 'DELETED', last, old))
+        if _is_crd(resource):
+            for served in resources_of_crd(last):
+                self._registry.pop((served.group, served.version, served.plural), None)
+                self._store[served.store_key].clear()
+
+    def _publish(self, resource: ResourceDef, event: _Event) -> None:
+        key = resource.store_key
+        history = self._history[key]
+        if len(history) == history.maxlen:
+            self._compacted_rv[key] = history[0].rv
+        history.append(event)
+        for queue in self._watchers[key]:
+            queue.put_nowait(event)
+
+    # kmock's stock object array would scan everything: expose the indexed store instead.
+    @property
+    def objects(self) -> Mapping[StoreKey, Mapping[ObjKey, Obj]]:  # type: ignore[override]
+        return self._store
+
+
+def _event_line(event: _Event, matches: Callable[[Obj], bool]) -> bytes | None:
+    """The event as this watcher sees it: objects entering or leaving its selector are ADDED or DELETED."""
+    now = event.type != 'DELETED' and matches(event.obj)
+    before = event.old is not None and matches(event.old)
+    if event.type == 'DELETED':
+        return event.line('DELETED') if before else None
+    if now and before:
+        return event.line(event.type)
+    if now:
+        return event.line('ADDED')
+    if before:
+        return event.line('DELETED')
+    return None
+
+
+def _apply_defaults(resource: ResourceDef, obj: Obj) -> None:
+    if _is_crd(resource):
+        try:
+            resources_of_crd(obj)
+        except (KeyError, TypeError) as e:
+            raise ApiError(422, f'invalid CustomResourceDefinition: missing {e}') from e
+        obj['status'] = crd_status(obj)  # what the apiextensions controller reports right away
+    if resource.plural == 'pods' and resource.group == '':
+        spec = obj['spec'] = dict(obj.get('spec') or {})
+        spec.setdefault('schedulerName', 'default-scheduler')
+        status = obj['status'] = dict(obj.get('status') or {})
+        status.setdefault('phase', 'Pending')
+
+
+def _is_crd(resource: ResourceDef) -> bool:
+    return resource.plural == 'customresourcedefinitions' and resource.group == 'apiextensions.k8s.io'
+
+
+def _spec_of(obj: Obj) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ('metadata', 'status', 'apiVersion', 'kind')}
+
+
+def _check_precondition(resource: ResourceDef, old: Obj, resource_version: str | None) -> None:
+    if resource_version and resource_version != old['metadata']['resourceVersion']:
+        raise ApiError(409, f'Operation cannot be fulfilled on {_qualified(resource)} "{old["metadata"]["name"]}": '
+                            'the object has been modified; please apply your changes to the latest version and try '
+                            'again', details={'name': old['metadata']['name'], 'kind': resource.plural})
+
+
+def _qualified(resource: ResourceDef) -> str:
+    return f'{resource.plural}.{resource.group}' if resource.group else resource.plural
+
+
+def _not_found(resource: ResourceDef, name: str) -> ApiError:
+    return ApiError(404, f'{_qualified(resource)} "{name}" not found',
+                    details={'name': name, 'group': resource.group, 'kind': resource.plural})
+
+
+def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> Any:
+    """Parse a body, insisting that POST/PUT are JSON and that patches are of their declared type."""
+    if raw.method in ('POST', 'PUT', 'DELETE') and raw.content_type != 'application/json':
+        raise ApiError(415, f'the body of the request was in an unknown format ({raw.content_type}) - accepted '
+                            'media types include: application/json, application/yaml')
+    try:
+        data = json.loads(body)
+    except ValueError as e:
+        raise ApiError(400, f'the body is not valid JSON: {e}') from e
+    if not isinstance(data, expect):
+        raise ApiError(400, f'the body of {raw.content_type} must be a JSON {expect.__name__}, '
+                            f'got {type(data).__name__}')
+    return data
+
+
+def _json_response(payload: Any, code: int) -> aiohttp.web.Response:
+    return aiohttp.web.Response(body=_dumps(payload), status=code, content_type='application/json')
+
+
+def _group_doc(group: str, versions: list[str]) -> Obj:
+    entries = [{'groupVersion': f'{group}/{v}', 'version': v} for v in versions]
+    return {'name': group, 'versions': entries, 'preferredVersion': entries[0]}
+
+
+def write_kubeconfig(path: pathlib.Path, *, url: str) -> pathlib.Path:
+    """A kubeconfig for kubernetes_asyncio, kopf and kubectl pointing at the emulator (no auth)."""
+    path.write_text(json.dumps({
+        'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'emulator', 'preferences': {},
+        'clusters': [{'name': 'emulator', 'cluster': {'server': url}}],
+        'users': [{'name': 'emulator', 'user': {'token': 'emulator'}}],
+        'contexts': [{'name': 'emulator', 'context': {'cluster': 'emulator', 'user': 'emulator',
+                                                      'namespace': 'default'}}],
+    }))
+    return path
+
+
+class EmulatorThread:
+    """Runs an emulator in a daemon thread with its own event loop, so test code may block freely."""
+
+    def __init__(self, emulator: FastKubernetesEmulator):
+        self.emulator = emulator
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name='kube-emulator', daemon=True)
+
+    def start(self) -> str:
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self.emulator.start(), self._loop).result(timeout=10)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.emulator.stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def __enter__(self) -> FastKubernetesEmulator:
+        self.start()
+        return self.emulator
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RemoteEmulator:
+    """The test hooks of an emulator served by `python -m tests.e2e.emulator` in another process."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def _call(self, method: str, path: str, args: Mapping[str, Any] | None = None) -> Any:
+        data = json.dumps(args or {}).encode() if method == 'POST' else None
+        request = urllib.request.Request(f'{self.url}{path}', data=data, method=method,
+                                         headers={'Content-Type': 'application/json'})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def fail_next(self, method: str, path_regex: str, *, status: int = 500, times: int = 1, message: str = '') -> None:
+        self._call('POST', '/_emulator/fail_next', {'method': method, 'path_regex': path_regex, 'status': status,
+                                                    'times': times, 'message': message})
+
+    def drop_watches(self) -> None:
+        self._call('POST', '/_emulator/drop_watches')
+
+    def send_bookmarks(self) -> None:
+        self._call('POST', '/_emulator/send_bookmarks')
+
+    def mutations(self) -> list[Mutation]:
+        return [Mutation(**item) for item in self._call('GET', '/_emulator/mutations')['items']]
+
+
+@contextlib.contextmanager
+def emulator_process(*, history_size: int = 10_000) -> Iterator[RemoteEmulator]:
+    """Serve an emulator from a subprocess (its own GIL) for as long as the context lasts."""
+    import subprocess
+    process = subprocess.Popen([sys.executable, '-m', 'tests.e2e.emulator', '--history-size', str(history_size)],
+                               stdout=subprocess.PIPE, text=True, cwd=pathlib.Path(__file__).parents[2])
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url.startswith('http'):
+            raise RuntimeError(f'the emulator process did not start: {url!r}')
+        yield RemoteEmulator(url)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def _serve_forever(args: argparse.Namespace) -> None:
+    emulator = FastKubernetesEmulator(history_size=args.history_size)
+    url = await emulator.start(host=args.host, port=args.port)
+    print(url, flush=True)
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description='Serve the Kubernetes API emulator until terminated.')
+    parser.add_argument('--host', default='127.0.0.1')
+    parser.add_argument('--port', type=int, default=0)
+    parser.add_argument('--history-size', type=int, default=10_000)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(parser.parse_args(argv)))
+
+
+if __name__ == '__main__':
+    main()
