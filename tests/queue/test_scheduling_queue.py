@@ -683,3 +683,37 @@ def test_counts_settling_and_depth_callback(make_queue: MakeQueue, clock: FakeCl
         {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 1},
     ]
 
+
+
+def test_pod_deleted_during_binding_is_not_requeued(make_queue: MakeQueue) -> None:
+    queue = make_queue(make_profile(HINTS))
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.done(qpi.uid)  # the binding cycle ends in-flight tracking before PreBind/Bind
+    queue.delete(qpi.pod_info)
+    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)  # Bind failed
+    assert contents(queue) == empty()
+
+
+def test_pod_bound_elsewhere_during_the_attempt_is_not_requeued(make_queue: MakeQueue) -> None:
+    queue = make_queue(make_profile(HINTS))
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.update(pod("p"), pod("p", node_name="n"))
+    fail_attempt = qpi
+    fail_attempt.unschedulable_plugins = {"NodeResourcesFit"}
+    queue.add_unschedulable_if_not_present(fail_attempt, queue.scheduling_cycle)
+    assert contents(queue) == empty()
+    assert queue.is_settled()
+
+
+def test_binding_failure_goes_to_backoff(make_queue: MakeQueue) -> None:
+    queue = make_queue(make_profile(HINTS))
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.done(qpi.uid)
+    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)  # error: no rejector plugins
+    assert contents(queue) == empty(backoff=["p"])

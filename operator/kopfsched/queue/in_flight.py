@@ -33,7 +33,6 @@ class InFlightPod:
     seq: int
     latest: PodInfo
     """The newest version of the pod seen while it was in flight."""
-    deleted: bool = False
 
 
 class InFlight:

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,8 @@ logger = logging.getLogger("kopfsched.queue")
 
 BACKOFF_FLUSH_INTERVAL = 1.0
 LEFTOVER_FLUSH_INTERVAL = 30.0
+_DELETED_MEMORY = 4096
+"""How many deleted pod uids to remember, so a failed binding cannot requeue a deleted pod."""
 
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -116,6 +119,7 @@ class SchedulingQueue:
         self._pool: dict[str, QueuedPodInfo] = {}
         self._gated: set[str] = set()
         self._in_flight = InFlight()
+        self._deleted: OrderedDict[str, None] = OrderedDict()
         self._cycle = 0
         self._closed = False
         self._wakeup = asyncio.Event()
@@ -192,6 +196,7 @@ class SchedulingQueue:
         """
         if self._profile_for(pod) is None:
             return False
+        self._deleted.pop(pod.uid, None)
         known = self.get(pod.uid)
         if known is not None or pod.uid in self._in_flight:
             self.update(known.pod_info if known else None, pod)
@@ -254,9 +259,10 @@ class SchedulingQueue:
         self.nominator.delete_nominated_pod(pod)
         if self._active.delete(pod.uid) is None and self._backoff.delete(pod.uid) is None:
             self._pool_pop(pod.uid)
-        flying = self._in_flight.get(pod.uid)
-        if flying is not None:
-            flying.deleted = True
+        # The binding cycle may still fail after done() and try to requeue the pod.
+        self._deleted[pod.uid] = None
+        if len(self._deleted) > _DELETED_MEMORY:
+            self._deleted.popitem(last=False)
         self._changed()
 
     def activate(self, pods: Iterable[PodInfo]) -> None:
@@ -308,7 +314,8 @@ class SchedulingQueue:
         """Requeue a pod whose attempt failed.
 
         The caller has set `qpi.unschedulable_plugins` / `pending_plugins` for this
-        attempt (both empty for an error). The pod goes to the unschedulable pool,
+        attempt (both empty for an error), and passes the pod as popped (not the
+        assumed copy with a nodeName). The pod goes to the unschedulable pool,
         unless an event that arrived while it was in flight interests its rejectors
         (or it failed with an error): then to backoffQ or activeQ. Ends in-flight
         tracking. `scheduling_cycle` is kept for upstream parity (hints make it moot).
@@ -322,10 +329,9 @@ class SchedulingQueue:
     def _requeue_failed(self, qpi: QueuedPodInfo) -> None:
         flying = self._in_flight.get(qpi.uid)
         if flying is not None:
-            if flying.deleted:
-                return
             qpi.pod_info = flying.latest
-        if qpi.pod_info.node_name or self._profile_for(qpi.pod_info) is None:
+        if qpi.uid in self._deleted or self._profile_for(qpi.pod_info) is None:
+            # Deleted, or bound by someone else (update() deletes those), meanwhile.
             return
         if self.where(qpi.uid) not in (None, "in-flight"):
             logger.error("Pod %s is already queued (%s); not requeuing it", qpi.key, self.where(qpi.uid))
@@ -581,7 +587,8 @@ class SchedulingQueue:
             return Strategy.AFTER_BACKOFF
         recorded = self._in_flight.events_for(qpi.uid)
         if recorded is None:
-            logger.error("Pod %s came back without being popped; requeuing it after backoff", qpi.key)
+            # Done() came first (a binding-cycle failure): retry after backoff, as upstream.
+            logger.debug("Pod %s came back after done(); requeuing it after backoff", qpi.key)
             return Strategy.AFTER_BACKOFF
         strategy = Strategy.SKIP
         for item in recorded:
