@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,5 +151,7 @@ class Handle:
     activate: Callable[[Iterable[PodInfo]], None] = lambda pods: None
     rng: random.Random = field(default_factory=random.Random)
     clock: Callable[[], float] = time.monotonic
+    spawn: Callable[[Awaitable[Any], str], Any] = lambda coro, name: asyncio.ensure_future(coro)
+    """Run an API side effect (e.g. deleting preemption victims) as a supervised task."""
     framework: Framework | None = None
     extras: dict[str, Any] = field(default_factory=dict)

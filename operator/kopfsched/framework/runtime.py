@@ -267,27 +267,30 @@ class Framework:
     def run_filter_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> tuple[np.ndarray, dict[int, Status]]:
-        """Filter many nodes: (rows that passed, in input order; row -> first rejection).
+        """Filter many nodes: (boolean mask over `rows`, True where the node passed;
+        row -> first rejection).
 
         Each node's status comes from the first plugin that rejects it, exactly as if the
         nodes were filtered one by one. An Error status is returned among the rejections;
         the caller aborts the cycle on it."""
         start = time.perf_counter()
         rejected: dict[int, Status] = {}
-        alive = rows
+        alive_pos = np.arange(len(rows))
         skipped = state.skip_filter_plugins
         nodes = table.nodes
         for plugin in self.filter_plugins:
-            if not len(alive):
+            if not len(alive_pos):
                 break
             if plugin.name in skipped:
                 continue
+            alive = rows[alive_pos]
             if plugin.name in self._batch_filter:
                 try:
-                    passed = plugin.filter_nodes(state, pod, table, alive)
+                    passed = np.asarray(plugin.filter_nodes(state, pod, table, alive), dtype=bool)
                 except Exception as exc:
                     status = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
                     rejected[int(alive[0])] = status.with_plugin(plugin.name)
+                    alive_pos = alive_pos[:0]
                     break
                 if passed.all():
                     continue
@@ -296,18 +299,20 @@ class Framework:
                     rejected[row] = status if status is not None else Status.as_error(
                         f'"{plugin.name}" batch filter rejected node {nodes[row].name} but its filter accepted it'
                     ).with_plugin(plugin.name)
-                alive = alive[passed]
+                alive_pos = alive_pos[passed]
             else:
                 keep = []
-                for row in alive.tolist():
+                for pos, row in zip(alive_pos.tolist(), alive.tolist(), strict=True):
                     status = self._filter_one(plugin, state, pod, nodes[row])
                     if status is None:
-                        keep.append(row)
+                        keep.append(pos)
                     else:
                         rejected[row] = status
-                alive = np.asarray(keep, dtype=np.int64)
+                alive_pos = np.asarray(keep, dtype=np.int64)
+        mask = np.zeros(len(rows), dtype=bool)
+        mask[alive_pos] = True
         self.observe("Filter", "Success", time.perf_counter() - start)
-        return alive, rejected
+        return mask, rejected
 
     # -- PostFilter ----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ Modules are imported only when a profile enables the plugin, so start-up stays q
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from kopfsched.framework.registry import PluginFactory, Registry
 
@@ -35,7 +36,9 @@ def _loader(module: str):
 
 
 def in_tree_registry() -> Registry:
+    """Every built-in plugin whose module is present."""
     registry = Registry()
     for name, module in IN_TREE_MODULES.items():
-        registry.register_lazy(name, _loader(module))
+        if importlib.util.find_spec(module) is not None:
+            registry.register_lazy(name, _loader(module))
     return registry

@@ -1,0 +1,1 @@
+"""`kopfsched bench`: the scheduler core measured in-process (no API server, no HTTP)."""

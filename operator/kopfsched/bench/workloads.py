@@ -1,0 +1,60 @@
+"""Benchmark workloads, shaped like upstream's scheduler_perf test cases.
+
+Each workload returns the nodes, the pods already running on them (bound directly, as
+scheduler_perf's initial pods), and the pods to schedule while measuring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+@dataclass
+class Workload:
+    nodes: list[Obj]
+    init_pods: list[Obj]
+    pods: list[Obj]
+
+
+def default_node(i: int, *, zones: bool = False) -> Obj:
+    """scheduler_perf's node-default.yaml: 4 CPU, 32Gi, 110 pods."""
+    labels = {"kubernetes.io/hostname": f"node-{i}"}
+    if zones:
+        labels["topology.kubernetes.io/zone"] = ZONES[i % len(ZONES)]
+    allocatable = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels},
+            "spec": {}, "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+
+
+def default_pod(name: str, *, namespace: str = "sched-0", labels: dict[str, str] | None = None,
+                node_name: str | None = None, cpu: str = "100m", memory: str = "500Mi",
+                **spec_extra: Any) -> Obj:
+    """scheduler_perf's pod-default.yaml: one pause container requesting 100m / 500Mi."""
+    spec: Obj = {"containers": [{
+        "name": "pause", "image": "registry.k8s.io/pause:3.10", "ports": [{"containerPort": 80}],
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+    }], **spec_extra}
+    if node_name:
+        spec["nodeName"] = node_name
+    meta: Obj = {"name": name, "namespace": namespace, "uid": f"{namespace}-{name}"}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def basic(nodes: int, init_pods: int, pods: int) -> Workload:
+    """SchedulingBasic: plain pods with small requests onto plain nodes."""
+    node_objs = [default_node(i) for i in range(nodes)]
+    init = [default_pod(f"init-{i}", namespace="sched-setup", node_name=f"node-{i % nodes}")
+            for i in range(init_pods)]
+    return Workload(node_objs, init, [default_pod(f"pod-{i}") for i in range(pods)])
+
+
+WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
+    "basic": basic,
+}

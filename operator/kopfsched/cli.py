@@ -1,0 +1,148 @@
+"""The `kopfsched` command: run, simulate, bench, validate.
+
+Exit status: 0 success, 1 invalid input (one line per problem, no traceback), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kopfsched", description="A Kubernetes scheduler in Python.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the scheduler against a cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    run.add_argument("--config", help="a KubeSchedulerConfiguration file whose profiles serve too")
+    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
+                     help="Lease-based leader election (default: the config's, else on)")
+    run.add_argument("--metrics-port", type=int, default=10259, help="port of /metrics, /healthz, /readyz")
+
+    simulate = sub.add_parser("simulate", help="schedule a cluster snapshot offline")
+    simulate.add_argument("files", nargs="+", metavar="FILE")
+    simulate.add_argument("--profile", action="append", default=[], metavar="F",
+                          help="SchedulerProfile or KubeSchedulerConfiguration file (repeatable)")
+    simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    simulate.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
+    simulate.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
+
+    bench = sub.add_parser("bench", help="measure the scheduler core in-process")
+    bench.add_argument("--nodes", type=int, default=500)
+    bench.add_argument("--init-pods", type=int, default=500)
+    bench.add_argument("--pods", type=int, default=2000)
+    bench.add_argument("--workload", default="basic")
+    bench.add_argument("--profile", metavar="F", help="SchedulerProfile file to bench instead of the default")
+    bench.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+    validate = sub.add_parser("validate", help="check SchedulerProfiles and KubeSchedulerConfigurations")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    return parser
+
+
+def _print_problems(problems: Sequence[str]) -> None:
+    for problem in problems:
+        print(problem, file=sys.stderr)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from kopfsched.simulate.loader import load_files
+    from kopfsched.simulate.output import to_json, to_table
+    from kopfsched.simulate.runner import simulate
+
+    inputs = load_files(list(args.files))
+    profile_inputs = load_files(list(args.profile))
+    inputs.problems.extend(profile_inputs.problems)
+    inputs.problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in
+                           profile_inputs.nodes + profile_inputs.pods + profile_inputs.objects)
+    inputs.configs.extend(profile_inputs.configs)
+    sim = asyncio.run(simulate(inputs, seed=args.seed, explain=args.explain))
+    report = to_json(sim, explain=args.explain)
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(to_table(report))
+    _print_problems(inputs.problems)
+    return EXIT_INVALID if inputs.problems else EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from kopfsched.config.validate import validate_files
+    from kopfsched.plugins.registry import in_tree_registry
+
+    problems = validate_files(list(args.files), in_tree_registry())
+    _print_problems(problems)
+    if not problems:
+        print(f"{len(args.files)} file(s) valid")
+    return EXIT_INVALID if problems else EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kopfsched.bench.runner import bench
+    from kopfsched.bench.workloads import WORKLOADS
+    from kopfsched.plugins.registry import in_tree_registry
+
+    if args.workload not in WORKLOADS:
+        print(f"unknown workload {args.workload!r}; choose from: {', '.join(WORKLOADS)}", file=sys.stderr)
+        return EXIT_USAGE
+    if min(args.nodes, args.pods) < 1 or args.init_pods < 0:
+        print("--nodes and --pods must be at least 1, --init-pods at least 0", file=sys.stderr)
+        return EXIT_USAGE
+    registry = in_tree_registry()
+    profile = None
+    if args.profile:
+        profile, problems = _load_one_profile(args.profile, registry)
+        if problems:
+            _print_problems(problems)
+            return EXIT_INVALID
+    result = bench(workload=args.workload, nodes=args.nodes, init_pods=args.init_pods, pods=args.pods,
+                   profile=profile, registry=registry, progress=args.pods >= 5000)
+    if args.output == "json":
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>16}: {value}")
+    return EXIT_OK
+
+
+def _load_one_profile(path: str, registry):
+    from kopfsched.simulate.loader import load_files
+    from kopfsched.simulate.runner import build_profiles
+
+    inputs = load_files([path])
+    problems = list(inputs.problems)
+    if not inputs.configs:
+        return None, [*problems, f"{path}: no SchedulerProfile or KubeSchedulerConfiguration found"]
+    profiles = build_profiles(inputs, registry)
+    problems.extend(inputs.problems[len(problems):])
+    chosen = next((p for p in profiles if p.source != "default"), profiles[0])
+    return chosen, problems
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from kopfsched.kube.main import run_operator
+    except ImportError as exc:  # the kube layer is optional for offline use
+        print(f"kopfsched run is unavailable: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    return run_operator(kubeconfig=args.kubeconfig, config_file=args.config, leader_elect=args.leader_elect,
+                        metrics_port=args.metrics_port)
+
+
+COMMANDS = {"run": cmd_run, "simulate": cmd_simulate, "bench": cmd_bench, "validate": cmd_validate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

@@ -1,0 +1,109 @@
+"""Cluster events in, cache and queue updates out (upstream's eventhandlers.go).
+
+The kube layer's watch handlers and the offline simulator both call these, so the
+scheduler reacts the same way to a real watch and to a simulated one.
+"""
+
+from __future__ import annotations
+
+from kopfsched.framework.events import ActionType, ClusterEvent, EventResource
+from kopfsched.framework.types import Obj, PodInfo
+from kopfsched.scheduler.scheduler import Scheduler
+
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+OBJECT_RESOURCES: dict[str, EventResource] = {
+    "PersistentVolume": EventResource.PERSISTENT_VOLUME,
+    "PersistentVolumeClaim": EventResource.PERSISTENT_VOLUME_CLAIM,
+    "StorageClass": EventResource.STORAGE_CLASS,
+    "CSINode": EventResource.CSI_NODE,
+    "Namespace": EventResource.NAMESPACE,
+    "PodDisruptionBudget": EventResource.POD_DISRUPTION_BUDGET,
+}
+
+
+def _assigned(pod: Obj) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def _terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES
+
+
+class EventHandlers:
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.cache = scheduler.cache
+        self.queue = scheduler.queue
+
+    # -- pods --------------------------------------------------------------------------------
+
+    def on_pod_upsert(self, pod: Obj, old: Obj | None = None, *, timestamp: float | None = None) -> None:
+        """ADDED or MODIFIED (old is None on the watch's first sight of the pod).
+        `timestamp` is the queue timestamp of a new pending pod (default: now)."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        if _terminal(pod):
+            self.on_pod_delete(pod)
+            return
+        if _assigned(pod):
+            known = self.cache.get_pod(uid) if uid else None
+            bound_before = known is not None and not self.cache.is_assumed(uid)
+            if old is None or not _assigned(old):
+                self.queue.delete(PodInfo(pod))
+                self.scheduler._pending_unmanaged.pop(uid, None)
+            pod_info = self.cache.add_pod(pod)
+            if bound_before:
+                self.queue.assigned_pod_updated(known, pod_info)
+            else:
+                self.queue.assigned_pod_added(pod_info)
+            return
+        pod_info = PodInfo(pod)
+        if not self.scheduler.responsible_for(pod_info):
+            self.scheduler._pending_unmanaged[pod_info.uid] = pod_info
+            return
+        if old is None:
+            self.queue.add(pod_info, timestamp=timestamp)
+        else:
+            self.queue.update(PodInfo(old), pod_info)
+
+    def on_pod_delete(self, pod: Obj) -> None:
+        pod_info = PodInfo(pod)
+        self.scheduler._pending_unmanaged.pop(pod_info.uid, None)
+        removed = self.cache.remove_pod(pod)
+        if removed is not None:
+            self.queue.assigned_pod_deleted(removed)
+        self.queue.delete(pod_info)
+        waiting = self.scheduler.waiting_pods.get(pod_info.uid)
+        if waiting is not None:
+            waiting.reject("", "pod was deleted")
+
+    # -- nodes --------------------------------------------------------------------------------
+
+    def on_node_upsert(self, node: Obj, old: Obj | None = None) -> None:
+        known = self.cache.get_node(node["metadata"]["name"])
+        previous = old if old is not None else (known.node if known is not None else None)
+        self.cache.add_node(node)
+        if previous is None:
+            self.queue.node_added(node)
+        else:
+            self.queue.node_updated(previous, node)
+
+    def on_node_delete(self, node: Obj) -> None:
+        self.cache.remove_node(node["metadata"]["name"])
+        self.queue.node_deleted(node)
+
+    # -- other objects -----------------------------------------------------------------------
+
+    def on_object_upsert(self, kind: str, obj: Obj) -> None:
+        old = self.cache.objects.upsert(kind, obj)
+        resource = OBJECT_RESOURCES.get(kind)
+        if resource is not None:
+            action = ActionType.ADD if old is None else ActionType.UPDATE
+            self.queue.move_all_to_active_or_backoff(ClusterEvent(resource, action), old, obj)
+
+    def on_object_delete(self, kind: str, obj: Obj) -> None:
+        old = self.cache.objects.delete(kind, obj)
+        resource = OBJECT_RESOURCES.get(kind)
+        if resource is not None and old is not None:
+            self.queue.move_all_to_active_or_backoff(ClusterEvent(resource, ActionType.DELETE), old, None)
+

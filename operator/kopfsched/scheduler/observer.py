@@ -1,0 +1,58 @@
+"""Hooks through which the scheduler reports each attempt (simulate's records, profile
+status counters, metrics) without depending on any of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from kopfsched.framework.diagnosis import Diagnosis
+from kopfsched.framework.types import PodInfo
+
+
+@dataclass(slots=True)
+class Attempt:
+    pod: PodInfo
+    profile: str
+    result: str
+    """"scheduled", "unschedulable" or "error" (upstream's attempt result label)."""
+    seconds: float
+    node: str = ""
+    message: str = ""
+    reason: str = ""
+    diagnosis: Diagnosis | None = None
+    scores: dict[str, dict[str, int]] | None = None
+    nominated_node: str = ""
+    victims: tuple[str, ...] = ()
+    attempts: int = 1
+
+
+class SchedulingObserver(Protocol):
+    def attempted(self, attempt: Attempt) -> None:
+        """After every scheduling attempt's outcome is known (bound, or failed in either cycle)."""
+
+    def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
+        """One extension point ran."""
+
+
+class NullObserver:
+    def attempted(self, attempt: Attempt) -> None:
+        pass
+
+    def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
+        pass
+
+
+class Observers:
+    """Fans out to several observers."""
+
+    def __init__(self, *observers: SchedulingObserver) -> None:
+        self.observers = list(observers)
+
+    def attempted(self, attempt: Attempt) -> None:
+        for observer in self.observers:
+            observer.attempted(attempt)
+
+    def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
+        for observer in self.observers:
+            observer.extension_point(profile, point, code, seconds)

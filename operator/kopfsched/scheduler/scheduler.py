@@ -1,0 +1,368 @@
+"""The scheduler: one serialized scheduling cycle, concurrent binding cycles.
+
+`schedule_one` runs a whole scheduling cycle without awaiting — pop, PreFilter..Score,
+assume, Reserve, Permit — so the cache cannot change under it; it then hands the pod to
+a binding task (WaitOnPermit, PreBind, Bind, PostBind) and returns. A failure anywhere
+after assume runs Unreserve, forgets the assumed pod and requeues the pod with backoff.
+Side effects (condition patches, events, binds) go through the ClusterClient in
+supervised tasks whose failures are logged, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kopfsched.cache.cache import Cache
+from kopfsched.cache.snapshot import Snapshot
+from kopfsched.config.types import ProfileConfig
+from kopfsched.framework.client import ClusterClient, ConflictError
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.diagnosis import Diagnosis, FitError
+from kopfsched.framework.events import ASSIGNED_POD_DELETE
+from kopfsched.framework.handle import Handle, WaitingPods
+from kopfsched.framework.interface import NodeToStatus
+from kopfsched.framework.queued import QueuedPodInfo
+from kopfsched.framework.registry import Registry
+from kopfsched.framework.runtime import Framework
+from kopfsched.framework.status import Code, Status
+from kopfsched.framework.types import PodInfo
+from kopfsched.queue.profile import QueueProfile
+from kopfsched.queue.scheduling_queue import SchedulingQueue
+from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
+from kopfsched.scheduler.profiles import build_framework, queue_profile
+from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
+
+logger = logging.getLogger(__name__)
+
+EVENT_NOTE_LENGTH_LIMIT = 1024
+
+
+@dataclass(slots=True)
+class Profile:
+    config: ProfileConfig
+    framework: Framework
+    queue_profile: QueueProfile
+
+
+def truncate_message(message: str, limit: int = EVENT_NOTE_LENGTH_LIMIT) -> str:
+    """Upstream's truncateMessage: cut to the event note limit, ending with " ..."."""
+    suffix = " ..."
+    return message if len(message) <= limit else message[: limit - len(suffix)] + suffix
+
+
+def pod_scheduled_condition(reason: str, message: str, now: str) -> dict[str, Any]:
+    return {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastProbeTime": None, "lastTransitionTime": now}
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        cache: Cache,
+        client: ClusterClient,
+        registry: Registry,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        percentage_of_nodes_to_score: int = 0,
+        observer: SchedulingObserver | None = None,
+        explain: bool = False,
+        wall_clock: Callable[[], str] = _utc_now,
+    ) -> None:
+        self.cache = cache
+        self.client = client
+        self.registry = registry
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.observer = observer or NullObserver()
+        self.wall_clock = wall_clock
+        self.waiting_pods = WaitingPods()
+        self.profiles: dict[str, Profile] = {}
+        self.queue = SchedulingQueue(less=self._less, clock=clock, profile_for=self._queue_profile_for)
+        self.algorithm = SchedulingAlgorithm(cache=cache, snapshot=Snapshot(), rng=self.rng,
+                                             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+                                             explain=explain)
+        self._queue_sort_less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = _priority_then_timestamp
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pending_unmanaged: dict[str, PodInfo] = {}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.algorithm.snapshot
+
+    # -- profiles -------------------------------------------------------------------------
+
+    def new_handle(self) -> Handle:
+        return Handle(
+            snapshot=self.algorithm.snapshot,
+            client=self.client,
+            objects=self.cache.objects,
+            nominator=self.queue.nominator,
+            waiting_pods=self.waiting_pods,
+            activate=self.queue.activate,
+            rng=self.rng,
+            clock=self.clock,
+            spawn=self.spawn,
+        )
+
+    def set_profiles(self, configs: Iterable[ProfileConfig]) -> None:
+        """Swap in a new set of profiles (between two cycles: schedule_one never awaits).
+
+        Pods of a scheduler name that appears are queued; pods of one that disappears
+        leave the queue untouched on the API side."""
+        new: dict[str, Profile] = {}
+        for config in configs:
+            fwk = build_framework(config, registry=self.registry, handle=self.new_handle(),
+                                  observe=self._observe_point(config.scheduler_name))
+            new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk))
+        old_names = set(self.profiles)
+        self.profiles = new
+        for profile in new.values():
+            less = profile.framework.queue_sort_less()
+            if less is not None:
+                self._queue_sort_less = less
+                break
+        queued = self._queued_pods()
+        for pod in queued:
+            if pod.scheduler_name not in new:  # no longer ours: forget it, untouched
+                self.queue.delete(pod)
+                self._pending_unmanaged[pod.uid] = pod
+        for uid, pod in list(self._pending_unmanaged.items()):
+            if pod.scheduler_name in new:
+                del self._pending_unmanaged[uid]
+                self.queue.add(pod)
+        # A changed profile may accept what the old one refused: retry its pods now.
+        self.queue.activate(p for p in queued if p.scheduler_name in new and p.scheduler_name in old_names)
+
+    def _queued_pods(self) -> list[PodInfo]:
+        queues = (self.queue.active_pods(), self.queue.backoff_pods(), self.queue.unschedulable_pods(),
+                  self.queue.gated_pods())
+        return [qpi.pod_info for pods in queues for qpi in pods]
+
+    def _observe_point(self, profile: str):
+        def observe(point: str, code: str, seconds: float) -> None:
+            self.observer.extension_point(profile, point, code, seconds)
+        return observe
+
+    def _less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self._queue_sort_less(a, b)
+
+    def _queue_profile_for(self, pod: PodInfo) -> QueueProfile | None:
+        profile = self.profiles.get(pod.scheduler_name)
+        return profile.queue_profile if profile is not None else None
+
+    def framework_for(self, pod: PodInfo) -> Framework | None:
+        profile = self.profiles.get(pod.scheduler_name)
+        return profile.framework if profile is not None else None
+
+    def responsible_for(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule pods until the queue is closed."""
+        while True:
+            qpi = await self.queue.pop_wait()
+            if qpi is None:
+                return
+            self.schedule_one(qpi)
+            await asyncio.sleep(0)  # let binding tasks and watch events in between cycles
+
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        """One scheduling cycle for one popped pod; never awaits."""
+        pod = qpi.pod_info
+        fwk = self.framework_for(pod)
+        if fwk is None:
+            self.queue.done(pod.uid)
+            return
+        if pod.is_terminating or self.cache.is_assumed(pod.uid):
+            self.queue.done(pod.uid)
+            return
+        start = self.clock()
+        state = CycleState()
+        try:
+            result = self.algorithm.schedule_pod(fwk, state, pod)
+        except FitError as fit:
+            nominated, victims = self._run_post_filter(fwk, state, pod, fit)
+            self._fail(fwk, qpi, fit, start, nominated_node=nominated, victims=victims)
+            return
+        except SchedulingError as err:
+            self._fail(fwk, qpi, err.status, start)
+            return
+        host = result.suggested_host
+        assumed = self.cache.assume_pod(pod, host)
+        self.queue.nominator.delete_nominated_pod(pod)
+        status = fwk.run_reserve_plugins_reserve(state, assumed, host)
+        if status is None:
+            status = fwk.run_permit_plugins(state, assumed, host)
+        if status is not None and status.code is not Code.WAIT:
+            fwk.run_reserve_plugins_unreserve(state, assumed, host)
+            self.cache.forget_pod(assumed)
+            self._fail(fwk, qpi, _single_node_failure(pod, host, status), start, result=result)
+            return
+        self.spawn(self._binding_cycle(fwk, state, qpi, assumed, host, start, result), f"binding {pod.key}")
+
+    def _run_post_filter(self, fwk: Framework, state: CycleState, pod: PodInfo,
+                         fit: FitError) -> tuple[str, tuple[str, ...]]:
+        if not fwk.has_post_filter_plugins():
+            return "", ()
+        post_result, status = fwk.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
+        if status is not None:
+            if status.code is not Code.ERROR:
+                fit.diagnosis.add_plugin_status(status)
+            if status.message:
+                fit.diagnosis.post_filter_msg = status.message
+        if post_result is None:
+            return "", ()
+        return post_result.nominated_node_name, post_result.victims
+
+    async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
+                             host: str, start: float, result: ScheduleResult) -> None:
+        status = await fwk.wait_on_permit(assumed)
+        if status is not None:
+            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
+            return
+        self.queue.done(assumed.uid)
+        status = await fwk.run_pre_bind_plugins(state, assumed, host)
+        if status is None:
+            status = await fwk.run_bind_plugins(state, assumed, host)
+            if status is not None and status.code is Code.SKIP:
+                status = Status.as_error("no Bind plugin bound the pod")
+        if status is not None:
+            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
+            return
+        self.cache.finish_binding(assumed)
+        self.observer.attempted(Attempt(
+            pod=qpi.pod_info, profile=fwk.profile_name, result="scheduled", seconds=self.clock() - start,
+            node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts))
+        await self._call_api(self.client.record_event(
+            regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
+            message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name),
+            "Scheduled event")
+        fwk.run_post_bind_plugins(state, assumed, host)
+
+    async def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
+                              host: str, start: float, status: Status, result: ScheduleResult) -> None:
+        fwk.run_reserve_plugins_unreserve(state, assumed, host)
+        self.cache.forget_pod(assumed)
+        if isinstance(status.error, ConflictError):
+            # Another scheduler bound the pod first: the watch will show where; do not retry.
+            logger.info("pod %s was bound by someone else; forgetting it", assumed.key)
+            self.queue.done(assumed.uid)
+            self.queue.delete(qpi.pod_info)
+            return
+        self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+        if status.is_rejection:
+            self._fail(fwk, qpi, _single_node_failure(qpi.pod_info, host, status), start, result=result)
+        else:
+            self._fail(fwk, qpi, status, start, result=result)
+
+    # -- failures -----------------------------------------------------------------------------
+
+    def _fail(self, fwk: Framework, qpi: QueuedPodInfo, failure: FitError | Status, start: float, *,
+              nominated_node: str = "", victims: tuple[str, ...] = (), result: ScheduleResult | None = None) -> None:
+        """Upstream's handleSchedulingFailure: requeue, then report on the pod and in an Event."""
+        pod = qpi.pod_info
+        if isinstance(failure, FitError):
+            reason, message, diagnosis = "Unschedulable", str(failure), failure.diagnosis
+            qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(diagnosis.pending_plugins)
+            outcome = "unschedulable"
+        else:
+            reason, message, diagnosis = "SchedulerError", failure.message, None
+            qpi.unschedulable_plugins = set()
+            qpi.pending_plugins = set()
+            outcome = "error"
+            logger.warning("error scheduling pod %s: %s", pod.key, message)
+        self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+        if nominated_node:
+            self.queue.nominator.add_nominated_pod(pod, nominated_node)
+        self.observer.attempted(Attempt(
+            pod=pod, profile=fwk.profile_name, result=outcome, seconds=self.clock() - start, message=message,
+            reason=reason, diagnosis=diagnosis, nominated_node=nominated_node, victims=victims,
+            attempts=qpi.attempts, scores=result.scores if result else None))
+        self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node), f"report {pod.key}")
+
+    async def _report_failure(self, fwk: Framework, pod: PodInfo, reason: str, message: str,
+                              nominated_node: str) -> None:
+        current = _pod_scheduled_condition(pod.pod)
+        unchanged = (current is not None and current.get("status") == "False"
+                     and current.get("reason") == reason and current.get("message") == message)
+        nominated_before = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
+        if not unchanged or (nominated_node and nominated_node != nominated_before):
+            await self._call_api(self.client.patch_pod_status(
+                pod=pod.pod, condition=pod_scheduled_condition(reason, message, self.wall_clock()),
+                nominated_node_name=nominated_node or None), "pod condition")
+        await self._call_api(self.client.record_event(
+            regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
+            message=truncate_message(message), reporting_controller=fwk.profile_name), "FailedScheduling event")
+
+    async def _call_api(self, call: Awaitable[Any], what: str) -> None:
+        try:
+            await call
+        except Exception as exc:  # reported, never fatal: the next attempt reports again
+            logger.warning("failed to write %s: %s", what, exc)
+
+    # -- supervised tasks -------------------------------------------------------------------
+
+    def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    @property
+    def in_flight_tasks(self) -> int:
+        return len(self._tasks)
+
+    async def wait_for_tasks(self) -> None:
+        """Until every binding and reporting task has finished."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        """Stop scheduling; let in-flight bindings finish (waiting pods are rejected)."""
+        self.queue.close()
+        for waiting in self.waiting_pods:
+            waiting.reject("", "scheduler is shutting down")
+        await self.wait_for_tasks()
+
+
+def _priority_then_timestamp(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    if a.priority != b.priority:
+        return a.priority > b.priority
+    return a.timestamp < b.timestamp
+
+
+def _pod_scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return condition
+    return None
+
+
+def _single_node_failure(pod: PodInfo, host: str, status: Status) -> FitError | Status:
+    """A rejection after the node was chosen (Reserve, Permit, PreBind): upstream reports
+    it as a FitError over that one node."""
+    if not status.is_rejection:
+        return status
+    diagnosis = Diagnosis(node_to_status=NodeToStatus({host: status}))
+    diagnosis.add_plugin_status(status)
+    return FitError(pod_key=pod.key, num_all_nodes=1, diagnosis=diagnosis)

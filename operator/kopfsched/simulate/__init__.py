@@ -1,0 +1,1 @@
+"""Offline scheduling of a cluster snapshot: `kopfsched simulate`."""

@@ -1,0 +1,206 @@
+"""Reading cluster snapshots for `kopfsched simulate`: YAML files of Nodes, Pods, and the
+other kinds the scheduler reads, plus SchedulerProfiles and KubeSchedulerConfigurations.
+
+Bad input never raises: every problem becomes one line `file: Kind/name: field: message`,
+and the object it concerns is left out while everything else is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kopfsched.framework.quantity import QuantityError
+from kopfsched.framework.resources import quantity_value
+from kopfsched.framework.types import Obj
+
+OBJECT_KINDS = (
+    "Namespace", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "PodDisruptionBudget",
+    "PriorityClass", "CSINode", "Service", "ReplicaSet", "ReplicationController", "StatefulSet", "PodGroup",
+)
+CONFIG_KINDS = ("SchedulerProfile", "KubeSchedulerConfiguration")
+CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode",
+                  "SchedulerProfile", "KubeSchedulerConfiguration")
+
+
+@dataclass(slots=True)
+class Loaded:
+    """One object and where it came from."""
+
+    obj: Obj
+    source: str
+
+    @property
+    def label(self) -> str:
+        meta = self.obj.get("metadata") or {}
+        name = meta.get("name", "?")
+        ns = meta.get("namespace")
+        return f"{self.obj.get('kind')}/{ns}/{name}" if ns else f"{self.obj.get('kind')}/{name}"
+
+
+@dataclass
+class ClusterInput:
+    nodes: list[Loaded] = field(default_factory=list)
+    pods: list[Loaded] = field(default_factory=list)
+    objects: list[Loaded] = field(default_factory=list)
+    configs: list[Loaded] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _documents(path: str) -> Iterator[tuple[int, Any]]:
+    with open(path, encoding="utf-8") as f:
+        for index, doc in enumerate(yaml.safe_load_all(f)):
+            if doc is None:
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "List":
+                for item in doc.get("items") or ():
+                    yield index, item
+            else:
+                yield index, doc
+
+
+def load_files(paths: list[str], into: ClusterInput | None = None) -> ClusterInput:
+    result = into or ClusterInput()
+    for path in paths:
+        try:
+            documents = list(_documents(path))
+        except OSError as exc:
+            result.problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+            continue
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            result.problems.append(f"{path}: {where}invalid YAML: {getattr(exc, 'problem', None) or exc}")
+            continue
+        for index, doc in documents:
+            _add(result, doc, f"{path}")
+            del index
+    _check_duplicates(result)
+    return result
+
+
+def _add(result: ClusterInput, doc: Any, path: str) -> None:
+    if not isinstance(doc, dict):
+        result.problems.append(f"{path}: a document is not an object")
+        return
+    kind = doc.get("kind")
+    meta = doc.get("metadata")
+    label = f"{kind}/{(meta or {}).get('name', '?') if isinstance(meta, dict) else '?'}"
+    if not isinstance(kind, str):
+        result.problems.append(f"{path}: {label}: kind: missing")
+        return
+    if kind == "KubeSchedulerConfiguration":
+        result.configs.append(Loaded(doc, path))
+        return
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        result.problems.append(f"{path}: {label}: metadata.name: required")
+        return
+    if kind not in CLUSTER_SCOPED:
+        meta.setdefault("namespace", "default")
+    loaded = Loaded(doc, path)
+    if kind == "Node":
+        problem = _check_node(doc)
+        target = result.nodes
+    elif kind == "Pod":
+        problem = _check_pod(doc)
+        target = result.pods
+    elif kind in CONFIG_KINDS:
+        problem, target = None, result.configs
+    elif kind in OBJECT_KINDS:
+        problem, target = None, result.objects
+    else:
+        result.problems.append(f"{path}: {loaded.label}: kind: unsupported kind {kind!r}")
+        return
+    if problem:
+        result.problems.append(f"{path}: {loaded.label}: {problem}")
+        return
+    target.append(loaded)
+
+
+def _check_quantities(resources: Any, path: str) -> str | None:
+    if resources is None:
+        return None
+    if not isinstance(resources, dict):
+        return f"{path}: must be an object"
+    for name, value in resources.items():
+        try:
+            quantity_value(name, value)
+        except QuantityError as exc:
+            return f"{path}.{name}: {exc}"
+    return None
+
+
+def _check_node(node: Obj) -> str | None:
+    status = node.get("status")
+    if status is not None and not isinstance(status, dict):
+        return "status: must be an object"
+    return _check_quantities((status or {}).get("allocatable"), "status.allocatable")
+
+
+def _check_pod(pod: Obj) -> str | None:
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return "spec: required"
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return "spec.containers: required"
+    for field_name in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(field_name) or ()):
+            if not isinstance(container, dict):
+                return f"spec.{field_name}[{i}]: must be an object"
+            resources = container.get("resources") or {}
+            for part in ("requests", "limits"):
+                problem = _check_quantities(resources.get(part), f"spec.{field_name}[{i}].resources.{part}")
+                if problem:
+                    return problem
+    for part in ("overhead",):
+        problem = _check_quantities(spec.get(part), f"spec.{part}")
+        if problem:
+            return problem
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        return "spec.priority: must be an integer"
+    return None
+
+
+def _check_duplicates(result: ClusterInput) -> None:
+    for group in (result.nodes, result.pods, result.objects):
+        seen: dict[str, str] = {}
+        kept: list[Loaded] = []
+        for item in group:
+            if item.label in seen:
+                result.problems.append(f"{item.source}: {item.label}: metadata.name: duplicate name "
+                                       f"(first defined in {seen[item.label]})")
+                continue
+            seen[item.label] = item.source
+            kept.append(item)
+        group[:] = kept
+
+
+def apply_priority_classes(result: ClusterInput) -> None:
+    """What the Priority admission plugin does: spec.priority from priorityClassName
+    (or the globalDefault class); an unknown class is reported and the pod left out."""
+    classes = {o.obj["metadata"]["name"]: o.obj for o in result.objects if o.obj.get("kind") == "PriorityClass"}
+    default = next((c for c in classes.values() if c.get("globalDefault")), None)
+    kept = []
+    for loaded in result.pods:
+        spec = loaded.obj["spec"]
+        name = spec.get("priorityClassName")
+        if spec.get("priority") is None:
+            chosen = classes.get(name) if name else default
+            if name and chosen is None and name not in ("system-cluster-critical", "system-node-critical"):
+                result.problems.append(f"{loaded.source}: {loaded.label}: spec.priorityClassName: "
+                                       f"no PriorityClass named {name!r}")
+                continue
+            if chosen is not None:
+                spec["priority"] = int(chosen.get("value", 0))
+                spec.setdefault("preemptionPolicy", chosen.get("preemptionPolicy", "PreemptLowerPriority"))
+            elif name == "system-cluster-critical":
+                spec["priority"] = 2000000000
+            elif name == "system-node-critical":
+                spec["priority"] = 2000001000
+        kept.append(loaded)
+    result.pods[:] = kept

@@ -1,0 +1,146 @@
+"""simulate's results as the JSON of DESIGN.md, or as tables for people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopfsched.framework.resources import CPU, PODS, Resource
+from kopfsched.simulate.runner import Simulation
+
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_quantity(resource: str, value: int) -> str:
+    """Scheduler units back to a Kubernetes quantity: 1500 cpu → "1500m", 2 GiB → "2Gi"."""
+    if resource == CPU:
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource == PODS or value == 0:
+        return str(value)
+    for suffix, size in _BINARY:
+        if value % size == 0:
+            return f"{value // size}{suffix}"
+    return str(value)
+
+
+def _resources(res: Resource) -> dict[str, str]:
+    return {name: format_quantity(name, amount) for name, amount in res.as_dict().items()}
+
+
+def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
+    scheduler = sim.scheduler
+    gated = {q.key: q for q in scheduler.queue.gated_pods()}
+    waiting = {w.pod.key for w in scheduler.waiting_pods}
+    node_names = [n.name for n in scheduler.snapshot.node_infos()]
+    keys = list(sim.order) + [k for k in sim.input_order if k not in sim.order]
+    results = []
+    for key in keys:
+        attempt = sim.log.attempts.get(key)
+        pod = sim.client.pods.get(key)
+        if attempt is None and pod is None:
+            continue  # a pod we never saw again: deleted as a preemption victim before its turn
+        spec = (pod or attempt.pod.pod).get("spec") or {}
+        entry: dict[str, Any] = {
+            "namespace": key.split("/", 1)[0],
+            "name": key.split("/", 1)[1],
+            "schedulerName": spec.get("schedulerName") or "default-scheduler",
+            "result": "Unschedulable",
+            "node": None,
+            "nominatedNode": None,
+            "victims": [],
+            "message": "",
+        }
+        if key in gated:
+            entry["result"] = "Gated"
+            status = scheduler.framework_for(gated[key].pod_info)
+            entry["message"] = _gate_message(status, gated[key].pod_info)
+        elif key in waiting:
+            entry["result"] = "Waiting"
+        elif pod is not None and spec.get("nodeName"):
+            entry["result"] = "Scheduled"
+            entry["node"] = spec["nodeName"]
+        elif pod is None:
+            entry["result"] = "Preempted"
+        if attempt is not None:
+            if entry["result"] != "Scheduled":
+                entry["message"] = attempt.message or entry["message"]
+            entry["nominatedNode"] = attempt.nominated_node or None
+            entry["victims"] = list(attempt.victims)
+            if explain:
+                entry["filter"] = _filter_explain(attempt, node_names)
+                entry["scores"] = attempt.scores or {}
+        elif explain:
+            entry["filter"], entry["scores"] = {}, {}
+        results.append(entry)
+    return results
+
+
+def _gate_message(fwk, pod_info) -> str:
+    if fwk is None:
+        return ""
+    status = fwk.run_pre_enqueue_plugins(pod_info)
+    return status.message if status is not None else ""
+
+
+def _filter_explain(attempt, node_names: list[str]) -> dict[str, Any]:
+    """Every infeasible node; nodes a PreFilter ruled out get the PreFilter's status."""
+    diagnosis = attempt.diagnosis
+    if diagnosis is None:
+        return {}
+    out = {
+        node: {"plugin": status.plugin, "code": status.code.upstream_name, "reasons": list(status.reasons)}
+        for node, status in diagnosis.node_to_status.statuses.items()
+    }
+    absent = diagnosis.node_to_status.absent
+    if absent is not None:
+        for node in node_names:
+            out.setdefault(node, {"plugin": absent.plugin, "code": absent.code.upstream_name,
+                                  "reasons": list(absent.reasons)})
+    return dict(sorted(out.items()))
+
+
+def node_results(sim: Simulation) -> list[dict[str, Any]]:
+    out = []
+    cache = sim.scheduler.cache
+    for name in sorted(cache.node_names()):
+        info = cache.get_node(name)
+        out.append({"name": name, "pods": len(info.pods), "allocatable": _resources(info.allocatable),
+                    "requested": _resources(info.requested)})
+    return out
+
+
+def to_json(sim: Simulation, *, explain: bool) -> dict[str, Any]:
+    pods = pod_results(sim, explain=explain)
+    return {
+        "pods": pods,
+        "nodes": node_results(sim),
+        "summary": {
+            "scheduled": sum(1 for p in pods if p["result"] == "Scheduled"),
+            "unschedulable": sum(1 for p in pods if p["result"] == "Unschedulable"),
+            "preempted": len(set(sim.log.preempted)),
+            "seconds": round(sim.seconds, 3),
+        },
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def to_table(report: dict[str, Any]) -> str:
+    pod_rows = [[f"{p['namespace']}/{p['name']}", p["schedulerName"], p["result"], p["node"] or "-",
+                 p["message"] if p["result"] != "Scheduled" else ""] for p in report["pods"]]
+    node_rows = [[n["name"], str(n["pods"]),
+                  f"{n['requested'].get('cpu', '0')}/{n['allocatable'].get('cpu', '0')}",
+                  f"{n['requested'].get('memory', '0')}/{n['allocatable'].get('memory', '0')}"]
+                 for n in report["nodes"]]
+    s = report["summary"]
+    summary = (f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['preempted']} preempted "
+               f"in {s['seconds']:.3f}s")
+    return "\n\n".join([
+        _table(["POD", "SCHEDULER", "RESULT", "NODE", "MESSAGE"], pod_rows),
+        _table(["NODE", "PODS", "CPU (requested/allocatable)", "MEMORY (requested/allocatable)"], node_rows),
+        summary,
+    ]) + "\n"

@@ -1,0 +1,164 @@
+"""Schedule a cluster snapshot offline with the same scheduler code that runs in a cluster.
+
+Time is virtual: when nothing is left in activeQ, the clock jumps to the next backoff
+expiry. The run ends when the queue settles — every pod bound, or waiting in the
+unschedulable pool for an event that cannot come offline — or after an attempt budget
+that guards against endless preemption loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kopfsched.cache.cache import Cache
+from kopfsched.config.defaults import default_profile
+from kopfsched.config.profiles import parse_kube_scheduler_configuration, parse_scheduler_profile
+from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
+from kopfsched.config.validation import check_profiles_consistent
+from kopfsched.framework.registry import Registry
+from kopfsched.framework.types import PodInfo, pod_key
+from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.scheduler.event_handlers import EventHandlers
+from kopfsched.scheduler.observer import Attempt, NullObserver
+from kopfsched.scheduler.scheduler import Scheduler
+from kopfsched.simulate.client import InMemoryClusterClient
+from kopfsched.simulate.loader import ClusterInput, apply_priority_classes
+
+MAX_ATTEMPTS_PER_POD = 20
+
+
+class VirtualClock:
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class AttemptLog(NullObserver):
+    """Each pod's last attempt, in the order of first attempts."""
+
+    def __init__(self) -> None:
+        self.attempts: dict[str, Attempt] = {}
+        self.preempted: list[str] = []
+
+    def attempted(self, attempt: Attempt) -> None:
+        self.attempts[attempt.pod.key] = attempt
+        self.preempted.extend(attempt.victims)
+
+
+@dataclass
+class Simulation:
+    scheduler: Scheduler
+    client: InMemoryClusterClient
+    log: AttemptLog
+    order: list[str] = field(default_factory=list)
+    """Pod keys in the order of their first attempt."""
+    input_order: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _timestamp(pod: dict[str, Any]) -> float | None:
+    raw = (pod.get("metadata") or {}).get("creationTimestamp")
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConfig]:
+    """The built-in default profile, then every profile of the input, checked together;
+    problems go to inputs.problems and the offending profiles are left out."""
+    profiles: list[ProfileConfig] = []
+    for loaded in inputs.configs:
+        kind = loaded.obj.get("kind")
+        if kind == "SchedulerProfile":
+            profile, problems = parse_scheduler_profile(loaded.obj, registry)
+            found = [profile] if profile is not None else []
+        else:
+            config, problems = parse_kube_scheduler_configuration(loaded.obj, registry)
+            found = list(config.profiles) if config is not None else []
+        inputs.problems.extend(f"{loaded.source}: {loaded.label}: {p}" for p in problems)
+        if not problems:
+            profiles.extend(found)
+    if not any(p.scheduler_name == DEFAULT_SCHEDULER_NAME for p in profiles):
+        profiles.insert(0, default_profile(registry))
+    conflicts = check_profiles_consistent(profiles)
+    inputs.problems.extend(str(p) for p in conflicts)
+    if conflicts:
+        seen: set[str] = set()
+        profiles = [p for p in profiles if not (p.scheduler_name in seen or seen.add(p.scheduler_name))]
+    return profiles
+
+
+async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, seed: int | None = None,
+                   explain: bool = False) -> Simulation:
+    registry = registry or in_tree_registry()
+    apply_priority_classes(inputs)
+    profiles = build_profiles(inputs, registry)
+    pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]
+    stamps = [_timestamp(p.obj) for p in pending]
+    start = max((s for s in stamps if s is not None), default=0.0)
+    clock = VirtualClock(start)
+    client = InMemoryClusterClient()
+    log = AttemptLog()
+    scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=clock,
+                          rng=random.Random(seed), observer=log, explain=explain)
+    scheduler.set_profiles(profiles)
+    handlers = EventHandlers(scheduler)
+    client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
+    client.on_pod_delete = handlers.on_pod_delete
+    for loaded in inputs.objects:
+        handlers.on_object_upsert(loaded.obj["kind"], loaded.obj)
+    for loaded in inputs.nodes:
+        handlers.on_node_upsert(loaded.obj)
+    for loaded in inputs.pods:
+        client.add_pod(loaded.obj)
+        if (loaded.obj.get("spec") or {}).get("nodeName"):
+            handlers.on_pod_upsert(loaded.obj)
+    ordered = sorted(zip(pending, stamps, strict=True), key=lambda item: item[1] if item[1] is not None else start)
+    for loaded, stamp in ordered:
+        handlers.on_pod_upsert(loaded.obj, timestamp=stamp if stamp is not None else start)
+    sim = Simulation(scheduler, client, log, input_order=[pod_key(p.obj) for p, _ in ordered])
+    began = time.perf_counter()
+    await _drain(scheduler, clock, sim, budget=MAX_ATTEMPTS_PER_POD * max(len(pending), 1))
+    sim.seconds = time.perf_counter() - began
+    return sim
+
+
+async def _drain(scheduler: Scheduler, clock: VirtualClock, sim: Simulation, *, budget: int) -> None:
+    queue = scheduler.queue
+    seen: set[str] = set()
+    attempts = 0
+    while attempts < budget:
+        qpi = queue.pop()
+        if qpi is not None:
+            attempts += 1
+            if qpi.key not in seen:
+                seen.add(qpi.key)
+                sim.order.append(qpi.key)
+            scheduler.schedule_one(qpi)
+            await asyncio.sleep(0)
+            continue
+        await scheduler.wait_for_tasks()
+        if queue.pending_counts().get("active"):
+            continue
+        expiry = queue.next_backoff_expiry()
+        if expiry is None:
+            return
+        clock.now = max(clock.now, expiry)
+        queue.flush_backoff_completed()
+
+
+def final_pods(sim: Simulation) -> list[tuple[PodInfo, str]]:
+    """(pod, state) for every pod we were responsible for that did not end bound."""
+    queue = sim.scheduler.queue
+    states = [("Gated", queue.gated_pods())]
+    return [(qpi.pod_info, state) for state, pods in states for qpi in pods]
