@@ -125,3 +125,24 @@ def test_score_nodes_on_a_subset_of_rows() -> None:
 def test_factory() -> None:
     assert PLUGIN.name == "ImageLocality"
     assert PLUGIN.args_type is None
+
+
+def test_score_nodes_follows_image_changes() -> None:
+    nodes = with_image_states(node_40_300_2000("a"), node_250_10("b"))
+    handle = make_handle(nodes)
+    plugin, state = ImageLocality(None, handle), CycleState()
+    pod = PodInfo(make_pod(images=["gcr.io/300", "gcr.io/777"]))
+    rows = np.arange(2)
+    # a: 300 MB on 1 of 2 nodes = 150 MB -> 100 * 127 / 1977 = 6.
+    assert plugin.score_nodes(state, pod, handle.snapshot.table, rows).tolist() == [6, 0]
+    # Node b pulls both images, as the cache would record it: new dict, shared summaries updated.
+    summary_300 = nodes[0].image_states["gcr.io/300:latest"]
+    summary_300.num_nodes = 2
+    summary_777 = ImageStateSummary(size=900 * MB, num_nodes=1)
+    nodes[1].image_states = {**nodes[1].image_states, "gcr.io/300:latest": summary_300,
+                             "gcr.io/777:latest": summary_777}
+    handle.snapshot.table.refresh([1])
+    expected = [plugin.score(state, pod, n) for n in nodes]
+    assert plugin.score_nodes(state, pod, handle.snapshot.table, rows).tolist() == expected
+    # a: 300 MB on 2 of 2 nodes -> 100 * (300 - 23) / 1977 = 14. b: 300 + 900/2 = 750 MB -> 100 * 727 / 1977 = 36.
+    assert expected == [14, 36]

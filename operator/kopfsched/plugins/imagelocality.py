@@ -5,6 +5,12 @@ Each image found on the node adds its size scaled by how widely it has spread
 few nodes that happen to have a big image. The sum, clamped to [23 MiB, 1000 MiB * number
 of images], maps linearly onto 0..100. Images come from init containers, containers and
 image volumes; names without a tag get ":latest", as the container runtime reports them.
+
+The batch Score avoids a dict lookup per node and image: for each image name it keeps a
+mask of the NodeTable rows holding it, rebuilt only when some node's set of image names
+changes (seen through a column of per-node image-set hashes). It relies on the cache
+sharing one ImageStateSummary per image name across nodes, so one summary gives the
+scaled score of every row that holds the image.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import numpy as np
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import MAX_NODE_SCORE
-from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.types import ImageStateSummary, NodeInfo, PodInfo
 
@@ -25,6 +31,9 @@ MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
 MAX_CONTAINER_THRESHOLD = 1000 * MB
 DEFAULT_IMAGE_TAG = "latest"
+
+IMAGE_SET_HASH = ColumnSpec("ImageLocality/imageSetHash", lambda n: hash(frozenset(n.image_states)), np.int64)
+"""Changes when a node's set of image names changes (not when its pods do)."""
 
 
 def normalized_image_name(name: str) -> str:
@@ -61,6 +70,7 @@ class ImageLocality:
 
     def __init__(self, args: Any, handle: Handle) -> None:
         self.handle = handle
+        self._presence = _PresenceMasks()
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         images = pod_images(pod.spec)
@@ -78,18 +88,43 @@ class ImageLocality:
         rows = np.asarray(rows)
         sums = np.zeros(len(rows), dtype=np.int64)
         total = len(self.handle.snapshot.node_infos())
-        nodes = [table.nodes[r] for r in rows]
         for image in images:
             name = normalized_image_name(image)
-            for i, node in enumerate(nodes):
-                summary = node.image_states.get(name)
-                if summary is not None:
-                    sums[i] += scaled_image_score(summary, total)
-        if not sums.any():  # The usual case: no node has any of the images.
+            present, holder = self._presence.lookup(table, name)
+            if holder < 0:
+                continue  # On no node at all: the usual case.
+            mask = present[rows]
+            if mask.any():
+                sums[mask] += scaled_image_score(table.nodes[holder].image_states[name], total)
+        if not sums.any():
             return sums
         max_threshold = MAX_CONTAINER_THRESHOLD * len(images)
         clamped = np.where(sums < MIN_THRESHOLD, MIN_THRESHOLD, np.minimum(sums, max_threshold))
         return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+
+
+class _PresenceMasks:
+    """Image name -> (mask over all table rows of the nodes holding it, one such row or -1),
+    kept while no node's image set changes. Bounded: the oldest names are dropped first."""
+
+    MAX_NAMES = 512
+
+    def __init__(self) -> None:
+        self._masks: dict[str, tuple[NodeTable, np.ndarray, np.ndarray, int]] = {}
+
+    def lookup(self, table: NodeTable, name: str) -> tuple[np.ndarray, int]:
+        hashes = table.column(IMAGE_SET_HASH)
+        cached = self._masks.get(name)
+        if cached is not None and cached[0] is table and np.array_equal(cached[1], hashes):
+            return cached[2], cached[3]
+        present = np.fromiter((name in n.image_states for n in table.nodes), dtype=bool, count=len(table))
+        holders = np.flatnonzero(present)
+        holder = int(holders[0]) if len(holders) else -1
+        self._masks.pop(name, None)
+        if len(self._masks) >= self.MAX_NAMES:
+            del self._masks[next(iter(self._masks))]
+        self._masks[name] = (table, hashes.copy(), present, holder)
+        return present, holder
 
 
 PLUGIN = PluginFactory(name=ImageLocality.name, factory=ImageLocality)
