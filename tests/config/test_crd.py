@@ -125,3 +125,8 @@ def test_status_schema_accepts_what_the_scheduler_writes():
         "latency": {"p50Ms": 1.5, "p99Ms": 12.0},
     }
     assert schema_errors(obj) == []
+
+
+def test_crd_is_a_valid_kubernetes_object():
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kubernetes_validate.validate(CRD, "1.33", strict=True)
