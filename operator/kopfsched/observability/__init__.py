@@ -1,0 +1,1 @@
+"""Prometheus metrics with upstream names, and the /healthz and /readyz server."""

@@ -1,0 +1,1 @@
+"""The scheduling loop: one serialized scheduling cycle, concurrent binding cycles, failure handling."""
