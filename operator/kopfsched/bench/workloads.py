@@ -55,6 +55,41 @@ def basic(nodes: int, init_pods: int, pods: int) -> Workload:
     return Workload(node_objs, init, [default_pod(f"pod-{i}") for i in range(pods)])
 
 
+def _anti_affinity_pod(name: str, *, namespace: str, node_name: str | None = None) -> Obj:
+    """scheduler_perf's pod-with-pod-anti-affinity.yaml: color=green, at most one per hostname."""
+    term = {"labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "kubernetes.io/hostname",
+            "namespaces": ["sched-1", "sched-0"]}
+    return default_pod(name, namespace=namespace, labels={"color": "green"}, node_name=node_name,
+                       affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+
+
+def pod_anti_affinity(nodes: int, init_pods: int, pods: int) -> Workload:
+    """SchedulingPodAntiAffinity (500Nodes: 100 init pods, 400 measured): every pod repels every
+    other by hostname, init pods in sched-0 and measured pods in sched-1."""
+    node_objs = [default_node(i) for i in range(nodes)]
+    init = [_anti_affinity_pod(f"init-{i}", namespace="sched-0", node_name=f"node-{i % nodes}")
+            for i in range(init_pods)]
+    return Workload(node_objs, init, [_anti_affinity_pod(f"pod-{i}", namespace="sched-1") for i in range(pods)])
+
+
+def _spreading_pod(name: str) -> Obj:
+    """scheduler_perf's pod-with-topology-spreading.yaml: color=blue, zone maxSkew 5, DoNotSchedule."""
+    constraint = {"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"color": "blue"}}}
+    return default_pod(name, labels={"color": "blue"}, topologySpreadConstraints=[constraint])
+
+
+def topology_spread(nodes: int, init_pods: int, pods: int) -> Workload:
+    """TopologySpreading (500Nodes: 1000 init pods, 1000 measured): nodes over three zones, plain
+    init pods, measured pods spread by zone."""
+    node_objs = [default_node(i, zones=True) for i in range(nodes)]
+    init = [default_pod(f"init-{i}", namespace="sched-setup", node_name=f"node-{i % nodes}")
+            for i in range(init_pods)]
+    return Workload(node_objs, init, [_spreading_pod(f"pod-{i}") for i in range(pods)])
+
+
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "basic": basic,
+    "pod-anti-affinity": pod_anti_affinity,
+    "topology-spread": topology_spread,
 }
