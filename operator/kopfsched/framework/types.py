@@ -84,9 +84,10 @@ class PodInfo:
         self.priority = pod_priority(pod)
         self.requests = Resource.from_list(pod_requests(pod))
         self.non_zero_cpu, self.non_zero_memory = pod_non_zero_requests(pod)
+        sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
         self.host_ports: tuple[tuple[str, str, int], ...] = tuple(
             (p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
-            for c in spec.get("containers") or ()
+            for c in [*(spec.get("containers") or ()), *sidecars]
             for p in c.get("ports") or ()
             if p.get("hostPort")
         )
