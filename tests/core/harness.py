@@ -1,0 +1,88 @@
+"""A scheduler wired to the in-memory cluster client, driven to quiescence on a virtual clock."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from kopfsched.cache import Cache
+from kopfsched.config.defaults import default_profile
+from kopfsched.config.profiles import parse_scheduler_profile
+from kopfsched.config.types import ProfileConfig
+from kopfsched.framework.registry import Registry
+from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.scheduler.event_handlers import EventHandlers
+from kopfsched.scheduler.observer import Attempt, NullObserver
+from kopfsched.scheduler.scheduler import Scheduler
+from kopfsched.simulate.client import InMemoryClusterClient
+from kopfsched.simulate.runner import VirtualClock
+
+
+class Recorder(NullObserver):
+    def __init__(self) -> None:
+        self.attempts: list[Attempt] = []
+
+    def attempted(self, attempt: Attempt) -> None:
+        self.attempts.append(attempt)
+
+    def last(self, name: str) -> Attempt:
+        return [a for a in self.attempts if a.pod.name == name][-1]
+
+
+def profile_from_spec(spec: dict[str, Any], registry: Registry, name: str = "test") -> ProfileConfig:
+    obj = {"apiVersion": "kopfsched.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": name},
+           "spec": spec}
+    profile, problems = parse_scheduler_profile(obj, registry)
+    assert not problems, problems
+    return profile
+
+
+class Harness:
+    def __init__(self, nodes: list[dict], *, profiles: list[ProfileConfig] | None = None,
+                 registry: Registry | None = None, client: InMemoryClusterClient | None = None,
+                 seed: int = 0, explain: bool = True, percentage: int = 0) -> None:
+        self.registry = registry or in_tree_registry()
+        self.client = client or InMemoryClusterClient()
+        self.clock = VirtualClock(1000.0)
+        self.recorder = Recorder()
+        self.scheduler = Scheduler(cache=Cache(), client=self.client, registry=self.registry, clock=self.clock,
+                                   rng=random.Random(seed), observer=self.recorder, explain=explain,
+                                   percentage_of_nodes_to_score=percentage)
+        self.scheduler.set_profiles(profiles or [default_profile(self.registry)])
+        self.handlers = EventHandlers(self.scheduler)
+        self.client.on_pod_change = lambda new, old: self.handlers.on_pod_upsert(new, old)
+        self.client.on_pod_delete = self.handlers.on_pod_delete
+        for node in nodes:
+            self.handlers.on_node_upsert(node)
+
+    def add_pods(self, *pods: dict) -> None:
+        for pod in pods:
+            self.client.add_pod(pod)
+            self.handlers.on_pod_upsert(pod)
+
+    async def settle(self, *, max_attempts: int = 1000) -> None:
+        """Schedule until nothing is active or backing off (advancing virtual time)."""
+        queue = self.scheduler.queue
+        for _ in range(max_attempts):
+            qpi = queue.pop()
+            if qpi is not None:
+                self.scheduler.schedule_one(qpi)
+                continue
+            await self.scheduler.wait_for_tasks()
+            if queue.pending_counts()["active"]:
+                continue
+            expiry = queue.next_backoff_expiry()
+            if expiry is None:
+                return
+            self.clock.now = max(self.clock.now, expiry)
+            queue.flush_backoff_completed()
+        raise AssertionError("the queue did not settle")
+
+    def node_of(self, name: str, namespace: str = "default") -> str | None:
+        return (self.client.pods[f"{namespace}/{name}"].get("spec") or {}).get("nodeName")
+
+    def condition(self, name: str, namespace: str = "default") -> dict | None:
+        for c in (self.client.pods[f"{namespace}/{name}"].get("status") or {}).get("conditions") or ():
+            if c["type"] == "PodScheduled":
+                return c
+        return None

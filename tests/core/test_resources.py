@@ -1,0 +1,67 @@
+"""Quantities and upstream's effective-request rule."""
+
+import pytest
+
+from kopfsched.framework.quantity import QuantityError, int_value, milli_value
+from kopfsched.framework.resources import pod_non_zero_requests, pod_requests
+from tests.builders import make_pod
+
+
+@pytest.mark.parametrize(
+    ("quantity", "milli", "value"),
+    [
+        pytest.param("100m", 100, 1, id="millis-round-up"),
+        pytest.param("1.5", 1500, 2, id="decimal"),
+        pytest.param("2", 2000, 2, id="integer"),
+        pytest.param(3, 3000, 3, id="int"),
+        pytest.param("1Ki", 1024000, 1024, id="binary-suffix"),
+        pytest.param("1k", 1000000, 1000, id="decimal-suffix"),
+        pytest.param("1e3", 1000000, 1000, id="exponent"),
+        pytest.param("0.1m", 1, 1, id="sub-milli-rounds-up"),
+        pytest.param("500Mi", 524288000000, 524288000, id="mebibytes"),
+    ],
+)
+def test_quantities(quantity, milli, value):
+    assert milli_value(quantity) == milli
+    assert int_value(quantity) == value
+
+
+@pytest.mark.parametrize("bad", ["abc", "1.2.3", "1Kb", "", "--1", True, None])
+def test_malformed_quantities_are_rejected(bad):
+    with pytest.raises(QuantityError):
+        milli_value(bad)
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(make_pod(requests=[{"cpu": "1"}, {"cpu": "500m", "memory": "1Gi"}]),
+                     {"cpu": 1500, "memory": 2**30}, id="containers-add-up"),
+        pytest.param(make_pod(requests={"cpu": "1"}, init_requests=[{"cpu": "2"}]),
+                     {"cpu": 2000}, id="init-container-larger-wins"),
+        pytest.param(make_pod(requests={"cpu": "1"}, init_requests=[{"cpu": "500m"}]),
+                     {"cpu": 1000}, id="init-container-smaller-ignored"),
+        pytest.param(make_pod(requests={"cpu": "1"}, sidecar_requests=[{"cpu": "200m"}]),
+                     {"cpu": 1200}, id="sidecar-adds-to-containers"),
+        pytest.param(make_pod(requests={"cpu": "1"}, initContainers=[
+            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+            {"name": "init", "resources": {"requests": {"cpu": "1900m"}}}]),
+                     {"cpu": 2100}, id="init-runs-beside-earlier-sidecars"),
+        pytest.param(make_pod(requests={"cpu": "1"}, initContainers=[
+            {"name": "init", "resources": {"requests": {"cpu": "1900m"}}},
+            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}}]),
+                     {"cpu": 1900}, id="init-before-sidecar-runs-alone"),
+        pytest.param(make_pod(requests={"cpu": "1"}, overhead={"cpu": "250m", "memory": "120Mi"}),
+                     {"cpu": 1250, "memory": 120 * 2**20}, id="overhead-added"),
+        pytest.param(make_pod(requests={"cpu": "1"}, resources={"requests": {"cpu": "3"}}),
+                     {"cpu": 3000}, id="pod-level-requests-replace"),
+        pytest.param(make_pod(requests={"nvidia.com/gpu": "2"}), {"nvidia.com/gpu": 2}, id="extended"),
+    ],
+)
+def test_pod_requests(pod, expected):
+    assert pod_requests(pod) == expected
+
+
+def test_non_zero_requests_fill_in_defaults_per_container():
+    pod = make_pod(requests=[{"cpu": "300m"}, {}])
+    assert pod_non_zero_requests(pod) == (400, 2 * 200 * 1024 * 1024)

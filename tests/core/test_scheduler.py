@@ -1,0 +1,266 @@
+"""The scheduling and binding cycles end to end, offline: messages, placement, failure handling."""
+
+from __future__ import annotations
+
+import pytest
+
+from kopfsched.framework.client import ClusterError, ConflictError
+from kopfsched.framework.registry import PluginFactory, Registry
+from kopfsched.framework.status import Status
+from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.scheduler.schedule_one import num_feasible_nodes_to_find
+from kopfsched.simulate.client import InMemoryClusterClient
+from tests.builders import make_node, make_pod, taint
+from tests.core.harness import Harness, profile_from_spec
+
+
+@pytest.mark.parametrize(
+    ("percentage", "nodes", "expected"),
+    [
+        pytest.param(0, 50, 50, id="under-100-nodes-all"),
+        pytest.param(0, 100, 100, id="100-nodes-min-100"),
+        pytest.param(0, 500, 230, id="500-nodes-46pct"),
+        pytest.param(0, 5000, 500, id="5000-nodes-10pct"),
+        pytest.param(0, 6000, 300, id="floor-5pct"),
+        pytest.param(30, 1000, 300, id="explicit-30pct"),
+        pytest.param(10, 200, 100, id="explicit-floored-at-100"),
+        pytest.param(100, 1000, 1000, id="all"),
+    ],
+)
+def test_num_feasible_nodes_to_find(percentage, nodes, expected):
+    assert num_feasible_nodes_to_find(percentage, nodes) == expected
+
+
+async def test_fit_error_message_condition_and_single_event():
+    nodes = [
+        make_node("small", cpu="1"),
+        make_node("gpu-1", taints=[taint("dedicated", "gpu")]),
+        make_node("gpu-2", taints=[taint("dedicated", "gpu")]),
+    ]
+    h = Harness(nodes)
+    h.add_pods(make_pod("big", requests={"cpu": "2"}))
+    await h.settle()
+    message = ("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). "
+               "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+               "2 Preemption is not helpful for scheduling.")
+    if "DefaultPreemption" not in h.registry:
+        message = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."
+    condition = h.condition("big")
+    assert condition["status"] == "False"
+    assert condition["reason"] == "Unschedulable"
+    assert condition["message"] == message
+    failed = [e for e in h.client.events if e.reason == "FailedScheduling"]
+    assert [(e.type, e.message, e.count) for e in failed] == [("Warning", message, 1)]
+    attempt = h.recorder.last("big")
+    assert attempt.diagnosis.node_to_status.get("small").reasons == ("Insufficient cpu",)
+    assert attempt.diagnosis.node_to_status.get("gpu-1").plugin == "TaintToleration"
+
+
+async def test_unschedulable_pod_binds_when_a_fitting_node_arrives():
+    h = Harness([make_node("small", cpu="1")])
+    h.add_pods(make_pod("big", requests={"cpu": "2"}))
+    await h.settle()
+    assert h.node_of("big") is None
+    assert h.scheduler.queue.pending_counts()["unschedulable"] == 1
+    h.handlers.on_node_upsert(make_node("large", cpu="8"))
+    await h.settle()
+    assert h.node_of("big") == "large"
+    scheduled = [e for e in h.client.events if e.reason == "Scheduled"]
+    assert [e.message for e in scheduled] == ["Successfully assigned default/big to large"]
+
+
+async def test_least_allocated_spreads_and_explain_totals_are_weighted():
+    h = Harness([make_node("a", cpu="4"), make_node("b", cpu="4")])
+    h.add_pods(make_pod("running", requests={"cpu": "3", "memory": "1Gi"}, node_name="a"))
+    h.add_pods(make_pod("p", requests={"cpu": "1", "memory": "1Gi"}))
+    await h.settle()
+    assert h.node_of("p") == "b"
+    scores = h.recorder.last("p").scores
+    weights = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,
+               "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+    for node in ("a", "b"):
+        entry = scores[node]
+        assert entry["total"] == sum(weights[name] * score for name, score in entry.items() if name != "total")
+    assert scores["b"]["NodeResourcesFit"] > scores["a"]["NodeResourcesFit"]
+
+
+async def test_most_allocated_profile_packs():
+    registry = in_tree_registry()
+    profile = profile_from_spec({"pluginConfig": [{"name": "NodeResourcesFit", "args": {
+        "scoringStrategy": {"type": "MostAllocated"}}}]}, registry, name="packer")
+    h = Harness([make_node("a", cpu="4"), make_node("b", cpu="4")], profiles=[profile], registry=registry)
+    h.add_pods(make_pod("running", requests={"cpu": "3", "memory": "1Gi"}, node_name="a"))
+    h.add_pods(make_pod("p", requests={"cpu": "1", "memory": "1Gi"}, scheduler_name="packer"))
+    await h.settle()
+    assert h.node_of("p") == "a"
+
+
+async def test_ties_are_broken_by_the_seed():
+    nodes = [make_node(f"n{i}") for i in range(10)]
+
+    async def place(seed: int) -> str:
+        h = Harness([dict(n) for n in nodes], seed=seed)
+        h.add_pods(make_pod("p", requests={"cpu": "100m"}))
+        await h.settle()
+        return h.node_of("p")
+
+    first = [await place(seed) for seed in range(12)]
+    assert first == [await place(seed) for seed in range(12)]
+    assert len(set(first)) > 1
+
+
+async def test_start_index_rotates_between_cycles():
+    h = Harness([make_node(f"n{i:03}") for i in range(200)], explain=False)
+    h.add_pods(make_pod("p1", requests={"cpu": "1"}))
+    await h.settle()
+    assert h.scheduler.algorithm.next_start_node_index == 100
+    h.add_pods(make_pod("p2", requests={"cpu": "1"}))
+    await h.settle()
+    assert h.scheduler.algorithm.next_start_node_index == 0
+
+
+async def test_pods_of_other_schedulers_are_never_touched():
+    h = Harness([make_node("n1")])
+    h.add_pods(make_pod("theirs", scheduler_name="someone-else"))
+    await h.settle()
+    assert h.node_of("theirs") is None
+    assert h.client.bindings == []
+    assert h.client.events == []
+    assert h.condition("theirs") is None
+
+
+async def test_scheduling_gates_hold_the_pod_until_removed():
+    h = Harness([make_node("n1")])
+    gated = make_pod("g", scheduling_gates=["example.com/wait"])
+    h.add_pods(gated)
+    await h.settle()
+    assert [q.key for q in h.scheduler.queue.gated_pods()] == ["default/g"]
+    assert h.client.events == []
+    ungated = {**gated, "spec": {k: v for k, v in gated["spec"].items() if k != "schedulingGates"}}
+    h.client.pods["default/g"] = ungated
+    h.handlers.on_pod_upsert(ungated, gated)
+    await h.settle()
+    assert h.node_of("g") == "n1"
+
+
+class FlakyClient(InMemoryClusterClient):
+    """Fails the first `failures` binds with `error`."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        super().__init__()
+        self.failures = failures
+        self.error = error
+        self.bind_calls = 0
+
+    async def bind(self, *, pod, node_name):
+        self.bind_calls += 1
+        if self.failures:
+            self.failures -= 1
+            raise self.error
+        await super().bind(pod=pod, node_name=node_name)
+
+
+async def test_bind_error_unreserves_forgets_and_retries_with_backoff():
+    client = FlakyClient(2, ClusterError("500 Internal Server Error"))
+    h = Harness([make_node("n1", cpu="2")], client=client)
+    h.add_pods(make_pod("p", requests={"cpu": "1500m"}))
+    await h.settle()
+    assert h.node_of("p") == "n1"
+    assert client.bind_calls == 3
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500
+    assert not h.scheduler.cache.is_assumed(h.client.pods["default/p"]["metadata"]["uid"])
+    errors = [a for a in h.recorder.attempts if a.result == "error"]
+    assert [a.reason for a in errors] == ["SchedulerError", "SchedulerError"]
+    assert errors[0].message == 'running Bind plugin "DefaultBinder": 500 Internal Server Error'
+
+
+async def test_bind_conflict_is_not_retried():
+    client = FlakyClient(1, ConflictError("already bound"))
+    h = Harness([make_node("n1")], client=client)
+    h.add_pods(make_pod("p", requests={"cpu": "1"}))
+    await h.settle()
+    assert client.bind_calls == 1
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+    assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+
+
+class RecordingReserve:
+    name = "RecordingReserve"
+    calls: list[tuple[str, str, str]] = []
+
+    def __init__(self, args, handle) -> None:
+        pass
+
+    def reserve(self, state, pod, node_name):
+        self.calls.append(("reserve", pod.name, node_name))
+        if pod.labels.get("reserve") == "reject":
+            return Status.unschedulable("reservation refused")
+        return None
+
+    def unreserve(self, state, pod, node_name):
+        self.calls.append(("unreserve", pod.name, node_name))
+
+
+class GatePermit:
+    """Waits for pods labelled gate=wait; another pod labelled gate=open allows them."""
+
+    name = "GatePermit"
+
+    def __init__(self, args, handle) -> None:
+        self.handle = handle
+
+    def permit(self, state, pod, node_name):
+        gate = pod.labels.get("gate")
+        if gate == "wait":
+            return Status.wait(), 30.0
+        if gate == "deny":
+            return Status.unschedulable("denied by gate"), 0.0
+        if gate == "open":
+            for waiting in self.handle.waiting_pods:
+                waiting.allow(self.name)
+        return None, 0.0
+
+
+def _custom_harness(nodes):
+    custom = Registry()
+    custom.register(PluginFactory(name="RecordingReserve", factory=RecordingReserve))
+    custom.register(PluginFactory(name="GatePermit", factory=GatePermit))
+    registry = in_tree_registry().merged(custom)
+    profile = profile_from_spec({"schedulerName": "default-scheduler", "plugins": {
+        "reserve": {"enabled": [{"name": "RecordingReserve"}]},
+        "permit": {"enabled": [{"name": "GatePermit"}]},
+    }}, registry)
+    RecordingReserve.calls = []
+    return Harness(nodes, profiles=[profile], registry=registry)
+
+
+async def test_reserve_rejection_unreserves_and_reports_on_one_node():
+    h = _custom_harness([make_node("n1")])
+    h.add_pods(make_pod("p", labels={"reserve": "reject"}, requests={"cpu": "1"}))
+    await h.settle()
+    assert RecordingReserve.calls == [("reserve", "p", "n1"), ("unreserve", "p", "n1")]
+    assert h.condition("p")["message"] == "0/1 nodes are available: 1 reservation refused."
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+
+
+async def test_permit_rejection_unreserves_and_forgets():
+    h = _custom_harness([make_node("n1")])
+    h.add_pods(make_pod("p", labels={"gate": "deny"}, requests={"cpu": "1"}))
+    await h.settle()
+    assert RecordingReserve.calls == [("reserve", "p", "n1"), ("unreserve", "p", "n1")]
+    assert h.condition("p")["message"] == "0/1 nodes are available: 1 denied by gate."
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+
+
+async def test_permit_wait_until_allowed_by_another_pod():
+    h = _custom_harness([make_node("n1")])
+    h.add_pods(make_pod("waiter", labels={"gate": "wait"}, requests={"cpu": "1"}))
+    queue = h.scheduler.queue
+    h.scheduler.schedule_one(queue.pop())
+    assert len(h.scheduler.waiting_pods) == 1
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1000  # assumed while waiting
+    h.add_pods(make_pod("opener", labels={"gate": "open"}, requests={"cpu": "1"}))
+    await h.settle()
+    assert h.node_of("waiter") == "n1"
+    assert h.node_of("opener") == "n1"
+    assert len(h.scheduler.waiting_pods) == 0
