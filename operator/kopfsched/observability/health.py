@@ -1,0 +1,77 @@
+"""The HTTP server on the metrics port: /healthz, /readyz and Prometheus /metrics.
+
+kopf's own liveness endpoint only says its reporting task runs; ours asks the
+operator (`healthy()`: the scheduling loop is alive, `ready()`: the initial listing
+is done), so the Deployment's probes see a stuck scheduler, not merely a live process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+
+logger = logging.getLogger(__name__)
+
+
+class HealthServer:
+    """Serves GET /healthz, /readyz and /metrics until `stop()`."""
+
+    def __init__(self, *, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool],
+                 ready: Callable[[], bool], registry: CollectorRegistry) -> None:
+        self.host = host
+        self._requested_port = port
+        self._healthy = healthy
+        self._ready = ready
+        self._registry = registry
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (the kernel's choice when constructed with port=0)."""
+        if self._port is None:
+            raise RuntimeError("HealthServer is not started")
+        return self._port
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/healthz", self._check_handler("healthz", self._healthy))
+        app.router.add_get("/readyz", self._check_handler("readyz", self._ready))
+        app.router.add_get("/metrics", self._metrics)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._requested_port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = runner.addresses[0][1]
+        logger.info("serving /healthz, /readyz and /metrics on %s:%d", self.host, self._port)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    @staticmethod
+    def _check_handler(name: str, check: Callable[[], bool]):
+        async def handle(request: web.Request) -> web.Response:
+            try:
+                ok = check()
+            except Exception as exc:  # a failing check is an unhealthy answer, not a 500
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                return web.Response(status=503, text=f"{name} check failed: {reason}\n")
+            if ok:
+                return web.Response(text="ok")
+            return web.Response(status=503, text=f"{name} check failed\n")
+        return handle
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encoder(self._registry), headers={"Content-Type": content_type})

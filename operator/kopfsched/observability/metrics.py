@@ -1,0 +1,168 @@
+"""Prometheus metrics with kube-scheduler's names, types, labels and buckets.
+
+`SchedulerMetrics` is a `SchedulingObserver` by duck typing (the scheduler calls
+`attempted` and `extension_point`), plus setters the operator calls for queue depths
+and cache sizes. It sits on the hot path: every call looks up a pre-bound labelled
+child in a dict, so a call costs a dict lookup and one observation, not a label
+resolution. Every metric lives in the instance's own registry unless one is passed,
+so several instances (tests, several operators in one process) never collide.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """As component-base's ExponentialBuckets: start * factor**i for i in 0..count-1."""
+    return tuple(start * factor**i for i in range(count))
+
+
+ATTEMPT_DURATION_BUCKETS = exponential_buckets(0.001, 2, 15)
+EXTENSION_POINT_DURATION_BUCKETS = exponential_buckets(0.0001, 2, 12)
+PREEMPTION_VICTIMS_BUCKETS = exponential_buckets(1, 2, 7)
+POD_SCHEDULING_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)
+SLI_DURATION_BUCKETS = exponential_buckets(0.01, 2, 20)
+
+RESULTS = ("scheduled", "unschedulable", "error")
+QUEUES = ("active", "backoff", "unschedulable", "gated")
+CACHE_TYPES = ("nodes", "pods", "assumed_pods")
+SLI_ATTEMPTS_CAP = 15
+"""Upstream caps the SLI histogram's attempts label at "15+" to bound its cardinality."""
+
+
+class AttemptLike(Protocol):
+    """What `attempted` reads from the scheduler's Attempt record."""
+
+    result: str
+    profile: str
+    seconds: float
+    attempts: int
+    victims: tuple[str, ...]
+    nominated_node: str
+
+
+def attempts_label(attempts: int) -> str:
+    return f"{SLI_ATTEMPTS_CAP}+" if attempts >= SLI_ATTEMPTS_CAP else str(attempts)
+
+
+class SchedulerMetrics:
+    """The scheduler's metrics, registered in `registry` (a fresh one by default)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # Upstream exposes no `_created` series; prometheus_client's switch is process-wide.
+        disable_created_metrics()
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+            "scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"], registry=r)
+        self.scheduling_attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"], buckets=ATTEMPT_DURATION_BUCKETS, registry=r)
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
+            "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that "
+            "the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that "
+            "the scheduler never attempted to schedule because they are gated.",
+            ["queue"], registry=r)
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"], buckets=EXTENSION_POINT_DURATION_BUCKETS, registry=r)
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "Total preemption attempts in the cluster till now", registry=r)
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims", buckets=PREEMPTION_VICTIMS_BUCKETS, registry=r)
+        self.pod_scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=POD_SCHEDULING_ATTEMPTS_BUCKETS, registry=r)
+        self.pod_scheduling_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and "
+            "might involve multiple scheduling attempts.",
+            ["attempts"], buckets=SLI_DURATION_BUCKETS, registry=r)
+        self.cache_size = Gauge(
+            "scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"], registry=r)
+        # Children for the fixed label values, bound once; per-profile ones on first use.
+        self._pending = {queue: self.pending_pods.labels(queue=queue) for queue in QUEUES}
+        self._cache = {kind: self.cache_size.labels(type=kind) for kind in CACHE_TYPES}
+        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._point_children: dict[tuple[str, str, str], Any] = {}
+        self._sli_children: dict[str, Any] = {}
+
+    # -- SchedulingObserver --------------------------------------------------------------
+
+    def attempted(self, attempt: AttemptLike) -> None:
+        """One scheduling attempt ended (bound, or failed in either cycle).
+
+        A successful attempt also records the pod's attempt count and, when the record
+        carries `since_first_queued` (seconds since the pod first entered the queue),
+        the SLI latency. An attempt that nominated a node counts one preemption attempt
+        with its victims, as DefaultPreemption's PostFilter does upstream.
+        """
+        key = (attempt.result, attempt.profile)
+        children = self._attempt_children.get(key)
+        if children is None:
+            children = (self.schedule_attempts.labels(result=attempt.result, profile=attempt.profile),
+                        self.scheduling_attempt_duration.labels(result=attempt.result, profile=attempt.profile))
+            self._attempt_children[key] = children
+        children[0].inc()
+        children[1].observe(attempt.seconds)
+        if attempt.result == "scheduled":
+            self.pod_scheduling_attempts.observe(attempt.attempts)
+            since_first_queued = getattr(attempt, "since_first_queued", None)
+            if since_first_queued is not None:
+                self._sli_child(attempt.attempts).observe(since_first_queued)
+        elif attempt.nominated_node:
+            self.preemption_attempt(victims=len(attempt.victims))
+
+    def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
+        """All plugins of one extension point ran; `code` is the status code's name ("Success", ...)."""
+        key = (point, code, profile)
+        child = self._point_children.get(key)
+        if child is None:
+            child = self.extension_point_duration.labels(extension_point=point, status=code, profile=profile)
+            self._point_children[key] = child
+        child.observe(seconds)
+
+    # -- set by the operator ----------------------------------------------------------------
+
+    def preemption_attempt(self, victims: int) -> None:
+        """One preemption that selected `victims` pods to evict.
+
+        `attempted` already calls this for attempts that nominated a node: call it
+        directly only for preemptions no Attempt record reports.
+        """
+        self.preemption_attempts.inc()
+        if victims > 0:
+            self.preemption_victims.observe(victims)
+
+    def set_pending(self, counts: dict[str, int]) -> None:
+        """Queue depths keyed active, backoff, unschedulable, gated; missing keys read as 0."""
+        for queue, child in self._pending.items():
+            child.set(counts.get(queue, 0))
+
+    def set_cache_size(self, *, nodes: int, pods: int, assumed_pods: int) -> None:
+        self._cache["nodes"].set(nodes)
+        self._cache["pods"].set(pods)
+        self._cache["assumed_pods"].set(assumed_pods)
+
+    def _sli_child(self, attempts: int) -> Any:
+        label = attempts_label(attempts)
+        child = self._sli_children.get(label)
+        if child is None:
+            child = self.pod_scheduling_sli_duration.labels(attempts=label)
+            self._sli_children[label] = child
+        return child
