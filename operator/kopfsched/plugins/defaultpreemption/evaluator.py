@@ -1,0 +1,445 @@
+"""Preemption's evaluator: who may preempt, where, and whom (upstream's framework/preemption).
+
+`Evaluator.preempt` runs upstream's five steps for a pod that fits nowhere:
+
+1. eligibility: `preemptionPolicy: Never`, or victims of an earlier preemption still
+   terminating on the pod's nominated node, stop it;
+2. candidates: a dry run over the nodes where removing pods might help (Filter said
+   Unschedulable, not UnschedulableAndUnresolvable), starting at a random offset and
+   stopping once enough candidates were found;
+3. victims per node (`select_victims_on_node`): remove every lower-priority pod, check
+   the pod fits, then reprieve as many as possible — PDB-protected pods first, most
+   important first;
+4. the best candidate (`pick_one_node_for_preemption`);
+5. the API side effects (delete victims, reject waiting ones, clear lower-priority
+   nominations), run as a supervised task because PostFilter never awaits.
+
+The dry run works on clones of the NodeInfo and the CycleState, so the cycle's snapshot
+is never touched. The pure parts (PDB split, candidate ordering, counts) are module
+functions so they can be tested on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kopfsched.framework.client import NotFoundError
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.diagnosis import Diagnosis, FitError
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.labels import SelectorError, label_selector
+from kopfsched.framework.status import Code, Status
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+
+logger = logging.getLogger(__name__)
+
+MSG_NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+MSG_NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+MSG_NO_VICTIMS = "No preemption victims found for incoming pod"
+MSG_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+MSG_NO_CANDIDATE = "no candidate node for preemption"
+
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+_PRIORITY_OFFSET = 2**31
+"""MaxInt32+1: makes every priority non-negative before summing (upstream's minSumPriorities)."""
+
+IsEligiblePod = Callable[[NodeInfo, PodInfo, PodInfo], bool]
+"""(node, victim, preemptor) -> may the victim be preempted, beyond having a lower priority."""
+
+
+# -- pure helpers -------------------------------------------------------------------------------
+
+
+def _parse_time(raw: Any) -> float | None:
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_start_time(pod: PodInfo) -> float:
+    """status.startTime in epoch seconds; a pod that has not started counts as starting now,
+    i.e. later than any real start time (upstream's GetPodStartTime)."""
+    started = _parse_time((pod.pod.get("status") or {}).get("startTime"))
+    return math.inf if started is None else started
+
+
+def importance_key(pod: PodInfo) -> tuple[int, float]:
+    """Sort key, most important first: higher priority, then the longer-running pod
+    (upstream's MoreImportantPod)."""
+    return -pod.priority, pod_start_time(pod)
+
+
+def more_important_pod(a: PodInfo, b: PodInfo) -> bool:
+    return importance_key(a) < importance_key(b)
+
+
+def calculate_num_candidates(num_nodes: int, *, percentage: int, absolute: int) -> int:
+    """How many candidates the dry run looks for: max(n*percentage/100, absolute), at most n."""
+    n = num_nodes * percentage // 100
+    n = max(n, absolute)
+    return min(n, num_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """The parts of a PodDisruptionBudget preemption reads."""
+
+    namespace: str
+    matches: Callable[[Mapping[str, str]], bool] | None
+    """None when the selector is missing, empty or invalid: such a PDB matches no pod."""
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str]
+
+    @classmethod
+    def from_obj(cls, pdb: Obj) -> DisruptionBudget:
+        meta = pdb.get("metadata") or {}
+        selector = (pdb.get("spec") or {}).get("selector")
+        status = pdb.get("status") or {}
+        matches = None
+        if selector and (selector.get("matchLabels") or selector.get("matchExpressions")):
+            try:
+                matches = label_selector(selector)
+            except SelectorError:
+                matches = None
+        allowed = status.get("disruptionsAllowed")
+        return cls(
+            namespace=meta.get("namespace") or "default",
+            matches=matches,
+            disruptions_allowed=allowed if isinstance(allowed, int) else 0,
+            disrupted_pods=frozenset(status.get("disruptedPods") or ()),
+        )
+
+
+def filter_pods_with_pdb_violation(
+    pods: Sequence[PodInfo], pdbs: Sequence[DisruptionBudget]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """(violating, non-violating), each in the input order.
+
+    Every matching PDB's budget is decremented per pod (pods already in its disruptedPods
+    were counted by the API server and are skipped); a pod whose removal drives any of
+    its PDBs below zero violates."""
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[PodInfo] = []
+    non_violating: list[PodInfo] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:  # a pod without labels matches no PDB
+            for i, pdb in enumerate(pdbs):
+                if pdb.namespace != pod.namespace or pdb.matches is None or not pdb.matches(pod.labels):
+                    continue
+                if pod.name in pdb.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else non_violating).append(pod)
+    return violating, non_violating
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node the preemptor fits on once `victims` (most important first) are gone."""
+
+    name: str
+    victims: tuple[PodInfo, ...]
+    num_pdb_violations: int = 0
+
+
+def _earliest_start_of_highest_priority(victims: Sequence[PodInfo]) -> float:
+    top = max(v.priority for v in victims)
+    return min(pod_start_time(v) for v in victims if v.priority == top)
+
+
+_SCORE_FUNCS: tuple[Callable[[Candidate], float], ...] = (
+    lambda c: -c.num_pdb_violations,  # fewest PDB violations
+    lambda c: -c.victims[0].priority,  # lowest highest-victim priority
+    lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),  # smallest priority sum
+    lambda c: -len(c.victims),  # fewest victims
+    lambda c: _earliest_start_of_highest_priority(c.victims),  # latest start of the top victims
+)
+
+
+def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> Candidate | None:
+    """Upstream's ordering: each criterion keeps the best-scoring candidates; the first
+    criterion that leaves one decides, and the first of the remaining ones wins ties."""
+    remaining = list(candidates)
+    if not remaining:
+        return None
+    for score in _SCORE_FUNCS:
+        scores = [score(c) for c in remaining]
+        best = max(scores)
+        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0]
+
+
+def pod_terminating_by_preemption(pod: PodInfo) -> bool:
+    """Being deleted, with DisruptionTarget=True set by scheduler preemption."""
+    if not pod.is_terminating:
+        return False
+    for condition in (pod.pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == DISRUPTION_TARGET:
+            return condition.get("status") == "True" and condition.get("reason") == REASON_PREEMPTION_BY_SCHEDULER
+    return False
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the evaluator ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DryRunResult:
+    candidates: list[Candidate]
+    """Candidates that violate no PDB first, then the others, each in dry-run order."""
+    statuses: NodeToStatus
+    """Why each node checked without success is not a candidate."""
+    errors: list[Status]
+
+
+class Evaluator:
+    """Preemption for one profile, over the handle's snapshot, nominator and client."""
+
+    def __init__(self, *, plugin_name: str, handle: Handle, min_candidate_nodes_percentage: int,
+                 min_candidate_nodes_absolute: int, is_eligible_pod: IsEligiblePod | None = None,
+                 wall_clock: Callable[[], str] = _utc_now) -> None:
+        self.plugin_name = plugin_name
+        self.handle = handle
+        self.min_candidate_nodes_percentage = min_candidate_nodes_percentage
+        self.min_candidate_nodes_absolute = min_candidate_nodes_absolute
+        self.is_eligible_pod: IsEligiblePod = is_eligible_pod or (lambda node, victim, preemptor: True)
+        self.wall_clock = wall_clock
+
+    @property
+    def framework(self) -> Any:
+        fwk = self.handle.framework
+        if fwk is None:
+            raise RuntimeError("preemption needs the profile's framework on the handle")
+        return fwk
+
+    # -- the five steps -----------------------------------------------------------------------
+
+    def preempt(self, state: CycleState, pod: PodInfo,
+                statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        """(result, status) as upstream's Evaluator.Preempt: (None, rejection) keeps the
+        pod's nomination, (result with no node, rejection) clears it, (result, None) nominates."""
+        nominated = _nominated_node_name(pod)
+        eligible, message = self.pod_eligible_to_preempt_others(pod, statuses.get(nominated) if nominated else None)
+        if not eligible:
+            return None, Status.unschedulable(message)
+
+        all_nodes = self.handle.snapshot.node_infos()
+        if not all_nodes:
+            return None, Status.as_error("no nodes available")
+        potential = self.nodes_where_preemption_might_help(all_nodes, statuses)
+        if potential:
+            pdbs = self.pod_disruption_budgets()
+            offset = self.handle.rng.randrange(len(potential))
+            num_candidates = self.num_candidates(len(potential))
+            dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
+                                              num_candidates=num_candidates)
+        else:
+            dry_run = DryRunResult([], NodeToStatus(), [])
+        if not dry_run.candidates:
+            if dry_run.errors:
+                return None, Status.as_error("; ".join(e.message for e in dry_run.errors))
+            dry_run.statuses.absent = Status.unresolvable(MSG_NOT_HELPFUL)
+            fit = FitError(pod_key=pod.key, num_all_nodes=len(all_nodes),
+                           diagnosis=Diagnosis(node_to_status=dry_run.statuses))
+            return PostFilterResult(nominated_node_name=""), Status.unschedulable(str(fit))
+
+        best = pick_one_node_for_preemption(dry_run.candidates)
+        if best is None or not best.name:
+            return None, Status.unschedulable(MSG_NO_CANDIDATE)
+        self.prepare_candidate(best, pod)
+        return PostFilterResult(nominated_node_name=best.name, victims=tuple(v.key for v in best.victims)), None
+
+    def pod_eligible_to_preempt_others(self, pod: PodInfo, nominated_node_status: Status | None) -> tuple[bool, str]:
+        if pod.spec.get("preemptionPolicy") == "Never":
+            return False, MSG_NOT_ELIGIBLE_NEVER
+        nominated = _nominated_node_name(pod)
+        if nominated:
+            # A nominated node that no longer fits at all frees the pod to preempt elsewhere
+            # (a node with no status counts as such, as upstream's absent-node default).
+            if nominated_node_status is None or nominated_node_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            node = self.handle.snapshot.get(nominated)
+            if node is not None:
+                for other in node.iter_pods():
+                    if self.is_preemption_allowed(node, other, pod) and pod_terminating_by_preemption(other):
+                        return False, MSG_NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def is_preemption_allowed(self, node: NodeInfo, victim: PodInfo, preemptor: PodInfo) -> bool:
+        return victim.priority < preemptor.priority and self.is_eligible_pod(node, victim, preemptor)
+
+    @staticmethod
+    def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
+        """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
+        out = []
+        for node in nodes:
+            status = statuses.get(node.name)
+            if status is not None and status.code is Code.UNSCHEDULABLE:
+                out.append(node)
+        return out
+
+    def num_candidates(self, num_nodes: int) -> int:
+        return calculate_num_candidates(num_nodes, percentage=self.min_candidate_nodes_percentage,
+                                        absolute=self.min_candidate_nodes_absolute)
+
+    def pod_disruption_budgets(self) -> list[DisruptionBudget]:
+        return [DisruptionBudget.from_obj(pdb) for pdb in self.handle.objects.list("PodDisruptionBudget")]
+
+    def dry_run_preemption(self, state: CycleState, pod: PodInfo, potential: Sequence[NodeInfo],
+                           pdbs: Sequence[DisruptionBudget], *, offset: int, num_candidates: int) -> DryRunResult:
+        """Check the potential nodes from `offset` on, round robin, until `num_candidates`
+        candidates were found including at least one that violates no PDB."""
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses = NodeToStatus()
+        errors: list[Status] = []
+        n = len(potential)
+        for i in range(n):
+            node = potential[(offset + i) % n].clone()
+            victims, num_violations, status = self.select_victims_on_node(state.clone(), pod, node, pdbs)
+            if status is None and victims:
+                found = non_violating if num_violations == 0 else violating
+                if len(found) < num_candidates:
+                    found.append(Candidate(node.name, tuple(victims), num_violations))
+                if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                    break
+                continue
+            if status is None:
+                status = Status.as_error(f'expected at least one victim pod on node "{node.name}"')
+            if status.code is Code.ERROR:
+                errors.append(status)
+            statuses.statuses[node.name] = status
+        return DryRunResult(non_violating + violating, statuses, errors)
+
+    def select_victims_on_node(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                               pdbs: Sequence[DisruptionBudget]) -> tuple[list[PodInfo], int, Status | None]:
+        """The fewest pods to remove from `node` (a clone, as is `state`) so `pod` fits:
+        (victims most important first, how many of them violate a PDB, status)."""
+        fwk = self.framework
+        potential = [p for p in node.iter_pods() if self.is_preemption_allowed(node, p, pod)]
+        for victim in potential:
+            node.remove_pod(victim)
+            status = fwk.run_pre_filter_extension_remove_pod(state, pod, victim, node)
+            if status is not None:
+                return [], 0, status
+        if not potential:
+            return [], 0, Status.unresolvable(MSG_NO_VICTIMS)
+        # If the pod does not fit even with every lower-priority pod gone, this node cannot help.
+        # (Affinity of the pod to its own victims is deliberately not considered, as upstream.)
+        status = fwk.run_filter_plugins_with_nominated_pods(state, pod, node)
+        if status is not None:
+            return [], 0, status
+        potential.sort(key=importance_key)
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+
+        def reprieve(candidate: PodInfo) -> tuple[bool, Status | None]:
+            node.add_pod(candidate)
+            status = fwk.run_pre_filter_extension_add_pod(state, pod, candidate, node)
+            if status is not None:
+                return False, status
+            if fwk.run_filter_plugins_with_nominated_pods(state, pod, node) is None:
+                return True, None
+            node.remove_pod(candidate)
+            status = fwk.run_pre_filter_extension_remove_pod(state, pod, candidate, node)
+            victims.append(candidate)
+            return False, status
+
+        num_violating = 0
+        for candidate in violating:
+            fits, status = reprieve(candidate)
+            if status is not None:
+                return [], 0, status
+            if not fits:
+                num_violating += 1
+        for candidate in non_violating:
+            _, status = reprieve(candidate)
+            if status is not None:
+                return [], 0, status
+        if violating and non_violating:
+            victims.sort(key=importance_key)
+        return victims, num_violating, None
+
+    # -- side effects -------------------------------------------------------------------------
+
+    def prepare_candidate(self, candidate: Candidate, pod: PodInfo) -> None:
+        """Start evicting the victims and free the node from lower-priority nominations.
+
+        The nominator forgets those pods at once, so the next cycle no longer reserves room
+        for them; the API calls run in one supervised task."""
+        lower = [p for p in self.handle.nominator.nominated_pods_for_node(candidate.name)
+                 if p.priority < pod.priority]
+        for other in lower:
+            self.handle.nominator.delete_nominated_pod(other)
+        victims = [v for v in candidate.victims if not v.is_terminating]
+        if victims or lower:
+            self.handle.spawn(self._preempt(candidate, pod, victims, lower), f"preemption for {pod.key}")
+
+    async def _preempt(self, candidate: Candidate, pod: PodInfo, victims: list[PodInfo],
+                       lower: list[PodInfo]) -> None:
+        client = self.handle.client
+        for other in lower:
+            try:
+                await client.patch_pod_status(pod=other.pod, nominated_node_name="")
+            except NotFoundError:
+                pass
+            except Exception as exc:  # not critical: the pod is retried anyway
+                logger.warning("cannot clear nominatedNodeName of %s: %s", other.key, exc)
+        failed = False
+        for victim in victims:
+            try:
+                await self.preempt_pod(candidate, pod, victim)
+            except Exception as exc:
+                failed = True
+                logger.error("preempting %s for %s on %s failed: %s", victim.key, pod.key, candidate.name, exc)
+        if failed:
+            # The pod could wait forever for a deletion that never comes: retry it now.
+            self.handle.activate([pod])
+
+    async def preempt_pod(self, candidate: Candidate, preemptor: PodInfo, victim: PodInfo) -> None:
+        """Reject a victim waiting at Permit, or mark it DisruptionTarget and delete it;
+        then post the Preempted event."""
+        waiting = self.handle.waiting_pods.get(victim.uid)
+        if waiting is not None:
+            waiting.reject(self.plugin_name, "preempted")
+        else:
+            condition = {
+                "type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
+                "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": self.wall_clock(),
+            }
+            try:
+                await self.handle.client.delete_pod(pod=victim.pod, condition=condition)
+            except NotFoundError:
+                return  # already gone
+        fwk = self.handle.framework
+        try:
+            await self.handle.client.record_event(
+                regarding=victim.pod, type="Normal", reason="Preempted", action="Preempting",
+                message=f"Preempted by pod {preemptor.uid} on node {candidate.name}",
+                reporting_controller=fwk.profile_name if fwk is not None else self.plugin_name)
+        except Exception as exc:  # an event is informational only
+            logger.warning("failed to record the Preempted event for %s: %s", victim.key, exc)
+
+
+def _nominated_node_name(pod: PodInfo) -> str:
+    return (pod.pod.get("status") or {}).get("nominatedNodeName") or ""

@@ -1,0 +1,92 @@
+"""DefaultPreemption: the PostFilter that makes room for a pod by evicting lower-priority pods.
+
+Extension points: PostFilter, EnqueueExtensions (none: pods it rejected are requeued by the
+plugins whose failures preemption tried to resolve).
+Args: minCandidateNodesPercentage (0..100, default 10) and minCandidateNodesAbsolute
+(>= 0, default 100), not both 0: the dry run stops after
+max(nodes * percentage / 100, absolute) candidates.
+
+The logic lives in `evaluator.Evaluator`; this class adapts it to the framework and
+prefixes its messages with "preemption: " as upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.events import ClusterEventWithHint
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.registry import ArgsError, check_known_fields, int_field
+from kopfsched.framework.status import Status
+from kopfsched.framework.types import PodInfo
+from kopfsched.plugins.defaultpreemption.evaluator import Evaluator
+
+NAME = "DefaultPreemption"
+
+_PERCENTAGE = "minCandidateNodesPercentage"
+_ABSOLUTE = "minCandidateNodesAbsolute"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultPreemptionArgs:
+    min_candidate_nodes_percentage: int = 10
+    """Candidates to find in the dry run, as a percentage of the nodes where preemption might help (0..100)."""
+    min_candidate_nodes_absolute: int = 100
+    """The least number of candidates to find in the dry run (>= 0); both 0 is invalid."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> DefaultPreemptionArgs:
+        problems: list[tuple[str, str]] = []
+        check_known_fields(raw, {_PERCENTAGE, _ABSOLUTE}, problems)
+        percentage = int_field(raw, _PERCENTAGE, 10, problems)
+        absolute = int_field(raw, _ABSOLUTE, 100, problems)
+        args = cls(min_candidate_nodes_percentage=percentage, min_candidate_nodes_absolute=absolute)
+        problems.extend(args.problems())
+        if problems:
+            raise ArgsError(problems)
+        return args
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Upstream's ValidateDefaultPreemptionArgs, word for word."""
+        found: list[tuple[str, str]] = []
+        percentage, absolute = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
+        if not 0 <= percentage <= 100:
+            found.append((_PERCENTAGE, f"Invalid value: {percentage}: not in valid range [0, 100]"))
+        if absolute < 0:
+            found.append((_ABSOLUTE, f"Invalid value: {absolute}: not in valid range [0, inf)"))
+        if percentage == 0 and absolute == 0:
+            found.append((_PERCENTAGE, f"Invalid value: 0: cannot be zero at the same time as {_ABSOLUTE}"))
+            found.append((_ABSOLUTE, f"Invalid value: 0: cannot be zero at the same time as {_PERCENTAGE}"))
+        return found
+
+
+class DefaultPreemption:
+    name = NAME
+
+    def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
+        self.args = args or DefaultPreemptionArgs()
+        problems = self.args.problems()
+        if problems:
+            raise ArgsError(problems)
+        self.handle = handle
+        self.evaluator = Evaluator(
+            plugin_name=NAME, handle=handle,
+            min_candidate_nodes_percentage=self.args.min_candidate_nodes_percentage,
+            min_candidate_nodes_absolute=self.args.min_candidate_nodes_absolute,
+        )
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        result, status = self.evaluator.preempt(state, pod, statuses)
+        if status is not None and status.message:
+            return result, Status(status.code, (f"preemption: {status.message}",), error=status.error)
+        return result, status
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        # Upstream registers events only for async preemption's PreEnqueue gate, which
+        # this plugin does not have: the pod's other rejectors decide when it comes back.
+        return ()
