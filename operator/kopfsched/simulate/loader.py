@@ -98,6 +98,9 @@ def _add(result: ClusterInput, doc: Any, path: str) -> None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         result.problems.append(f"{path}: {label}: metadata.name: required")
         return
+    if kind not in ("Node", "Pod", *CONFIG_KINDS, *OBJECT_KINDS):
+        result.problems.append(f"{path}: {label}: kind: unsupported kind {kind!r}")
+        return
     if kind not in CLUSTER_SCOPED:
         meta.setdefault("namespace", "default")
     loaded = Loaded(doc, path)
@@ -109,11 +112,8 @@ def _add(result: ClusterInput, doc: Any, path: str) -> None:
         target = result.pods
     elif kind in CONFIG_KINDS:
         problem, target = None, result.configs
-    elif kind in OBJECT_KINDS:
-        problem, target = None, result.objects
     else:
-        result.problems.append(f"{path}: {loaded.label}: kind: unsupported kind {kind!r}")
-        return
+        problem, target = None, result.objects
     if problem:
         result.problems.append(f"{path}: {loaded.label}: {problem}")
         return
