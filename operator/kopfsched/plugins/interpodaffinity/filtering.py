@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kopfsched.framework.affinity import AffinityTerm
-from kopfsched.framework.node_table import NodeTable, label_column, lookup_by_label
+from kopfsched.framework.node_table import NodeTable, label_column, label_value_codes
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+# Built once, already naming the plugin: Filter runs per rejected node, and the runtime then
+# has nothing to copy.
+_AFFINITY_REJECTION = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH).with_plugin("InterPodAffinity")
+_ANTI_AFFINITY_REJECTION = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH).with_plugin(
+    "InterPodAffinity")
+_EXISTING_ANTI_AFFINITY_REJECTION = Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
+                                                         ).with_plugin("InterPodAffinity")
 
 TopologyCounts = dict[str, dict[str, int]]
 """topology key -> topology value -> number of matching pods (entries at zero are dropped)."""
@@ -78,6 +86,9 @@ class PreFilterState:
     existing_anti_affinity_counts: TopologyCounts = field(default_factory=dict)
     affinity_counts: TopologyCounts = field(default_factory=dict)
     anti_affinity_counts: TopologyCounts = field(default_factory=dict)
+    lookups: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    """filter_rows' per-label-code arrays of the counts, built on first use (one cycle filters
+    in several chunks); dropped whenever the counts change."""
 
     def clone(self) -> PreFilterState:
         return PreFilterState(
@@ -91,6 +102,7 @@ class PreFilterState:
     def update_with_pod(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
         """Account for `other` appearing on (delta=1) or leaving (delta=-1) `node`."""
         labels = node.labels
+        self.lookups.clear()
         update_with_anti_affinity_terms(self.existing_anti_affinity_counts, other.required_anti_affinity_terms,
                                         self.pod, self.namespace_labels, labels, delta)
         update_with_affinity_terms(self.affinity_counts, self.affinity_terms, other, labels, delta)
@@ -167,12 +179,29 @@ def _first_of_group(state: PreFilterState) -> bool:
 def filter_node(state: PreFilterState, node: NodeInfo) -> Status | None:
     labels = node.labels
     if not satisfy_pod_affinity(state, labels):
-        return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+        return _AFFINITY_REJECTION
     if not satisfy_pod_anti_affinity(state, labels):
-        return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+        return _ANTI_AFFINITY_REJECTION
     if not satisfy_existing_pods_anti_affinity(state, labels):
-        return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+        return _EXISTING_ANTI_AFFINITY_REJECTION
     return None
+
+
+def _positive_rows(state: PreFilterState, which: str, counts: TopologyCounts, key: str, table: NodeTable,
+                   rows: np.ndarray) -> np.ndarray:
+    """True for rows whose value of label `key` has a positive count."""
+    codes = table.column(label_column(key))[rows]
+    lookup = state.lookups.get((which, key))
+    if lookup is None or len(lookup) <= len(label_value_codes(key)):
+        value_codes = label_value_codes(key)
+        lookup = np.zeros(len(value_codes) + 1, dtype=bool)
+        for value, n in counts.get(key, {}).items():
+            code = value_codes.get(value)
+            if code is not None and n > 0:
+                lookup[code] = True
+        state.lookups[(which, key)] = lookup
+    # Missing labels (-1) read the trailing False slot.
+    return lookup[codes]
 
 
 def filter_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -184,12 +213,11 @@ def filter_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> np
         for term in state.affinity_terms:
             key = term.topology_key
             has_all &= table.column(label_column(key))[rows] >= 0
-            pods_exist &= lookup_by_label(table, rows, key, state.affinity_counts.get(key, {})) > 0
+            pods_exist &= _positive_rows(state, "affinity", state.affinity_counts, key, table, rows)
         ok &= has_all & (pods_exist | _first_of_group(state))
     if state.anti_affinity_counts:
         for term in state.anti_affinity_terms:
-            key = term.topology_key
-            ok &= ~(lookup_by_label(table, rows, key, state.anti_affinity_counts.get(key, {})) > 0)
-    for key, per_value in state.existing_anti_affinity_counts.items():
-        ok &= ~(lookup_by_label(table, rows, key, per_value) > 0)
+            ok &= ~_positive_rows(state, "anti", state.anti_affinity_counts, term.topology_key, table, rows)
+    for key in state.existing_anti_affinity_counts:
+        ok &= ~_positive_rows(state, "existing", state.existing_anti_affinity_counts, key, table, rows)
     return ok

@@ -28,9 +28,11 @@ from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, check_known_fields, int_field
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.interpodaffinity import filtering, scoring
+from kopfsched.plugins.interpodaffinity import columns, filtering, scoring
 
 NAME = "InterPodAffinity"
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
 PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
@@ -59,6 +61,14 @@ class InterPodAffinityArgs:
         return cls(hard_pod_affinity_weight=weight, ignore_preferred_terms_of_existing_pods=ignore)
 
 
+def _add_counts(counts: filtering.TopologyCounts, key: str, per_value: Mapping[str, int]) -> None:
+    if not per_value:
+        return
+    target = counts.setdefault(key, {})
+    for value, n in per_value.items():
+        target[value] = target.get(value, 0) + n
+
+
 def _pod_info(obj: Any) -> PodInfo | None:
     if obj is None or isinstance(obj, PodInfo):
         return obj
@@ -77,6 +87,7 @@ class InterPodAffinity:
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
         self.args = args or InterPodAffinityArgs()
         self.handle = handle
+        self._columns = columns.CountColumns()
 
     # -- namespaces ---------------------------------------------------------------------------
 
@@ -105,18 +116,57 @@ class InterPodAffinity:
         if not with_anti_affinity and not own_terms:
             return SKIP  # nothing can reject this pod: don't even look at the namespace
         namespace_labels = self._namespace_labels(pod.namespace)
-        existing = filtering.existing_anti_affinity_counts(pod, namespace_labels, with_anti_affinity)
+        table = self.handle.snapshot.table
+        by_columns = len(table) == len(nodes) > 0
+        keys = columns.topology_keys(table) if by_columns and with_anti_affinity else []
+        if keys is None:
+            existing = filtering.existing_anti_affinity_counts(pod, namespace_labels, with_anti_affinity)
+        else:
+            existing = self._existing_counts_by_columns(table, pod, namespace_labels, keys)
         affinity_terms = self._resolve(pod.required_affinity_terms)
         anti_affinity_terms = self._resolve(pod.required_anti_affinity_terms)
         if not existing and not affinity_terms and not anti_affinity_terms:
             return SKIP
-        affinity, anti = filtering.incoming_affinity_counts(affinity_terms, anti_affinity_terms, nodes)
+        if by_columns:
+            affinity, anti = self._incoming_counts_by_columns(table, pod, affinity_terms, anti_affinity_terms)
+        else:
+            affinity, anti = filtering.incoming_affinity_counts(affinity_terms, anti_affinity_terms, nodes)
         state.write(PRE_FILTER_STATE, filtering.PreFilterState(
             pod=pod, affinity_terms=affinity_terms, anti_affinity_terms=anti_affinity_terms,
             namespace_labels=namespace_labels, existing_anti_affinity_counts=existing,
             affinity_counts=affinity, anti_affinity_counts=anti,
         ))
         return None
+
+    def _existing_counts_by_columns(self, table: NodeTable, pod: PodInfo, namespace_labels: Mapping[str, str],
+                                    keys: list[str]) -> filtering.TopologyCounts:
+        counts: filtering.TopologyCounts = {}
+        for key in keys:
+            per_node = columns.existing_anti_affinity_column(self._columns, table, pod, namespace_labels, key)
+            per_value = columns.domain_counts(table, key, per_node)
+            if per_value:
+                counts[key] = per_value
+        return counts
+
+    def _incoming_counts_by_columns(
+        self, table: NodeTable, pod: PodInfo, affinity_terms: tuple[AffinityTerm, ...],
+        anti_affinity_terms: tuple[AffinityTerm, ...],
+    ) -> tuple[filtering.TopologyCounts, filtering.TopologyCounts]:
+        affinity: filtering.TopologyCounts = {}
+        anti: filtering.TopologyCounts = {}
+        if affinity_terms:
+            raw = (pod.affinity.get("podAffinity") or {}).get(_REQUIRED) or ()
+            signature = "|".join(columns.term_signature(r, t, pod)
+                                 for r, t in zip(raw, affinity_terms, strict=True))
+            per_node = columns.matching_pods_column(self._columns, table, affinity_terms, signature)
+            for term in affinity_terms:
+                _add_counts(affinity, term.topology_key, columns.domain_counts(table, term.topology_key, per_node))
+        raw_anti = (pod.affinity.get("podAntiAffinity") or {}).get(_REQUIRED) or ()
+        for r, term in zip(raw_anti, anti_affinity_terms, strict=True):
+            per_node = columns.matching_pods_column(self._columns, table, (term,),
+                                                    columns.term_signature(r, term, pod))
+            _add_counts(anti, term.topology_key, columns.domain_counts(table, term.topology_key, per_node))
+        return affinity, anti
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
         state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, node, 1)
@@ -142,7 +192,7 @@ class InterPodAffinity:
             return SKIP
         snapshot = self.handle.snapshot
         # Without preferred terms of its own, only existing pods with affinity can score the pod.
-        all_nodes = snapshot.node_infos() if has_constraints else snapshot.have_pods_with_affinity()
+        all_nodes = snapshot.node_infos() if has_constraints else self._nodes_with_scoring_pods()
         if not all_nodes:
             return SKIP
         namespace_labels = self._namespace_labels(pod.namespace)
@@ -163,6 +213,17 @@ class InterPodAffinity:
             return SKIP
         state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
         return None
+
+    def _nodes_with_scoring_pods(self) -> list[NodeInfo]:
+        """Nodes hosting pods whose terms can score another pod: required affinity (weighted by
+        hardPodAffinityWeight) or preferred terms. Required anti-affinity alone never scores."""
+        snapshot = self.handle.snapshot
+        with_affinity = snapshot.have_pods_with_affinity()
+        table = snapshot.table
+        if not with_affinity or len(table) != len(snapshot.node_infos()):
+            return with_affinity
+        rows = np.flatnonzero(table.column(scoring.SCORING_PODS))
+        return [table.nodes[r] for r in rows.tolist()]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         return scoring.score_node(state.read(PRE_SCORE_STATE), node)

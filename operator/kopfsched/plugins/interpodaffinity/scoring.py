@@ -16,7 +16,7 @@ import numpy as np
 
 from kopfsched.framework.affinity import AffinityTerm, WeightedAffinityTerm
 from kopfsched.framework.interface import MAX_NODE_SCORE
-from kopfsched.framework.node_table import NodeTable, lookup_by_label
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, lookup_by_label
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 ScoreMap = dict[str, dict[str, int]]
@@ -31,6 +31,16 @@ class PreScoreState:
 
     def clone(self) -> PreScoreState:
         return self  # read-only after PreScore
+
+
+def _scores_others(pod: PodInfo) -> bool:
+    return bool(pod.required_affinity_terms or pod.preferred_affinity_terms or pod.preferred_anti_affinity_terms)
+
+
+SCORING_PODS = ColumnSpec(
+    "InterPodAffinity:scoring-pods",
+    lambda node: sum(1 for p in node.pods_with_affinity.values() if _scores_others(p)) if node.node is not None else 0)
+"""Per node, the pods whose own terms score incoming pods (see process_existing_pod)."""
 
 
 def _process_term(scores: ScoreMap, term: AffinityTerm, weight: int, pod: PodInfo,
