@@ -40,9 +40,10 @@ async def test_fit_error_message_condition_and_single_event():
     h = Harness(nodes)
     h.add_pods(make_pod("big", requests={"cpu": "2"}))
     await h.settle()
+    # "small" is short of cpu even when empty: NodeResourcesFit says UnschedulableAndUnresolvable,
+    # so preemption cannot help on any node.
     message = ("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). "
-               "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
-               "2 Preemption is not helpful for scheduling.")
+               "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     if "DefaultPreemption" not in h.registry:
         message = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."
     condition = h.condition("big")
