@@ -51,6 +51,16 @@ def _print_problems(problems: Sequence[str]) -> None:
         print(problem, file=sys.stderr)
 
 
+def _plugin_registry():
+    """Built-in plus installed plugins; problems with installed ones are warnings (a profile
+    that enables a broken plugin is itself reported invalid)."""
+    from kopfsched.plugins.registry import full_registry
+
+    registry = full_registry()
+    _print_problems([f"warning: {problem}" for problem in registry.problems])
+    return registry
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from kopfsched.simulate.loader import load_files
     from kopfsched.simulate.output import to_json, to_table
@@ -62,7 +72,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     inputs.problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in
                            profile_inputs.nodes + profile_inputs.pods + profile_inputs.objects)
     inputs.configs.extend(profile_inputs.configs)
-    sim = asyncio.run(simulate(inputs, seed=args.seed, explain=args.explain))
+    sim = asyncio.run(simulate(inputs, registry=_plugin_registry(), seed=args.seed, explain=args.explain))
     report = to_json(sim, explain=args.explain)
     if args.output == "json":
         print(json.dumps(report, indent=2))
@@ -74,9 +84,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from kopfsched.config.validate import validate_files
-    from kopfsched.plugins.registry import in_tree_registry
 
-    problems = validate_files(list(args.files), in_tree_registry())
+    problems = validate_files(list(args.files), _plugin_registry())
     _print_problems(problems)
     if not problems:
         print(f"{len(args.files)} file(s) valid")
@@ -86,7 +95,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from kopfsched.bench.runner import bench
     from kopfsched.bench.workloads import WORKLOADS
-    from kopfsched.plugins.registry import in_tree_registry
 
     if args.workload not in WORKLOADS:
         print(f"unknown workload {args.workload!r}; choose from: {', '.join(WORKLOADS)}", file=sys.stderr)
@@ -94,7 +102,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if min(args.nodes, args.pods) < 1 or args.init_pods < 0:
         print("--nodes and --pods must be at least 1, --init-pods at least 0", file=sys.stderr)
         return EXIT_USAGE
-    registry = in_tree_registry()
+    registry = _plugin_registry()
     profile = None
     if args.profile:
         profile, problems = _load_one_profile(args.profile, registry)

@@ -68,7 +68,8 @@ def test_no_scoring_profile_from_upstream_docs():
                  ['profiles[1].plugins.queueSort: queueSort must be the same for all profiles: "OtherSort" here,'
                   ' "PrioritySort" in KubeSchedulerConfiguration profiles[0]'], id="queue-sort-differs"),
     pytest.param({"profiles": [{"plugins": {"score": {"enabled": [{"name": "Foo"}]}}}]},
-                 ['profiles[0].plugins.score.enabled[0].name: unknown plugin "Foo"'], id="profile-problem-path"),
+                 ['profiles[0].plugins.score.enabled[0].name: unknown plugin "Foo": neither built in nor installed'],
+                 id="profile-problem-path"),
     pytest.param({"profiles": [{"podMaxBackoffSeconds": 3}]}, ["profiles[0].podMaxBackoffSeconds: unknown field"],
                  id="backoff-is-global-in-ksc"),
     pytest.param({"parallelism": 0}, ["parallelism: should be an integer value greater than zero, got 0"],

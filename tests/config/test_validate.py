@@ -45,7 +45,8 @@ def test_problems_name_file_kind_object_and_path(tmp_path):
         """)
     assert validate_files([path], fake_registry()) == [
         f"{path}: SchedulerProfile/bad: spec.percentageOfNodesToScore: not in valid range [0-100], got 120",
-        f'{path}: SchedulerProfile/bad: spec.plugins.score.enabled[0].name: unknown plugin "Foo"',
+        f'{path}: SchedulerProfile/bad: spec.plugins.score.enabled[0].name: '
+        'unknown plugin "Foo": neither built in nor installed',
         f"{path}: KubeSchedulerConfiguration: parallelism: should be an integer value greater than zero, got 0",
     ]
 

@@ -18,7 +18,8 @@ def problems_of(obj: Any) -> list[str]:
 
 @pytest.mark.parametrize(("spec", "expected"), [
     pytest.param({"plugins": {"score": {"enabled": [{"name": "Foo"}]}}},
-                 ['spec.plugins.score.enabled[0].name: unknown plugin "Foo"'], id="unknown-plugin"),
+                 ['spec.plugins.score.enabled[0].name: unknown plugin "Foo": neither built in nor installed'],
+                 id="unknown-plugin"),
     pytest.param({"plugins": {"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}},
                  ['spec.plugins.multiPoint.enabled[0].name: unknown plugin "VolumeBinding"'
                   " (an upstream plugin kopfsched does not implement yet)"], id="upstream-plugin-not-implemented"),
@@ -58,7 +59,8 @@ def problems_of(obj: Any) -> list[str]:
     pytest.param({"pluginConfig": [{"name": "NodeResourcesFit", "args": [1]}]},
                  ["spec.pluginConfig[0].args: args must be an object"], id="args-not-object"),
     pytest.param({"pluginConfig": [{"name": "Foo", "args": {}}]},
-                 ['spec.pluginConfig[0].name: unknown plugin "Foo"'], id="config-for-unknown-plugin"),
+                 ['spec.pluginConfig[0].name: unknown plugin "Foo": neither built in nor installed'],
+                 id="config-for-unknown-plugin"),
     pytest.param({"pluginConfig": [{"name": "MyPlugin"}, {"name": "MyPlugin", "args": {"level": 3}}]},
                  ['spec.pluginConfig[1].name: repeated config for plugin "MyPlugin"'], id="config-repeated"),
     pytest.param({"percentageOfNodesToScore": 101},
@@ -96,7 +98,7 @@ def test_every_problem_is_reported_at_once():
     }
     assert problems_of(scheduler_profile(spec)) == [
         "spec.percentageOfNodesToScore: not in valid range [0-100], got 200",
-        'spec.plugins.score.enabled[0].name: unknown plugin "Foo"',
+        'spec.plugins.score.enabled[0].name: unknown plugin "Foo": neither built in nor installed',
         'spec.plugins.score.enabled[1].name: plugin "NodeName" does not implement the score extension point',
         "spec.plugins.score.enabled[2].weight: must be at least 1, got 0 (disable the plugin instead)",
         "spec.pluginConfig[0].args.level: must be in 1..100, got 1000",

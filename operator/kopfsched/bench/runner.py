@@ -16,7 +16,7 @@ from kopfsched.cache.cache import Cache
 from kopfsched.config.defaults import default_profile
 from kopfsched.config.types import ProfileConfig
 from kopfsched.framework.registry import Registry
-from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.scheduler.scheduler import Scheduler
@@ -58,7 +58,7 @@ def peak_rss_mib() -> float:
 
 async def run_workload(workload: Workload, *, profile: ProfileConfig | None = None, registry: Registry | None = None,
                        seed: int = 0, progress: bool = False, timeout: float = 600.0) -> dict[str, Any]:
-    registry = registry or in_tree_registry()
+    registry = registry or full_registry()
     client = InMemoryClusterClient(record_events=False)
     done = asyncio.Event()
 

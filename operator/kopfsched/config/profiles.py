@@ -50,7 +50,7 @@ from kopfsched.config.validation import (
     type_name,
 )
 from kopfsched.framework.interface import EXTENSION_POINTS, implemented_points
-from kopfsched.framework.registry import ArgsError, Registry
+from kopfsched.framework.registry import ArgsError, PluginFactory, PluginLoadError, Registry
 
 GROUP = "kopfsched.dev"
 VERSION = "v1alpha1"
@@ -101,6 +101,7 @@ class _ProfileParser:
         self.source = source
         self.problems: list[Problem] = []
         self._points: dict[str, list[str] | None] = {}
+        self._broken: dict[str, str] = {}
 
     def add(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -110,10 +111,20 @@ class _ProfileParser:
 
     # Registry lookups --------------------------------------------------------------
 
+    def factory(self, name: str) -> PluginFactory | None:
+        """The plugin's factory; None when it is unknown, or installed but broken (then its
+        one-line reason is in `_broken`). Plugins come only from the registry: a name is
+        never imported as a module path."""
+        try:
+            return self.registry.get(name)
+        except PluginLoadError as error:
+            self._broken.setdefault(name, str(error))
+            return None
+
     def points_of(self, name: str) -> list[str] | None:
         """The extension points `name` implements; None when its class is unknown."""
         if name not in self._points:
-            factory = self.registry.get(name)
+            factory = self.factory(name)
             plugin_type = factory.plugin_type if factory is not None else None
             self._points[name] = implemented_points(plugin_type) if plugin_type is not None else None
         return self._points[name]
@@ -121,7 +132,7 @@ class _ProfileParser:
     def unknown_plugin(self, name: str) -> str:
         if name in UPSTREAM_DEFAULTS_NOT_IMPLEMENTED:
             return f'unknown plugin "{name}" (an upstream plugin kopfsched does not implement yet)'
-        return f'unknown plugin "{name}"'
+        return f'unknown plugin "{name}": neither built in nor installed'
 
     # Plugin sets -------------------------------------------------------------------
 
@@ -184,6 +195,9 @@ class _ProfileParser:
         if name not in self.registry:
             self.add(join(path, "name"), self.unknown_plugin(name))
             check_weight(raw_weight, join(path, "weight"), self.problems)
+            return None
+        if self.factory(name) is None:
+            self.add(join(path, "name"), self._broken[name])
             return None
         points = self.points_of(name)
         if point != MULTI_POINT and points is not None and point not in points:
@@ -258,9 +272,11 @@ class _ProfileParser:
             if name in decoded:
                 self.add(join(item_path, "name"), f'repeated config for plugin "{name}"')
                 continue
-            factory = self.registry.get(name)
+            factory = self.factory(name)
             if factory is None:
-                if name not in UPSTREAM_DEFAULTS_NOT_IMPLEMENTED:
+                if name in self._broken:
+                    self.add(join(item_path, "name"), self._broken[name])
+                elif name not in UPSTREAM_DEFAULTS_NOT_IMPLEMENTED:
                     self.add(join(item_path, "name"), self.unknown_plugin(name))
                 continue
             decoded[name] = self.decode_args(factory, config.get("args"), join(item_path, "args"))
@@ -306,7 +322,7 @@ class _ProfileParser:
         )
 
     def default_args(self, name: str) -> Any:
-        factory = self.registry.get(name)
+        factory = self.factory(name)
         return self.decode_args(factory, None, self.at("pluginConfig")) if factory is not None else None
 
 

@@ -22,7 +22,7 @@ from kopfsched.framework.interface import (
 )
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.queued import QueuedPodInfo
-from kopfsched.framework.registry import ArgsError, PluginFactory, Registry
+from kopfsched.framework.registry import ArgsError, PluginFactory, PluginLoadError, Registry
 from kopfsched.framework.status import SKIP, Code, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
 
@@ -43,6 +43,7 @@ __all__ = [
     "NodeTable",
     "NodeToStatus",
     "PluginFactory",
+    "PluginLoadError",
     "PodInfo",
     "PostFilterResult",
     "PreFilterResult",

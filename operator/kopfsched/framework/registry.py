@@ -29,6 +29,11 @@ class ArgsError(ValueError):
         super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in problems))
 
 
+class PluginLoadError(Exception):
+    """An installed plugin that cannot be used: its entry point fails to import, is not a
+    plugin, or clashes with another. The message says which and why, in one line."""
+
+
 @dataclass(frozen=True, slots=True)
 class PluginFactory:
     name: str
@@ -57,11 +62,17 @@ class PluginFactory:
 
 
 class Registry:
-    """Name → PluginFactory; rejects two plugins with one name."""
+    """Name → PluginFactory; rejects two plugins with one name.
+
+    A lazy loader may raise `PluginLoadError`; `get` then raises it again on every call,
+    so config validation can report the plugin as broken rather than unknown."""
 
     def __init__(self, factories: Mapping[str, PluginFactory] | None = None) -> None:
         self._factories: dict[str, PluginFactory] = {}
         self._lazy: dict[str, Callable[[], PluginFactory]] = {}
+        self.problems: list[str] = []
+        """Problems found while filling the registry (e.g. clashing installed plugins), one line
+        each, for `kopfsched validate` and the operator to report; they never stop start-up."""
         for factory in (factories or {}).values():
             self.register(factory)
 
@@ -79,7 +90,9 @@ class Registry:
     def get(self, name: str) -> PluginFactory | None:
         factory = self._factories.get(name)
         if factory is None and name in self._lazy:
-            factory = self._factories[name] = self._lazy.pop(name)()
+            # Keep the loader until it succeeds: a broken plugin stays broken, not unknown.
+            factory = self._factories[name] = self._lazy[name]()
+            del self._lazy[name]
         return factory
 
     def __contains__(self, name: object) -> bool:
@@ -91,6 +104,7 @@ class Registry:
 
     def merged(self, other: Registry) -> Registry:
         merged = Registry()
+        merged.problems = [*self.problems, *other.problems]
         for registry in (self, other):
             for name, factory in registry._factories.items():
                 merged.register(factory) if name not in merged else merged._duplicate(name)

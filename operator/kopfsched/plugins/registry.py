@@ -1,4 +1,6 @@
-"""The in-tree registry: every built-in plugin by its upstream name.
+"""The plugin registries: `in_tree_registry()` (every built-in plugin by its upstream
+name) and `full_registry()` (those plus every installed out-of-tree plugin), which is
+what the scheduler serves from and what `kopfsched validate` checks against.
 
 Modules are imported only when a profile enables the plugin, so start-up stays quick.
 """
@@ -9,6 +11,7 @@ import importlib
 import importlib.util
 
 from kopfsched.framework.registry import PluginFactory, Registry
+from kopfsched.plugins.entry_points import add_installed_plugins
 
 IN_TREE_MODULES: dict[str, str] = {
     "PrioritySort": "kopfsched.plugins.prioritysort",
@@ -41,4 +44,14 @@ def in_tree_registry() -> Registry:
     for name, module in IN_TREE_MODULES.items():
         if importlib.util.find_spec(module) is not None:
             registry.register_lazy(name, _loader(module))
+    return registry
+
+
+def full_registry() -> Registry:
+    """Built-in plugins, then every plugin installed under the `kopfsched.plugins` entry-point
+    group (see kopfsched.plugins.entry_points). Problems with installed plugins are in
+    `registry.problems` (report them; they never stop start-up) or surface as profile
+    problems when a profile enables a broken plugin."""
+    registry = in_tree_registry()
+    add_installed_plugins(registry)
     return registry

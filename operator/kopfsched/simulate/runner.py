@@ -22,7 +22,7 @@ from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
 from kopfsched.config.validation import check_profiles_consistent
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import PodInfo, pod_key
-from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.scheduler.scheduler import Scheduler
@@ -100,7 +100,7 @@ def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConf
 
 async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, seed: int | None = None,
                    explain: bool = False) -> Simulation:
-    registry = registry or in_tree_registry()
+    registry = registry or full_registry()
     apply_priority_classes(inputs)
     profiles = build_profiles(inputs, registry)
     pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]
