@@ -1,0 +1,231 @@
+"""KubeClusterClient: the scheduler's ClusterClient on kubernetes-asyncio.
+
+Every call goes through one request helper that rate-limits (client-go's QPS/burst),
+retries 5xx, 429 and timeouts with exponential backoff, and maps 409 and 404 to the
+framework's ConflictError and NotFoundError. Objects stay plain dicts: responses are
+not turned into model classes (the `object` response type passes JSON through).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio.client.rest import ApiException
+
+from kopfsched.framework.client import ClusterError, ConflictError, NotFoundError, Obj
+from kopfsched.framework.types import pod_key
+from kopfsched.kube.ratelimit import TokenBucket
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+"""Backoff between attempts of one call; the call gives up after the last."""
+REQUEST_TIMEOUT = 30.0
+EVENT_CACHE_SIZE = 4096
+"""Series kept for deduplication (least recently observed are forgotten first)."""
+
+PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL = "kopfsched.dev", "v1alpha1", "schedulerprofiles"
+
+
+def reporting_instance() -> str:
+    """The replica's identity in Events and the Lease: the pod name, else the hostname."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def micro_time(now: float | None = None) -> str:
+    """A metav1.MicroTime, e.g. 2026-01-01T00:00:00.000000Z."""
+    moment = datetime.datetime.fromtimestamp(time.time() if now is None else now, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status is not None and (exc.status >= 500 or exc.status == 429)
+    return isinstance(exc, asyncio.TimeoutError | aiohttp.ClientError)
+
+
+def _translate(exc: BaseException, what: str) -> ClusterError:
+    if isinstance(exc, ApiException):
+        message = f"{what}: {exc.status} {exc.reason}: {_api_message(exc)}"
+        if exc.status == 409:
+            return ConflictError(message)
+        if exc.status == 404:
+            return NotFoundError(message)
+        return ClusterError(message)
+    return ClusterError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _api_message(exc: ApiException) -> str:
+    import json
+    try:
+        return json.loads(exc.body).get("message", "") if exc.body else ""
+    except (ValueError, AttributeError):
+        return str(exc.body)[:200]
+
+
+@dataclass(slots=True)
+class _Series:
+    name: str
+    namespace: str
+    count: int
+    created: asyncio.Future[bool]
+
+
+class KubeClusterClient:
+    """The ClusterClient protocol (framework.client) against a real API server."""
+
+    def __init__(self, api: k8s.ApiClient, *, qps: float = 50.0, burst: int = 100, instance: str | None = None,
+                 retry_delays: tuple[float, ...] = RETRY_DELAYS, wall_time: Callable[[], float] = time.time) -> None:
+        self.api = api
+        self.limiter = TokenBucket(qps=qps, burst=burst)
+        self.instance = instance or reporting_instance()
+        self.retry_delays = retry_delays
+        self.wall_time = wall_time
+        self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
+
+    # -- the request helper ----------------------------------------------------------------
+
+    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = JSON,
+                      query: Mapping[str, str] | None = None, what: str = "", response_type: str = "object",
+                      rate_limited: bool = True) -> Any:
+        """One API call with rate limiting and retries; returns the parsed JSON body."""
+        what = what or f"{method} {path}"
+        attempt = 0
+        while True:
+            if rate_limited:
+                await self.limiter.acquire()
+            try:
+                return await self.api.call_api(
+                    path, method, query_params=list((query or {}).items()), body=body,
+                    header_params={"Content-Type": content_type, "Accept": JSON},
+                    response_types_map={200: response_type, 201: response_type, 202: response_type},
+                    auth_settings=["BearerToken"], _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
+            except Exception as exc:
+                if not _retryable(exc) or attempt >= len(self.retry_delays):
+                    raise _translate(exc, what) from exc
+                logger.debug("%s failed (%s); retrying", what, exc)
+                await asyncio.sleep(self.retry_delays[attempt])
+                attempt += 1
+
+    # -- ClusterClient ------------------------------------------------------------------------
+
+    async def bind(self, *, pod: Obj, node_name: str) -> None:
+        """POST pods/binding. The generated create_namespaced_pod_binding raises after a
+        successful bind (it expects a Binding back, the API answers a Status)."""
+        meta = pod["metadata"]
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        await self.request("POST", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}/binding",
+                           body=body, response_type="V1Status", what=f"binding {pod_key(pod)} to {node_name}")
+
+    async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
+                               nominated_node_name: str | None = None) -> None:
+        status: dict[str, Any] = {}
+        if condition is not None:
+            status["conditions"] = [condition]  # strategic merge: merged by type
+        if nominated_node_name is not None:
+            status["nominatedNodeName"] = nominated_node_name or None
+        if not status:
+            return
+        meta = pod["metadata"]
+        await self.request("PATCH", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}/status",
+                           body={"status": status}, content_type=STRATEGIC_MERGE_PATCH,
+                           what=f"status of pod {pod_key(pod)}")
+
+    async def delete_pod(self, *, pod: Obj, condition: Obj | None = None) -> None:
+        if condition is not None:
+            await self.patch_pod_status(pod=pod, condition=condition)
+        meta = pod["metadata"]
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.get("uid")}}
+        await self.request("DELETE", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}",
+                           body=options, what=f"deleting pod {pod_key(pod)}")
+
+    async def patch_object(self, *, kind: str, obj: Obj, patch: Mapping[str, Any]) -> Obj:
+        meta = obj["metadata"]
+        if kind == "PersistentVolume":
+            path = f"/api/v1/persistentvolumes/{meta['name']}"
+        elif kind == "PersistentVolumeClaim":
+            path = f"/api/v1/namespaces/{meta.get('namespace')}/persistentvolumeclaims/{meta['name']}"
+        else:
+            raise ValueError(f"cannot patch a {kind}")
+        return await self.request("PATCH", path, body=dict(patch), content_type=MERGE_PATCH,
+                                  what=f"patching {kind} {meta['name']}")
+
+    async def record_event(self, *, regarding: Obj, type: str, reason: str, action: str, message: str,
+                           reporting_controller: str) -> None:
+        """events.k8s.io/v1: the first occurrence creates an Event; repeats of the same
+        (object, type, reason, action, message, controller) update its series instead."""
+        meta = regarding.get("metadata") or {}
+        key = (meta.get("uid") or pod_key(regarding), type, reason, action, message, reporting_controller)
+        series = self._series.get(key)
+        if series is not None:
+            self._series.move_to_end(key)
+            if await self._observe_again(series):
+                return
+        await self._create_event(key, regarding, type=type, reason=reason, action=action, message=message,
+                                 reporting_controller=reporting_controller)
+
+    async def _observe_again(self, series: _Series) -> bool:
+        """Count one more occurrence in an existing series; False when it must be recreated."""
+        if not await series.created:
+            return False
+        series.count += 1
+        patch = {"series": {"count": series.count, "lastObservedTime": micro_time(self.wall_time())}}
+        try:
+            await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
+                               body=patch, content_type=MERGE_PATCH, what=f"event {series.name}")
+        except NotFoundError:  # expired or deleted: start over
+            return False
+        return True
+
+    async def _create_event(self, key: tuple[str, ...], regarding: Obj, *, type: str, reason: str, action: str,
+                            message: str, reporting_controller: str) -> None:
+        meta = regarding.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = self.wall_time()
+        name = f"{meta.get('name')}.{time.time_ns():x}"
+        created: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._series[key] = _Series(name=name, namespace=namespace, count=1, created=created)
+        while len(self._series) > EVENT_CACHE_SIZE:
+            self._series.popitem(last=False)
+        body = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "eventTime": micro_time(now), "reportingController": reporting_controller,
+            "reportingInstance": self.instance, "action": action, "reason": reason, "type": type, "note": message,
+            "regarding": {"apiVersion": regarding.get("apiVersion", "v1"), "kind": regarding.get("kind", "Pod"),
+                          "namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid"),
+                          "resourceVersion": meta.get("resourceVersion")},
+        }
+        try:
+            await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body,
+                               what=f"{reason} event for {pod_key(regarding)}")
+        except BaseException:
+            created.set_result(False)
+            if self._series.get(key) is not None and self._series[key].created is created:
+                del self._series[key]
+            raise
+        created.set_result(True)
+
+    # -- beyond the protocol: the kube layer's own writes ------------------------------------
+
+    async def patch_profile_status(self, *, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch a SchedulerProfile's status subresource."""
+        path = f"/apis/{PROFILE_GROUP}/{PROFILE_VERSION}/{PROFILE_PLURAL}/{name}/status"
+        await self.request("PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH,
+                           what=f"status of SchedulerProfile {name}")

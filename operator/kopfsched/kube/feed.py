@@ -1,0 +1,156 @@
+"""ClusterFeed: watch events (kopf's, our own LISTs') → the scheduler's EventHandlers.
+
+What a client-go informer would give the scheduler and a kopf on.event handler does not:
+
+- the previous version of an object (kopf's on.event has no `old`): kept per object here;
+- ordering across two sources — the initial LIST we do ourselves and kopf's own list and
+  watch: an event older (by resourceVersion) than what is known is dropped, a pod never
+  goes back from bound to unbound, and a recent deletion is not undone by an older LIST;
+- deletions a relist cannot show (kopf sends no DELETED for objects that vanished while a
+  watch was down, e.g. after 410 Gone): `reconcile` compares a fresh LIST with what is
+  known and deletes what the LIST lacks and no event touched since the LIST began.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kopfsched.framework.types import Obj
+from kopfsched.scheduler.event_handlers import EventHandlers
+
+logger = logging.getLogger(__name__)
+
+POD, NODE = "Pod", "Node"
+TOMBSTONES = 10_000
+"""Recently deleted objects remembered per kind, so an older LIST cannot resurrect them."""
+
+
+def _rv(obj: Obj) -> int | None:
+    value = (obj.get("metadata") or {}).get("resourceVersion")
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _assigned(pod: Obj) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+@dataclass(slots=True)
+class _Known:
+    obj: Obj
+    epoch: int
+
+
+class ClusterFeed:
+    """Keeps the last version of every watched object and tells the EventHandlers."""
+
+    def __init__(self, handlers: EventHandlers) -> None:
+        self.handlers = handlers
+        self._known: dict[str, dict[str, _Known]] = {}
+        self._tombstones: dict[str, OrderedDict[str, int | None]] = {}
+        self.epoch = 0
+
+    @staticmethod
+    def key_of(kind: str, obj: Obj) -> str:
+        meta = obj.get("metadata") or {}
+        if kind == POD:
+            return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        namespace = meta.get("namespace")
+        return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+    def count(self, kind: str) -> int:
+        return len(self._known.get(kind, ()))
+
+    def known(self, kind: str) -> list[Obj]:
+        return [entry.obj for entry in self._known.get(kind, {}).values()]
+
+    # -- events ----------------------------------------------------------------------------
+
+    def upsert(self, kind: str, obj: Obj) -> None:
+        """ADDED, MODIFIED, or listed."""
+        key = self.key_of(kind, obj)
+        known = self._known.setdefault(kind, {})
+        entry = known.get(key)
+        if self._stale(kind, key, obj, entry):
+            return
+        self._tombstones.get(kind, {}).pop(key, None)
+        old = entry.obj if entry is not None else None
+        known[key] = _Known(obj, self.epoch)
+        try:
+            self._dispatch_upsert(kind, obj, old)
+        except Exception:  # one bad object must not stop the feed
+            logger.exception("failed to handle %s %s", kind, key)
+
+    def delete(self, kind: str, obj: Obj) -> None:
+        key = self.key_of(kind, obj)
+        entry = self._known.get(kind, {}).pop(key, None)
+        tombstones = self._tombstones.setdefault(kind, OrderedDict())
+        tombstones[key] = _rv(obj)
+        while len(tombstones) > TOMBSTONES:
+            tombstones.popitem(last=False)
+        last = obj if entry is None else entry.obj
+        try:
+            self._dispatch_delete(kind, last)
+        except Exception:
+            logger.exception("failed to handle the deletion of %s %s", kind, key)
+
+    def _stale(self, kind: str, key: str, obj: Obj, entry: _Known | None) -> bool:
+        new_rv = _rv(obj)
+        if entry is None:
+            tombstones = self._tombstones.get(kind)
+            if tombstones is not None and key in tombstones:
+                gone_rv = tombstones[key]
+                return new_rv is None or gone_rv is None or new_rv <= gone_rv
+            return False
+        if entry.obj is obj:
+            return True
+        old_rv = _rv(entry.obj)
+        if new_rv is not None and old_rv is not None and new_rv <= old_rv:
+            return True  # older, or a relist's copy of what is known
+        # A pod is never unbound: an unbound version after a bound one is an old one.
+        return kind == POD and _assigned(entry.obj) and not _assigned(obj)
+
+    def _dispatch_upsert(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind == POD:
+            self.handlers.on_pod_upsert(obj, old)
+        elif kind == NODE:
+            self.handlers.on_node_upsert(obj, old)
+        else:
+            self.handlers.on_object_upsert(kind, obj)
+
+    def _dispatch_delete(self, kind: str, obj: Obj) -> None:
+        if kind == POD:
+            self.handlers.on_pod_delete(obj)
+        elif kind == NODE:
+            self.handlers.on_node_delete(obj)
+        else:
+            self.handlers.on_object_delete(kind, obj)
+
+    # -- relist reconciliation ---------------------------------------------------------------
+
+    def begin_listing(self) -> int:
+        """Call right before a LIST is sent; returns the token for `reconcile`."""
+        self.epoch += 1
+        return self.epoch
+
+    def reconcile(self, kind: str, listed: Iterable[Obj], *, token: int) -> int:
+        """Apply a LIST taken after `begin_listing()` returned `token`: upsert what it shows,
+        delete what it does not show unless an event touched it since. Returns the number
+        of objects deleted."""
+        seen: set[str] = set()
+        for obj in listed:
+            seen.add(self.key_of(kind, obj))
+            self.upsert(kind, obj)
+        ghosts = [entry.obj for key, entry in self._known.get(kind, {}).items()
+                  if key not in seen and entry.epoch < token]
+        for obj in ghosts:
+            logger.info("%s %s vanished while the watch was away; removing it", kind, self.key_of(kind, obj))
+            self.delete(kind, obj)
+        return len(ghosts)
+
+    def upsert_all(self, kind: str, objects: Iterable[Any]) -> None:
+        for obj in objects:
+            self.upsert(kind, obj)

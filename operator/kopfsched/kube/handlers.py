@@ -1,0 +1,116 @@
+"""kopf handlers and settings: the watch side of the operator.
+
+Only `@kopf.on.event` handlers, on a private OperatorRegistry: kopf keeps no state on
+the objects of such handlers (no annotations, finalizers, diff-base or status), so it
+never writes to pods, nodes, volumes — nor to SchedulerProfiles, whose status we write
+ourselves. kopf runs in its own thread and loop (see kube.main); every handler forwards
+the raw event to the scheduler's loop with `call_soon_threadsafe`, which keeps the events
+of one watch in order and never touches the scheduler from kopf's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client as k8s
+
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+"""kube-scheduler's pod informer leaves finished pods out."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedKind:
+    kind: str
+    group_version: str
+    plural: str
+
+
+WATCHED: tuple[WatchedKind, ...] = (
+    WatchedKind("Pod", "v1", "pods"),
+    WatchedKind("Node", "v1", "nodes"),
+    WatchedKind("PersistentVolume", "v1", "persistentvolumes"),
+    WatchedKind("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
+    WatchedKind("StorageClass", "storage.k8s.io/v1", "storageclasses"),
+    WatchedKind("CSINode", "storage.k8s.io/v1", "csinodes"),
+    WatchedKind("Namespace", "v1", "namespaces"),
+    WatchedKind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
+    # PodTopologySpread's System defaulting reads the selectors of these.
+    WatchedKind("Service", "v1", "services"),
+    WatchedKind("ReplicaSet", "apps/v1", "replicasets"),
+    WatchedKind("StatefulSet", "apps/v1", "statefulsets"),
+    WatchedKind("ReplicationController", "v1", "replicationcontrollers"),
+)
+PROFILE_KIND = WatchedKind("SchedulerProfile", "kopfsched.dev/v1alpha1", "schedulerprofiles")
+
+Forward = Callable[[str, str | None, dict[str, Any]], None]
+"""(kind, event type — ADDED, MODIFIED, DELETED, or None when listed —, object)."""
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No diff-base for on.event-only resources: kopf would otherwise deep-copy every
+    object on every event to compute an essence nobody reads."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
+
+
+def operator_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False  # no log lines (nor anything else) posted as Events
+    settings.persistence.diffbase_storage = NoDiffBase()
+    settings.queueing.worker_limit = None
+    settings.watching.field_selectors["v1", "pods"] = POD_FIELD_SELECTOR
+    settings.watching.reconnect_backoff = 0.1
+    return settings
+
+
+def _selector(watched: WatchedKind) -> tuple[str, ...]:
+    return (*watched.group_version.split("/"), watched.plural) if "/" in watched.group_version else (
+        watched.group_version, watched.plural)
+
+
+def build_registry(*, forward: Forward, configuration: k8s.Configuration) -> kopf.OperatorRegistry:
+    """A private registry: the login handler and one on.event handler per watched kind."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return await connection_info(configuration)
+
+    for watched in (*WATCHED, PROFILE_KIND):
+        _register(registry, watched, forward)
+    return registry
+
+
+def _register(registry: kopf.OperatorRegistry, watched: WatchedKind, forward: Forward) -> None:
+    kind = watched.kind
+
+    async def on_event(event: dict[str, Any], **_: Any) -> None:
+        forward(kind, event.get("type"), event["object"])
+
+    kopf.on.event(*_selector(watched), registry=registry, id=f"feed-{watched.plural}")(on_event)
+
+
+async def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:
+    """kopf's credentials from a loaded kubernetes_asyncio Configuration (as kopf's own
+    login_via_async_client does, but for this configuration rather than the global one)."""
+    header = configuration.get_api_key_with_prefix("BearerToken")
+    if asyncio.iscoroutine(header):
+        header = await header
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(
+        server=configuration.host, ca_path=configuration.ssl_ca_cert, insecure=not configuration.verify_ssl,
+        username=configuration.username or None, password=configuration.password or None, scheme=scheme,
+        token=token, certificate_path=configuration.cert_file, private_key_path=configuration.key_file,
+    )

@@ -1,0 +1,41 @@
+"""Client-side rate limiting (client-go's token bucket: QPS with a burst)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+"""kube-scheduler's clientConnection defaults."""
+
+
+class TokenBucket:
+    """`qps` tokens per second, at most `burst` saved up; `acquire` waits for one.
+
+    Waiters are served in arrival order: each reserves the next token's time slot, so a
+    burst of callers spreads out evenly instead of waking up together."""
+
+    def __init__(self, *, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError("qps must be > 0 and burst >= 1")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+
+    async def acquire(self) -> None:
+        self._refill()
+        self._tokens -= 1.0  # may go negative: a reservation of a future token
+        if self._tokens < 0:
+            await self._sleep(-self._tokens / self.qps)
