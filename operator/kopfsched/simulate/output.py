@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kopfsched.framework.resources import CPU, PODS, Resource
+from kopfsched.framework.types import PodInfo
 from kopfsched.simulate.runner import Simulation
 
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
@@ -60,11 +61,14 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
             entry["node"] = spec["nodeName"]
         elif pod is None:
             entry["result"] = "Preempted"
+        elif attempt is None and not scheduler.responsible_for(PodInfo(pod)):
+            # In a cluster another scheduler would take it; offline nothing will.
+            entry["message"] = f'no profile for schedulerName "{entry["schedulerName"]}"'
         if attempt is not None:
             if entry["result"] != "Scheduled":
                 entry["message"] = attempt.message or entry["message"]
-            entry["nominatedNode"] = attempt.nominated_node or None
-            entry["victims"] = list(attempt.victims)
+            entry["nominatedNode"] = sim.log.nominated.get(key)
+            entry["victims"] = list(sim.log.victims.get(key, ()))
             if explain:
                 entry["filter"] = _filter_explain(attempt, node_names)
                 entry["scores"] = attempt.scores or {}
@@ -129,9 +133,13 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _preempted(pod: dict[str, Any]) -> str:
+    return f"preempted {', '.join(pod['victims'])}" if pod["victims"] else ""
+
+
 def to_table(report: dict[str, Any]) -> str:
     pod_rows = [[f"{p['namespace']}/{p['name']}", p["schedulerName"], p["result"], p["node"] or "-",
-                 p["message"] if p["result"] != "Scheduled" else ""] for p in report["pods"]]
+                 p["message"] if p["result"] != "Scheduled" else _preempted(p)] for p in report["pods"]]
     node_rows = [[n["name"], str(n["pods"]),
                   f"{n['requested'].get('cpu', '0')}/{n['allocatable'].get('cpu', '0')}",
                   f"{n['requested'].get('memory', '0')}/{n['allocatable'].get('memory', '0')}"]

@@ -41,15 +41,23 @@ class VirtualClock:
 
 
 class AttemptLog(NullObserver):
-    """Each pod's last attempt, in the order of first attempts."""
+    """Each pod's last attempt, in the order of first attempts, and what its preemptions did
+    (a pod that preempted is usually bound by a later attempt, which has no victims)."""
 
     def __init__(self) -> None:
         self.attempts: dict[str, Attempt] = {}
         self.preempted: list[str] = []
+        self.victims: dict[str, list[str]] = {}
+        self.nominated: dict[str, str] = {}
 
     def attempted(self, attempt: Attempt) -> None:
-        self.attempts[attempt.pod.key] = attempt
+        key = attempt.pod.key
+        self.attempts[key] = attempt
         self.preempted.extend(attempt.victims)
+        if attempt.victims:
+            self.victims.setdefault(key, []).extend(attempt.victims)
+        if attempt.nominated_node:
+            self.nominated[key] = attempt.nominated_node
 
 
 @dataclass
