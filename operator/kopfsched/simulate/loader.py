@@ -160,9 +160,34 @@ def _check_pod(pod: Obj) -> str | None:
         problem = _check_quantities(spec.get(part), f"spec.{part}")
         if problem:
             return problem
+    problem = _check_shapes(pod)
+    if problem:
+        return problem
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         return "spec.priority: must be an integer"
+    return None
+
+
+_POD_SHAPES = (
+    (("metadata", "labels"), dict), (("spec", "nodeSelector"), dict), (("spec", "affinity"), dict),
+    (("spec", "tolerations"), list), (("spec", "topologySpreadConstraints"), list),
+    (("spec", "schedulingGates"), list),
+)
+
+
+def _check_shapes(pod: Obj) -> str | None:
+    """The types the API server's validation would have enforced on what the scheduler reads."""
+    for (part, name), kind in _POD_SHAPES:
+        value = (pod.get(part) or {}).get(name)
+        if value is not None and not isinstance(value, kind):
+            return f"{part}.{name}: must be {'an object' if kind is dict else 'a list'}"
+        if kind is list and value is not None and not all(isinstance(item, dict) for item in value):
+            return f"{part}.{name}: every item must be an object"
+    for i, c in enumerate((pod.get("spec") or {}).get("topologySpreadConstraints") or ()):
+        skew = c.get("maxSkew")
+        if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
+            return f"spec.topologySpreadConstraints[{i}].maxSkew: must be an integer greater than zero"
     return None
 
 
