@@ -25,6 +25,8 @@ class Attempt:
     nominated_node: str = ""
     victims: tuple[str, ...] = ()
     attempts: int = 1
+    since_first_queued: float | None = None
+    """Seconds from the pod first entering the queue to a successful bind (the SLI)."""
 
 
 class SchedulingObserver(Protocol):

@@ -107,6 +107,7 @@ class Scheduler:
             snapshot=self.algorithm.snapshot,
             client=self.client,
             objects=self.cache.objects,
+            pods=_KnownPods(self),
             nominator=self.queue.nominator,
             waiting_pods=self.waiting_pods,
             activate=self.queue.activate,
@@ -245,7 +246,9 @@ class Scheduler:
         self.cache.finish_binding(assumed)
         self.observer.attempted(Attempt(
             pod=qpi.pod_info, profile=fwk.profile_name, result="scheduled", seconds=self.clock() - start,
-            node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts))
+            node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts,
+            since_first_queued=self.clock() - qpi.initial_attempt_timestamp
+            if qpi.initial_attempt_timestamp is not None else None))
         await self._call_api(self.client.record_event(
             regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
             message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name),
@@ -328,6 +331,29 @@ class Scheduler:
         if not task.cancelled() and task.exception() is not None:
             logger.error("%s failed", task.get_name(), exc_info=task.exception())
 
+    async def settle_tasks(self) -> None:
+        """Until every task has finished or is a binding task parked at Permit, waiting for
+        other pods (offline runs: a gang's first members wait while later members schedule).
+
+        Every parked WaitingPod blocks exactly one pending task, so when the counts match
+        only parked tasks are left. Tasks of the in-memory client never wait on real I/O."""
+        while True:
+            pending = sum(1 for task in self._tasks if not task.done())
+            if pending <= self.waiting_pods.parked_count():
+                return
+            await asyncio.sleep(0)
+
+    async def run_permit_timeouts(self, stop_event: asyncio.Event, *, interval: float = 1.0) -> None:
+        """Reject pods whose Permit wait has timed out, every `interval` seconds, until
+        `stop_event` is set. The operator runs this beside `run`: Permit timeouts are
+        measured on `self.clock`, not by real-time timers."""
+        while not stop_event.is_set():
+            self.waiting_pods.expire(self.clock())
+            try:
+                await asyncio.wait_for(stop_event.wait(), interval)
+            except TimeoutError:
+                pass
+
     @property
     def in_flight_tasks(self) -> int:
         return len(self._tasks)
@@ -343,6 +369,27 @@ class Scheduler:
         for waiting in self.waiting_pods:
             waiting.reject("", "scheduler is shutting down")
         await self.wait_for_tasks()
+
+
+class _KnownPods:
+    """Handle.pods: assigned pods from the cache, then pending pods from the queue (in
+    flight included) and pending pods of other schedulers."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def list(self, namespace: str | None = None) -> list[PodInfo]:
+        sched = self._scheduler
+        queue = sched.queue
+        seen: dict[str, PodInfo] = {}
+        queued = (*queue.active_pods(), *queue.backoff_pods(), *queue.unschedulable_pods(), *queue.gated_pods())
+        sources = (sched.cache.pods(), (q.pod_info for q in queued), queue.in_flight_pods(),
+                   sched._pending_unmanaged.values())
+        for source in sources:
+            for pod in source:
+                if namespace is None or pod.namespace == namespace:
+                    seen.setdefault(pod.uid, pod)
+        return list(seen.values())
 
 
 def _priority_then_timestamp(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
