@@ -60,21 +60,30 @@ class Harness:
             self.client.add_pod(pod)
             self.handlers.on_pod_upsert(pod)
 
+    def add_objects(self, kind: str, *objs: dict) -> None:
+        """Cluster objects other than pods and nodes (e.g. PodGroups), as a watch would add them."""
+        for obj in objs:
+            self.handlers.on_object_upsert(kind, obj)
+
     async def settle(self, *, max_attempts: int = 1000) -> None:
-        """Schedule until nothing is active or backing off (advancing virtual time)."""
+        """Schedule until nothing is active, backing off or waiting at Permit with a deadline
+        (advancing virtual time to the next backoff expiry or Permit deadline)."""
         queue = self.scheduler.queue
         for _ in range(max_attempts):
             qpi = queue.pop()
             if qpi is not None:
                 self.scheduler.schedule_one(qpi)
                 continue
-            await self.scheduler.wait_for_tasks()
+            await self.scheduler.settle_tasks()
             if queue.pending_counts()["active"]:
                 continue
-            expiry = queue.next_backoff_expiry()
-            if expiry is None:
+            waiting = self.scheduler.waiting_pods
+            due = [t for t in (queue.next_backoff_expiry(), waiting.next_deadline()) if t is not None]
+            if not due:
                 return
-            self.clock.now = max(self.clock.now, expiry)
+            self.clock.now = max(self.clock.now, min(due))
+            waiting.expire(self.clock.now)
+            await self.scheduler.settle_tasks()
             queue.flush_backoff_completed()
         raise AssertionError("the queue did not settle")
 

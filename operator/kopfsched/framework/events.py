@@ -24,6 +24,8 @@ class EventResource(enum.StrEnum):
     CSI_NODE = "CSINode"
     NAMESPACE = "Namespace"
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
+    POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
+    """scheduler-plugins' PodGroup, named as upstream names a custom resource's events (GVK)."""
     WILDCARD = "*"
 
 

@@ -1,8 +1,8 @@
 """Handle: what the framework offers plugins beyond their arguments (upstream's framework.Handle).
 
 A plugin factory receives `(args, handle)`. Through the handle a plugin reaches the
-cycle's snapshot, read-only listers of the cluster objects in the cache, the cluster
-client, the pods waiting at Permit, the nominator, and a way to re-activate pods.
+cycle's snapshot, read-only listers of the cluster objects and of every known pod, the
+cluster client, the pods waiting at Permit, the nominator, and a way to re-activate pods.
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ class ObjectLister(Protocol):
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
 
 
+class PodLister(Protocol):
+    """Every pod the scheduler knows of (upstream's pod informer lister): bound, assumed and
+    pending, of any scheduler name; terminated pods are gone."""
+
+    def list(self, namespace: str | None = None) -> list[PodInfo]: ...
+
+
 class PodNominator(Protocol):
     """Pods that preemption promised a node to, by node."""
 
@@ -74,20 +81,47 @@ class _NoObjects:
         return []
 
 
-class WaitingPod:
-    """A pod held at Permit: every plugin that said Wait must allow it; one reject ends it."""
+class _NoPods:
+    def list(self, namespace: str | None = None) -> list[PodInfo]:
+        return []
 
-    def __init__(self, pod: PodInfo, node_name: str, pending: dict[str, float]) -> None:
+
+class WaitingPod:
+    """A pod held at Permit: every plugin that said Wait must allow it; one reject ends it.
+
+    With `registered_at` (the handle's clock when Permit said Wait) the pod times out on
+    that clock: `expire(now)` rejects it once `deadline` has passed, so offline runs on a
+    virtual clock never wait in real time. Without it, `wait` times out in real seconds."""
+
+    def __init__(self, pod: PodInfo, node_name: str, pending: dict[str, float], *,
+                 registered_at: float | None = None) -> None:
         self.pod = pod
         self.node_name = node_name
         self.pending_plugins: set[str] = set(pending)
         self.timeouts = pending
+        self.registered_at = registered_at
         self._done: asyncio.Future[tuple[bool, str, str]] | None = None
         self._result: tuple[bool, str, str] | None = None
 
     @property
     def uid(self) -> str:
         return self.pod.uid
+
+    @property
+    def deadline(self) -> float | None:
+        """When the earliest plugin timeout ends, on the registering clock (None: real time)."""
+        if self.registered_at is None or not self.timeouts:
+            return None
+        return self.registered_at + min(self.timeouts.values())
+
+    @property
+    def parked(self) -> bool:
+        """A binding task is blocked in `wait` and nothing has decided the pod yet."""
+        return self._done is not None and self._result is None
+
+    @property
+    def decided(self) -> bool:
+        return self._result is not None
 
     def allow(self, plugin: str) -> None:
         self.pending_plugins.discard(plugin)
@@ -96,6 +130,18 @@ class WaitingPod:
 
     def reject(self, plugin: str, message: str) -> None:
         self._finish((False, plugin, message))
+
+    def expire(self, now: float) -> bool:
+        """Reject the pod as timed out if its deadline is past; True when it did."""
+        deadline = self.deadline
+        if self._result is not None or deadline is None or now < deadline:
+            return False
+        plugin, timeout = self._earliest_timeout()
+        self._finish((False, plugin, _timeout_message(plugin, timeout)))
+        return True
+
+    def _earliest_timeout(self) -> tuple[str, float]:
+        return min(self.timeouts.items(), key=lambda item: item[1])
 
     def _finish(self, result: tuple[bool, str, str]) -> None:
         if self._result is not None:
@@ -110,13 +156,19 @@ class WaitingPod:
             return self._result
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
-        plugin, timeout = min(self.timeouts.items(), key=lambda item: item[1])
+        if self.registered_at is not None:
+            return await asyncio.shield(self._done)  # expire() ends it on the injected clock
+        plugin, timeout = self._earliest_timeout()
         try:
             return await asyncio.wait_for(asyncio.shield(self._done), timeout)
         except TimeoutError:
-            self._finish((False, plugin, f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}"))
+            self._finish((False, plugin, _timeout_message(plugin, timeout)))
             assert self._result is not None
             return self._result
+
+
+def _timeout_message(plugin: str, timeout: float) -> str:
+    return f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}"
 
 
 class WaitingPods:
@@ -138,6 +190,22 @@ class WaitingPods:
     def __len__(self) -> int:
         return len(self._pods)
 
+    def expire(self, now: float) -> list[WaitingPod]:
+        """Reject every pod whose Permit deadline has passed at `now`; returns them.
+
+        The operator calls this periodically with its clock (Scheduler.run_permit_timeouts);
+        simulate calls it after moving its virtual clock to `next_deadline()`."""
+        return [waiting for waiting in list(self._pods.values()) if waiting.expire(now)]
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline among the pods not yet allowed or rejected."""
+        deadlines = [w.deadline for w in self._pods.values() if not w.decided and w.deadline is not None]
+        return min(deadlines, default=None)
+
+    def parked_count(self) -> int:
+        """How many binding tasks are blocked waiting on Permit right now."""
+        return sum(1 for waiting in self._pods.values() if waiting.parked)
+
 
 @dataclass
 class Handle:
@@ -155,3 +223,5 @@ class Handle:
     """Run an API side effect (e.g. deleting preemption victims) as a supervised task."""
     framework: Framework | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    pods: PodLister = field(default_factory=_NoPods)
+    """Every pod the scheduler knows of, by namespace (pending ones included)."""

@@ -449,7 +449,7 @@ class Framework:
             result = result.with_plugin(plugin.name)
             break
         if result is None and waits:
-            self.handle.waiting_pods.add(WaitingPod(pod, node_name, waits))
+            self.handle.waiting_pods.add(WaitingPod(pod, node_name, waits, registered_at=self.handle.clock()))
             result = Status.wait(
                 f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"'
             )

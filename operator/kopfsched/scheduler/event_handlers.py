@@ -19,6 +19,7 @@ OBJECT_RESOURCES: dict[str, EventResource] = {
     "CSINode": EventResource.CSI_NODE,
     "Namespace": EventResource.NAMESPACE,
     "PodDisruptionBudget": EventResource.POD_DISRUPTION_BUDGET,
+    "PodGroup": EventResource.POD_GROUP,
 }
 
 

@@ -1,9 +1,9 @@
 """Schedule a cluster snapshot offline with the same scheduler code that runs in a cluster.
 
 Time is virtual: when nothing is left in activeQ, the clock jumps to the next backoff
-expiry. The run ends when the queue settles — every pod bound, or waiting in the
-unschedulable pool for an event that cannot come offline — or after an attempt budget
-that guards against endless preemption loops.
+expiry or Permit deadline, whichever comes first. The run ends when the queue settles —
+every pod bound, or waiting in the unschedulable pool for an event that cannot come
+offline — or after an attempt budget that guards against endless preemption loops.
 """
 
 from __future__ import annotations
@@ -155,13 +155,16 @@ async def _drain(scheduler: Scheduler, clock: VirtualClock, sim: Simulation, *, 
             scheduler.schedule_one(qpi)
             await asyncio.sleep(0)
             continue
-        await scheduler.wait_for_tasks()
+        await scheduler.settle_tasks()
         if queue.pending_counts().get("active"):
             continue
-        expiry = queue.next_backoff_expiry()
-        if expiry is None:
+        # Jump to whatever comes first: a backoff ending or a Permit wait timing out.
+        due = [t for t in (queue.next_backoff_expiry(), scheduler.waiting_pods.next_deadline()) if t is not None]
+        if not due:
             return
-        clock.now = max(clock.now, expiry)
+        clock.now = max(clock.now, min(due))
+        scheduler.waiting_pods.expire(clock.now)
+        await scheduler.settle_tasks()
         queue.flush_backoff_completed()
 
 
