@@ -28,6 +28,7 @@ IN_TREE_MODULES: dict[str, str] = {
     "InterPodAffinity": "kopfsched.plugins.interpodaffinity",
     "PodTopologySpread": "kopfsched.plugins.podtopologyspread",
     "DefaultPreemption": "kopfsched.plugins.defaultpreemption",
+    "Coscheduling": "kopfsched.plugins.coscheduling",
 }
 
 
