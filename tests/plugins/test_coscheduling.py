@@ -3,6 +3,7 @@ gangs bind together or not at all, releasing what they reserved; timeouts on the
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -199,3 +200,22 @@ def test_args_validation(raw, message):
 
 def test_args_defaults():
     assert CoschedulingArgs.from_dict({}) == CoschedulingArgs(60, 0, 10)
+
+
+async def test_operator_loop_expires_permit_waits_on_the_scheduler_clock():
+    h = harness([make_node("n1", cpu="8")])
+    h.add_objects("PodGroup", pod_group("g", 2, timeout=10))
+    h.add_pods(member("p1", "g"), member("p2", "g", scheduling_gates=["wait"]))
+    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.settle_tasks()
+    stop = asyncio.Event()
+    loop = asyncio.ensure_future(h.scheduler.run_permit_timeouts(stop, interval=0))
+    await asyncio.sleep(0)
+    assert [w.pod.name for w in h.scheduler.waiting_pods] == ["p1"]  # 0 s of 10 have passed
+    h.clock.now += 10
+    await h.scheduler.wait_for_tasks()  # p1's binding task ends once the loop expires its wait
+    stop.set()
+    await loop
+    assert len(h.scheduler.waiting_pods) == 0
+    assert h.recorder.last("p1").message == (
+        "0/1 nodes are available: 1 rejected due to timeout after waiting 10s at plugin Coscheduling.")
