@@ -87,7 +87,7 @@ def test_no_scoring_profile_from_upstream_docs():
                  ["leaderElection.resourceLock: resourceLock value must be \"leases\", got 'endpoints'"], id="lock"),
     pytest.param({"extenders": [{"urlPrefix": "http://x", "prioritizeVerb": "prioritize"}]},
                  ["extenders[0].weight: must have a positive weight applied to it"], id="extender-weight"),
-    pytest.param({"extenders": [{"bindVerb": "bind"}, {"bindVerb": "bind"}]},
+    pytest.param({"extenders": [{"urlPrefix": "http://a", "bindVerb": "bind"}, {"urlPrefix": "http://b", "bindVerb": "bind"}]},
                  ["extenders: only one extender can implement bind, found 2"], id="extender-binders"),
     pytest.param({"profiles": {"schedulerName": "a"}}, ["profiles: must be an array, got object"],
                  id="profiles-not-a-list"),

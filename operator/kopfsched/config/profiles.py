@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopfsched.config.defaults import UPSTREAM_DEFAULTS_NOT_IMPLEMENTED, default_multipoint
+from kopfsched.config.extenders import parse_extenders, with_extenders
 from kopfsched.config.types import (
     DEFAULT_SCHEDULER_NAME,
     LeaderElectionConfig,
@@ -64,7 +65,7 @@ PLUGIN_SET_FIELDS: tuple[str, ...] = (MULTI_POINT, *EXTENSION_POINTS)
 """The fields of `plugins`, multiPoint first."""
 
 PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
-SCHEDULER_PROFILE_SPEC_FIELDS = (*PROFILE_FIELDS, "podInitialBackoffSeconds", "podMaxBackoffSeconds")
+SCHEDULER_PROFILE_SPEC_FIELDS = (*PROFILE_FIELDS, "podInitialBackoffSeconds", "podMaxBackoffSeconds", "extenders")
 KSC_FIELDS = (
     "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
     "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
@@ -358,10 +359,13 @@ def parse_profile_spec(spec: Any, registry: Registry, *, source: str, path: str 
     initial = optional_int(raw, "podInitialBackoffSeconds", path, problems)
     maximum = optional_int(raw, "podMaxBackoffSeconds", path, problems)
     check_backoff(initial, maximum, path, problems)
+    extenders = parse_extenders(raw.get("extenders"), join(path, "extenders"), problems)
     parser = _ProfileParser(registry, path=path, source=source)
     profile = parser.parse(raw, known_fields=SCHEDULER_PROFILE_SPEC_FIELDS, default_name=default_name,
                            backoff=(initial or 1, maximum or 10))
     problems.extend(parser.problems)
+    if profile is not None:
+        profile = with_extenders(profile, extenders)
     return (profile if not problems else None), problems
 
 
@@ -411,7 +415,7 @@ def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[Sc
     backoff = (initial or 1, maximum or 10)
     delay_cache = optional_bool(obj, "delayCacheUntilActive", "", problems)
     leader_election = _leader_election(obj.get("leaderElection"), problems)
-    extenders = _extenders(obj.get("extenders"), problems)
+    extenders = parse_extenders(obj.get("extenders"), "extenders", problems)
 
     raw_profiles = expect_list(obj.get("profiles"), "profiles", problems) or [{}]
     profiles: list[ProfileConfig] = []
@@ -426,14 +430,14 @@ def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[Sc
         profile = parser.parse(raw_profile, known_fields=PROFILE_FIELDS, default_name=default_name, backoff=backoff)
         problems.extend(parser.problems)
         if profile is not None:
-            profiles.append(profile)
+            profiles.append(with_extenders(profile, extenders))  # upstream's extenders serve every profile
     problems.extend(problem for _, problem in profile_conflicts(profiles))
     if problems:
         return None, problems
     return SchedulerConfig(
         profiles=profiles, parallelism=parallelism or 16, percentage_of_nodes_to_score=percentage or 0,
         pod_initial_backoff_seconds=backoff[0], pod_max_backoff_seconds=backoff[1],
-        leader_election=leader_election, extenders=extenders, delay_cache_until_active=bool(delay_cache),
+        leader_election=leader_election, extenders=list(extenders), delay_cache_until_active=bool(delay_cache),
     ), problems
 
 
@@ -472,21 +476,3 @@ def _leader_election(raw: Any, problems: list[Problem]) -> LeaderElectionConfig:
         resource_namespace=optional_str(config, "resourceNamespace", path, problems) or defaults.resource_namespace,
     )
 
-
-def _extenders(raw: Any, problems: list[Problem]) -> list[dict[str, Any]]:
-    """Extenders are kept raw; only upstream's checks that need no HTTP are applied."""
-    extenders: list[dict[str, Any]] = []
-    binders = 0
-    for index, item in enumerate(expect_list(raw, "extenders", problems)):
-        path = f"extenders[{index}]"
-        extender = expect_mapping(item, path, problems)
-        if extender is None:
-            continue
-        weight = optional_int(extender, "weight", path, problems)
-        if extender.get("prioritizeVerb") and (weight is None or weight <= 0):
-            problems.append(Problem(join(path, "weight"), "must have a positive weight applied to it"))
-        binders += bool(extender.get("bindVerb"))
-        extenders.append(dict(extender))
-    if binders > 1:
-        problems.append(Problem("extenders", f"only one extender can implement bind, found {binders}"))
-    return extenders

@@ -15,6 +15,91 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 
 @dataclass(frozen=True, slots=True)
+class ExtenderTLSConfig:
+    """`tlsConfig` of an extender (upstream's ExtenderTLSConfig)."""
+
+    insecure: bool = False
+    """Skip verifying the server certificate (testing only)."""
+
+    server_name: str = ""
+    """Server name for SNI and certificate checks; default: the URL's host."""
+
+    cert_file: str = ""
+    """Client certificate file (PEM)."""
+
+    key_file: str = ""
+    """Client key file (PEM)."""
+
+    ca_file: str = ""
+    """Trusted root certificates file (PEM)."""
+
+    cert_data: bytes = b""
+    """Client certificate (PEM bytes; base64 in YAML/JSON); wins over cert_file."""
+
+    key_data: bytes = b""
+    """Client key (PEM bytes; base64 in YAML/JSON); wins over key_file."""
+
+    ca_data: bytes = b""
+    """Trusted root certificates (PEM bytes; base64 in YAML/JSON); wins over ca_file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderManagedResource:
+    """An extended resource an extender manages (upstream's ExtenderManagedResource)."""
+
+    name: str
+    """The extended resource name, e.g. "example.com/foo"."""
+
+    ignored_by_scheduler: bool = False
+    """NodeResourcesFit skips this resource (its ignoredResources are set to these names)."""
+
+
+DEFAULT_EXTENDER_TIMEOUT_SECONDS = 5.0
+"""Upstream's DefaultExtenderTimeout, used when httpTimeout is unset or zero."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderConfig:
+    """One HTTP extender (kubescheduler.config.k8s.io/v1 Extender), defaults applied."""
+
+    url_prefix: str
+    """Base URL; each verb is POSTed to `<urlPrefix>/<verb>`."""
+
+    filter_verb: str = ""
+    """Verb for the filter call; empty: the extender does not filter."""
+
+    preempt_verb: str = ""
+    """Verb for the preempt call; empty: the extender is not asked about preemption."""
+
+    prioritize_verb: str = ""
+    """Verb for the prioritize call; empty: the extender does not score."""
+
+    bind_verb: str = ""
+    """Verb for the bind call; empty: the extender does not bind. At most one extender binds."""
+
+    weight: int = 0
+    """Multiplies the extender's 0..10 scores (positive when prioritizeVerb is set)."""
+
+    enable_https: bool = False
+    """Use TLS (without a CA in tlsConfig the server certificate is not verified, as upstream)."""
+
+    tls_config: ExtenderTLSConfig | None = None
+    """Client TLS settings."""
+
+    http_timeout_seconds: float = DEFAULT_EXTENDER_TIMEOUT_SECONDS
+    """Timeout of each call; an unset or zero httpTimeout means 5 s."""
+
+    node_cache_capable: bool = False
+    """The extender caches nodes itself: send node names instead of whole Node objects."""
+
+    managed_resources: tuple[ExtenderManagedResource, ...] = ()
+    """Call the extender only for pods that request one of these; empty: for every pod."""
+
+    ignorable: bool = False
+    """Errors (unreachable, timeout, non-200) skip the extender instead of failing the pod."""
+
+
+@dataclass(frozen=True, slots=True)
 class PluginRef:
     """One plugin enabled at one extension point."""
 
@@ -54,6 +139,11 @@ class ProfileConfig:
     source: str = ""
     """Where it came from, for messages: "SchedulerProfile/foo",
     "KubeSchedulerConfiguration profiles[0]", or "default"."""
+
+    extenders: tuple[ExtenderConfig, ...] = ()
+    """HTTP extenders this profile calls, as configured: a KubeSchedulerConfiguration's
+    `extenders` (shared by all its profiles, as upstream) or a SchedulerProfile's
+    `spec.extenders`."""
 
     def enabled(self, point: str) -> list[str]:
         """Names of the plugins enabled at `point`, in order."""
@@ -116,8 +206,8 @@ class SchedulerConfig:
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     """Leader election settings."""
 
-    extenders: list[dict[str, Any]] = field(default_factory=list)
-    """HTTP extenders, kept raw (camelCase) until extenders are supported."""
+    extenders: list[ExtenderConfig] = field(default_factory=list)
+    """HTTP extenders, shared by every profile (each profile's `extenders` holds them too)."""
 
     delay_cache_until_active: bool = False
     """Fill the cache only after becoming leader."""
