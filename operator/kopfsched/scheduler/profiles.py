@@ -6,10 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 from kopfsched.config.types import ProfileConfig
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework, Observer
 from kopfsched.queue.profile import QueueProfile
+from kopfsched.scheduler.extender import EXTENDER_NAME
+
+EXTENDER_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
+"""Extenders register no events: a pod they rejected is requeued by any event (as upstream)."""
 
 
 def build_framework(config: ProfileConfig, *, registry: Registry, handle: Handle,
@@ -39,10 +44,13 @@ def build_framework(config: ProfileConfig, *, registry: Registry, handle: Handle
 
 def queue_profile(config: ProfileConfig, fwk: Framework) -> QueueProfile:
     pre_enqueue: Callable | None = fwk.run_pre_enqueue_plugins if fwk.pre_enqueue_plugins else None
+    hints = fwk.enqueue_hints()
+    if config.extenders:
+        hints = {**hints, EXTENDER_NAME: EXTENDER_EVENTS}
     return QueueProfile(
         pre_enqueue=pre_enqueue,
         initial_backoff=float(config.pod_initial_backoff_seconds),
         max_backoff=float(config.pod_max_backoff_seconds),
-        hints=fwk.enqueue_hints(),
+        hints=hints,
         name=config.scheduler_name,
     )

@@ -11,6 +11,7 @@ supervised tasks whose failures are logged, never lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -34,6 +35,8 @@ from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
 from kopfsched.queue.profile import QueueProfile
 from kopfsched.queue.scheduling_queue import SchedulingQueue
+from kopfsched.scheduler.extender import HTTPExtender, close_all
+from kopfsched.scheduler.extender_cycle import extenders_binding, schedule_one_with_extenders
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
 from kopfsched.scheduler.profiles import build_framework, queue_profile
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
@@ -48,6 +51,8 @@ class Profile:
     config: ProfileConfig
     framework: Framework
     queue_profile: QueueProfile
+    extenders: tuple[HTTPExtender, ...] = ()
+    """Ignorable extenders last, as upstream; non-empty means the async cycle."""
 
 
 def truncate_message(message: str, limit: int = EVENT_NOTE_LENGTH_LIMIT) -> str:
@@ -95,6 +100,7 @@ class Scheduler:
         self._queue_sort_less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = _priority_then_timestamp
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending_unmanaged: dict[str, PodInfo] = {}
+        self._extenders: dict[Any, HTTPExtender] = {}
 
     @property
     def snapshot(self) -> Snapshot:
@@ -125,7 +131,9 @@ class Scheduler:
         for config in configs:
             fwk = build_framework(config, registry=self.registry, handle=self.new_handle(),
                                   observe=self._observe_point(config.scheduler_name))
-            new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk))
+            new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk),
+                                                 self._extenders_for(config))
+        self._close_unused_extenders(new.values())
         old_names = set(self.profiles)
         self.profiles = new
         for profile in new.values():
@@ -144,6 +152,18 @@ class Scheduler:
                 self.queue.add(pod)
         # A changed profile may accept what the old one refused: retry its pods now.
         self.queue.activate(p for p in queued if p.scheduler_name in new and p.scheduler_name in old_names)
+
+    def _extenders_for(self, config: ProfileConfig) -> tuple[HTTPExtender, ...]:
+        """One client (and connection pool) per distinct extender config, kept across reloads."""
+        ordered = sorted(config.extenders, key=lambda e: e.ignorable)
+        return tuple(self._extenders.setdefault(e, HTTPExtender(e)) for e in ordered)
+
+    def _close_unused_extenders(self, profiles: Iterable[Profile]) -> None:
+        used = {id(e) for profile in profiles for e in profile.extenders}
+        unused = [e for e in self._extenders.values() if id(e) not in used]
+        self._extenders = {k: e for k, e in self._extenders.items() if id(e) in used}
+        if unused:
+            self.spawn(close_all(unused), "close extenders")
 
     def _queued_pods(self) -> list[PodInfo]:
         queues = (self.queue.active_pods(), self.queue.backoff_pods(), self.queue.unschedulable_pods(),
@@ -177,8 +197,17 @@ class Scheduler:
             qpi = await self.queue.pop_wait()
             if qpi is None:
                 return
-            self.schedule_one(qpi)
+            await self.schedule_one_async(qpi)
             await asyncio.sleep(0)  # let binding tasks and watch events in between cycles
+
+    async def schedule_one_async(self, qpi: QueuedPodInfo) -> None:
+        """One scheduling cycle: `schedule_one` (never awaits) unless the pod's profile calls
+        HTTP extenders; then the cycle awaits their answers (see extender_cycle)."""
+        profile = self.profiles.get(qpi.pod_info.scheduler_name)
+        if profile is None or not profile.extenders:
+            self.schedule_one(qpi)
+        else:
+            await schedule_one_with_extenders(self, qpi, profile.extenders)
 
     def schedule_one(self, qpi: QueuedPodInfo) -> None:
         """One scheduling cycle for one popped pod; never awaits."""
@@ -201,6 +230,12 @@ class Scheduler:
         except SchedulingError as err:
             self._fail(fwk, qpi, err.status, start)
             return
+        self._assume_and_bind(fwk, state, qpi, result, start)
+
+    def _assume_and_bind(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, result: ScheduleResult,
+                         start: float, *, extenders: tuple[HTTPExtender, ...] = ()) -> None:
+        """The end of the scheduling cycle: assume, Reserve, Permit, then the binding task."""
+        pod = qpi.pod_info
         host = result.suggested_host
         assumed = self.cache.assume_pod(pod, host)
         self.queue.nominator.delete_nominated_pod(pod)
@@ -212,7 +247,8 @@ class Scheduler:
             self.cache.forget_pod(assumed)
             self._fail(fwk, qpi, _single_node_failure(pod, host, status), start, result=result)
             return
-        self.spawn(self._binding_cycle(fwk, state, qpi, assumed, host, start, result), f"binding {pod.key}")
+        self.spawn(self._binding_cycle(fwk, state, qpi, assumed, host, start, result, extenders=extenders),
+                   f"binding {pod.key}")
 
     def _run_post_filter(self, fwk: Framework, state: CycleState, pod: PodInfo,
                          fit: FitError) -> tuple[str, tuple[str, ...]]:
@@ -229,7 +265,8 @@ class Scheduler:
         return post_result.nominated_node_name, post_result.victims
 
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
-                             host: str, start: float, result: ScheduleResult) -> None:
+                             host: str, start: float, result: ScheduleResult, *,
+                             extenders: tuple[HTTPExtender, ...] = ()) -> None:
         status = await fwk.wait_on_permit(assumed)
         if status is not None:
             await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
@@ -237,7 +274,10 @@ class Scheduler:
         self.queue.done(assumed.uid)
         status = await fwk.run_pre_bind_plugins(state, assumed, host)
         if status is None:
-            status = await fwk.run_bind_plugins(state, assumed, host)
+            # As upstream's bind(): a binder extender goes before the Bind plugins.
+            bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
+            if not bound:
+                status = await fwk.run_bind_plugins(state, assumed, host)
             if status is not None and status.code is Code.SKIP:
                 status = Status.as_error("no Bind plugin bound the pod")
         if status is not None:
@@ -349,10 +389,8 @@ class Scheduler:
         measured on `self.clock`, not by real-time timers."""
         while not stop_event.is_set():
             self.waiting_pods.expire(self.clock())
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop_event.wait(), interval)
-            except TimeoutError:
-                pass
 
     @property
     def in_flight_tasks(self) -> int:
@@ -369,6 +407,7 @@ class Scheduler:
         for waiting in self.waiting_pods:
             waiting.reject("", "scheduler is shutting down")
         await self.wait_for_tasks()
+        await close_all(self._extenders.values())
 
 
 class _KnownPods:
