@@ -24,14 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import aiohttp
 from kubernetes_asyncio import client, config
 
 from tests.builders import make_node, make_pod
 from tests.e2e.emulator import emulator_process, write_kubeconfig
-from tests.e2e.raw_capacity import _bind, _run_all
 
 ROOT = pathlib.Path(__file__).parents[2]
 SCHEDULER = 'kopfsched-bench'
@@ -40,6 +39,25 @@ CONFIG = {
     'clientConnection': {'qps': 5000, 'burst': 10000},
     'profiles': [{'schedulerName': SCHEDULER}],
 }
+
+
+async def _run_all(calls: list[Callable[[], Awaitable[object]]], *, concurrency: int) -> None:
+    """Run the calls with `concurrency` in flight (as raw_capacity does)."""
+    queue = list(reversed(calls))
+
+    async def worker() -> None:
+        while queue:
+            await queue.pop()()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _bind(api: client.ApiClient, name: str, node: str) -> object:
+    return await api.call_api(
+        f'/api/v1/namespaces/default/pods/{name}/binding', 'POST',
+        body={'apiVersion': 'v1', 'kind': 'Binding', 'metadata': {'name': name},
+              'target': {'kind': 'Node', 'name': node}},
+        header_params={'Content-Type': 'application/json', 'Accept': 'application/json'},
+        response_types_map={201: 'V1Status'}, auth_settings=['BearerToken'], _return_http_data_only=True)
 
 
 def _free_port() -> int:
