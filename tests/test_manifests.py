@@ -16,7 +16,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kopfsched.config.validate import validate_files
+from kopfsched.config.defaults import default_profile
+from kopfsched.config.profiles import parse_scheduler_profile
+from kopfsched.kube.main import DEFAULT_SCHEDULER_PROFILE
 from kopfsched.plugins.registry import in_tree_registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -74,7 +76,7 @@ def test_namespace_comes_first():
 def test_the_install_has_every_part():
     kinds = sorted(doc["kind"] for _, doc in OBJECTS)
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace", "Role", "RoleBinding",
-                     "SchedulerProfile", "ServiceAccount"]
+                     "ServiceAccount"]
 
 
 @pytest.mark.parametrize(("path", "doc"), OBJECTS, ids=[object_id(p, d) for p, d in OBJECTS])
@@ -85,8 +87,10 @@ def test_namespaced_objects_live_in_our_namespace(path, doc):
 
 # -- schema validity -------------------------------------------------------------------------
 
-BUILTIN = [(p, d) for p, d in OBJECTS if d["kind"] != "SchedulerProfile"]
-PROFILES = [(p, d) for p, d in OBJECTS if d["kind"] == "SchedulerProfile"]
+BUILTIN = OBJECTS
+PROFILES = [(pathlib.Path("kopfsched.kube.main.DEFAULT_SCHEDULER_PROFILE"), DEFAULT_SCHEDULER_PROFILE)]
+"""The default profile: the operator creates it on a fresh cluster (kubectl cannot apply a
+custom resource in the same run as its CRD)."""
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -114,19 +118,17 @@ def test_scheduler_profile_matches_the_crd_schema(path, doc):
     assert [error.message for error in validator.iter_errors(doc)] == []
 
 
-@pytest.mark.parametrize("path", [p for p, _ in PROFILES], ids=lambda p: p.name)
-def test_scheduler_profile_is_a_valid_profile(path):
-    assert validate_files([str(path)], in_tree_registry()) == []
+@pytest.mark.parametrize(("path", "doc"), PROFILES, ids=[object_id(p, d) for p, d in PROFILES])
+def test_scheduler_profile_is_a_valid_profile(path, doc):
+    profile, problems = parse_scheduler_profile(doc, in_tree_registry())
+    assert problems == []
+    assert profile.plugins == default_profile(in_tree_registry(), "kopfsched").plugins
 
 
 def test_default_profile_serves_kopfsched():
-    profile = the("SchedulerProfile")
+    profile = DEFAULT_SCHEDULER_PROFILE
     assert (profile["apiVersion"], profile["metadata"]["name"], profile["spec"]["schedulerName"]) == (
         "kopfsched.dev/v1alpha1", "kopfsched", "kopfsched")
-
-
-def test_profile_is_applied_last_so_its_crd_is_established_by_then():
-    assert OBJECTS[-1][1]["kind"] == "SchedulerProfile"
 
 
 # -- RBAC ------------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ EXPECTED_CLUSTER_RULES = {
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create", "patch"},
-    ("kopfsched.dev", "schedulerprofiles"): {"list", "watch"},
+    ("kopfsched.dev", "schedulerprofiles"): {"list", "watch", "create"},
     ("kopfsched.dev", "schedulerprofiles/status"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
 }

@@ -118,8 +118,9 @@ async def test_a_pod_that_fits_nowhere_is_reported_once_and_bound_when_a_node_fi
 
         def status() -> dict:
             return emulator.get_object('schedulerprofiles', None, 'kopfsched', group='kopfsched.dev')['status']
-        pending = await eventually(lambda: status().get('queue', {}).get('pending') == 1 and status(),
-                                   what='the pending pod in the status')
+        pending = await eventually(lambda: status().get('queue', {}).get('unschedulable') == 1
+                                   and status().get('counters', {}).get('unschedulable') == 2 and status(),
+                                   what='the pending pod in the status, back in the unschedulable pool')
 
         await post(http, '/api/v1/nodes', make_node('large', cpu='16'))
         await eventually(lambda: node_of(emulator, 'big') == 'large', timeout=15, what='bound to the new node')
@@ -168,3 +169,26 @@ async def test_profile_status_is_populated(emulator: FastKubernetesEmulator, kub
 async def _get(url: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as session, session.get(url) as response:
         return response.status, await response.text()
+
+
+async def test_whole_install_in_one_apply_then_the_default_profile_serves(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """`kubectl apply -f crds/ -f manifests/` is the whole install; on a cluster with no
+    SchedulerProfile the operator creates `kopfsched` and pods that name it are bound."""
+    applied = kubectl(kubeconfig, 'apply', '--validate=false', '-f', str(ROOT / 'crds'), '-f', str(ROOT / 'manifests'))
+    assert applied.returncode == 0, applied.stderr
+    assert 'deployment.apps/kopfsched created' in applied.stdout
+    assert emulator.list_objects('schedulerprofiles', group='kopfsched.dev') == []
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    await post(http, PODS, make_pod('web', scheduler_name='kopfsched', requests={'cpu': '100m'}))
+    async with running_operator(kubeconfig):
+        await eventually(lambda: node_of(emulator, 'web') == 'node-0', what='the pod bound by the default profile')
+        await eventually(lambda: any(c.get('type') == 'Ready' and c.get('status') == 'True' for p in
+                                     emulator.list_objects('schedulerprofiles', group='kopfsched.dev')
+                                     for c in (p.get('status') or {}).get('conditions') or ()),
+                         what='the default profile Ready')
+    [seeded] = emulator.list_objects('schedulerprofiles', group='kopfsched.dev')
+    assert (seeded['metadata']['name'], seeded['spec']['schedulerName']) == ('kopfsched', 'kopfsched')
+    printed = kubectl(kubeconfig, 'get', 'schedulerprofile', 'kopfsched', '-o',
+                      'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
+    assert printed.stdout == 'True', printed.stderr

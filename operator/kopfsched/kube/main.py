@@ -39,7 +39,7 @@ from kubernetes_asyncio import config as k8s_config
 from kopfsched.cache.cache import Cache
 from kopfsched.config.profiles import parse_kube_scheduler_configuration
 from kopfsched.config.types import SchedulerConfig
-from kopfsched.framework.client import ClusterError, NotFoundError
+from kopfsched.framework.client import ClusterError, ConflictError, NotFoundError
 from kopfsched.kube.client import KubeClusterClient, reporting_instance
 from kopfsched.kube.feed import NODE, POD, ClusterFeed
 from kopfsched.kube.handlers import (
@@ -55,7 +55,7 @@ from kopfsched.kube.profiles import ProfileManager
 from kopfsched.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from kopfsched.observability.health import HealthServer
 from kopfsched.observability.metrics import SchedulerMetrics
-from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Observers
 from kopfsched.scheduler.scheduler import Scheduler
@@ -90,6 +90,19 @@ class OperatorOptions:
     relist_reconcile_delay: float = 1.0
     """After kopf relists (e.g. after 410 Gone), reconcile this many seconds later."""
     identity: str = field(default_factory=reporting_instance)
+    seed_default_profile: bool = True
+    """Create SchedulerProfile/kopfsched when the cluster has no SchedulerProfile and
+    --config defines no profile, so a fresh install serves `schedulerName: kopfsched`."""
+
+
+DEFAULT_SCHEDULER_PROFILE: dict[str, Any] = {
+    "apiVersion": PROFILE_KIND.group_version,
+    "kind": PROFILE_KIND.kind,
+    "metadata": {"name": "kopfsched", "labels": {"app.kubernetes.io/name": "kopfsched",
+                                                 "app.kubernetes.io/part-of": "kopfsched"}},
+    "spec": {"schedulerName": "kopfsched", "podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 10},
+}
+"""Upstream's default plugins and weights, served as `schedulerName: kopfsched`."""
 
 
 class KopfThread:
@@ -214,7 +227,10 @@ class Operator:
         self.client = KubeClusterClient(self.api, qps=self.options.qps, burst=self.options.burst,
                                         instance=self.options.identity)
         config = self.options.scheduler_config
-        self.scheduler = Scheduler(cache=self.cache, client=self.client, registry=in_tree_registry(),
+        registry = full_registry()
+        for problem in registry.problems:
+            logger.warning("installed plugins: %s", problem)
+        self.scheduler = Scheduler(cache=self.cache, client=self.client, registry=registry,
                                    observer=Observers(self.stats, self.metrics),
                                    percentage_of_nodes_to_score=config.percentage_of_nodes_to_score if config else 0)
         self.feed = ClusterFeed(EventHandlers(self.scheduler))
@@ -275,7 +291,10 @@ class Operator:
 
     async def _initial_listing(self) -> None:
         assert self.feed is not None and self.profiles is not None
-        for item in await self._list(PROFILE_KIND, missing_ok=True):
+        profiles = await self._list(PROFILE_KIND, missing_ok=True)
+        if not profiles and self._should_seed():
+            profiles = await self._seed_default_profile()
+        for item in profiles:
             self.profiles.upsert(item)
         for watched in (w for w in WATCHED if w.kind in (NODE, POD)):
             await self._reconcile_kind(watched)
@@ -284,6 +303,27 @@ class Operator:
             self.feed.reconcile(watched.kind, await self._list(watched, missing_ok=True), token=token)
         self.listed = True
         logger.info("initial listing done: %d nodes, %d pods", self.feed.count(NODE), self.feed.count(POD))
+
+    def _should_seed(self) -> bool:
+        config = self.options.scheduler_config
+        return self.options.seed_default_profile and not (config is not None and config.profiles)
+
+    async def _seed_default_profile(self) -> list[dict[str, Any]]:
+        """`kubectl apply -f crds/ -f manifests/` cannot create a custom resource in the same
+        run as its CRD (kubectl maps every kind before the CRD is established), so the
+        default profile is created here, once, when there is no profile at all."""
+        assert self.client is not None
+        path = f"/apis/{PROFILE_KIND.group_version}/{PROFILE_KIND.plural}"
+        try:
+            created = await self.client.request("POST", path, body=DEFAULT_SCHEDULER_PROFILE,
+                                                what="creating the default SchedulerProfile")
+        except ConflictError:  # another replica was first; the watch delivers it
+            return []
+        except NotFoundError:
+            logger.warning("SchedulerProfile CRD is not installed: apply crds/ first")
+            return []
+        logger.info("created the default SchedulerProfile %r", DEFAULT_SCHEDULER_PROFILE["metadata"]["name"])
+        return [created] if isinstance(created, dict) and created.get("spec") else [DEFAULT_SCHEDULER_PROFILE]
 
     async def _reconcile_kind(self, watched: WatchedKind) -> int:
         assert self.feed is not None
@@ -475,7 +515,7 @@ def load_config_file(path: str) -> tuple[SchedulerConfig, dict[str, Any]]:
             raw = yaml.safe_load(file)
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigFileError(f"{path}: {' '.join(str(exc).split())}") from exc
-    parsed, problems = parse_kube_scheduler_configuration(raw, in_tree_registry())
+    parsed, problems = parse_kube_scheduler_configuration(raw, full_registry())
     if parsed is None or problems:
         raise ConfigFileError(f"{path}: " + "; ".join(str(p) for p in problems))
     return parsed, raw
