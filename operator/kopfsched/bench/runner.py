@@ -84,11 +84,14 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
         handlers.on_pod_upsert(pod)
     started = time.perf_counter()
     loop_task = asyncio.ensure_future(scheduler.run())
+    # Backoff expiry moves retried pods (e.g. preemptors) back to activeQ, as in a cluster.
+    flush_task = asyncio.ensure_future(scheduler.queue.run())
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout)
     elapsed = time.perf_counter() - started
     scheduler.queue.close()
     await loop_task
+    await flush_task
     await scheduler.wait_for_tasks()
     return {
         "nodes": len(workload.nodes),

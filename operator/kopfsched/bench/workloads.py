@@ -88,8 +88,23 @@ def topology_spread(nodes: int, init_pods: int, pods: int) -> Workload:
     return Workload(node_objs, init, [_spreading_pod(f"pod-{i}") for i in range(pods)])
 
 
+def preemption(nodes: int, init_pods: int, pods: int) -> Workload:
+    """PreemptionBasic (scheduler_perf's 1000Nodes: 4000 init pods, 1000 measured; keep 4 init pods
+    per node): nodes full of priority-0 pods of 900m (pod-low-priority.yaml: four use 3.6 of 4 CPU),
+    then priority-10 pods of 3 CPU (pod-high-priority.yaml) that each must preempt three of them."""
+    node_objs = [default_node(i) for i in range(nodes)]
+    init = []
+    for i in range(init_pods):
+        pod = default_pod(f"init-{i}", namespace="sched-setup", node_name=f"node-{i % nodes}", cpu="900m",
+                          terminationGracePeriodSeconds=0)
+        pod["status"] = {"phase": "Running"}
+        init.append(pod)
+    return Workload(node_objs, init, [default_pod(f"pod-{i}", cpu="3", priority=10) for i in range(pods)])
+
+
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "basic": basic,
     "pod-anti-affinity": pod_anti_affinity,
     "topology-spread": topology_spread,
+    "preemption": preemption,
 }
