@@ -9,7 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.emulator import EmulatorThread, FastKubernetesEmulator, write_kubeconfig
+from tests.e2e.emulator import (
+    EmulatorThread,
+    FastKubernetesEmulator,
+    RemoteEmulator,
+    emulator_process,
+    write_kubeconfig,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,3 +36,15 @@ def kubeconfig(emulator: FastKubernetesEmulator, tmp_path: pathlib.Path,
     # kubectl caches discovery per host:port under ~/.kube/cache: keep it per test.
     monkeypatch.setenv('KUBECACHEDIR', str(tmp_path / 'kube-cache'))
     return write_kubeconfig(tmp_path / 'kubeconfig', url=emulator.url)
+
+
+@pytest.fixture
+def remote_emulator() -> Iterator[RemoteEmulator]:
+    """An emulator in a subprocess (its own GIL): the fastest for an operator running in the test process."""
+    with emulator_process() as remote:
+        yield remote
+
+
+@pytest.fixture
+def remote_kubeconfig(remote_emulator: RemoteEmulator, tmp_path: pathlib.Path) -> pathlib.Path:
+    return write_kubeconfig(tmp_path / 'remote-kubeconfig', url=remote_emulator.url)

@@ -16,7 +16,7 @@ from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectio
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import FastKubernetesEmulator, emulator_process
+from tests.e2e.emulator import FastKubernetesEmulator, RemoteEmulator
 
 GROUP, VERSION, PLURAL = 'example.dev', 'v1', 'widgets'
 WIDGET_CRD: dict[str, Any] = {
@@ -423,7 +423,7 @@ def kubectl(kubeconfig: pathlib.Path, *args: str) -> subprocess.CompletedProcess
 
 def test_kubectl_applies_a_crd_and_a_custom_resource(kubeconfig: pathlib.Path, tmp_path: pathlib.Path,
                                                      emulator: FastKubernetesEmulator) -> None:
-    crd_file = pathlib.Path('crds/schedulerprofile.yaml')
+    crd_file = pathlib.Path(__file__).parents[2] / 'crds' / 'schedulerprofile.yaml'
     crd = crd_file if crd_file.exists() else tmp_path / 'crd.json'
     if crd is not crd_file:
         crd.write_text(json.dumps(WIDGET_CRD))
@@ -451,11 +451,17 @@ def _names_of(crd_file: pathlib.Path) -> tuple[str, str, str, str]:
     return spec['group'], spec['names']['plural'], spec['names']['kind'], spec['versions'][0]['name']
 
 
-async def test_emulator_in_a_subprocess() -> None:
-    with emulator_process() as remote:
-        remote.fail_next('POST', r'/nodes$', status=503)
-        async with aiohttp.ClientSession(remote.url) as session:
-            failed = await session.post('/api/v1/nodes', json=make_node('n'))
-            created = await session.post('/api/v1/nodes', json=make_node('n'))
-        assert (failed.status, created.status) == (503, 201)
-        assert [m.status for m in remote.mutations()] == [503, 201]
+async def test_emulator_in_a_subprocess(remote_emulator: RemoteEmulator, remote_kubeconfig: pathlib.Path) -> None:
+    remote_emulator.fail_next('POST', r'/nodes$', status=503)
+    async with await config.new_client_from_config(config_file=str(remote_kubeconfig)) as api:
+        core = client.CoreV1Api(api)
+        with pytest.raises(ApiException) as err:
+            await core.create_node(make_node('n'))
+        created = await core.create_node(make_node('n'))
+        async with (aiohttp.ClientSession(remote_emulator.url) as session,
+                    session.get('/api/v1/nodes', params={'watch': 'true'}) as stream):
+            await _read_event(stream)
+            remote_emulator.drop_watches()
+            rest = await stream.content.read()
+    assert (err.value.status, created.metadata.name, rest) == (503, 'n', b'')
+    assert [m.status for m in remote_emulator.mutations()] == [503, 201]
