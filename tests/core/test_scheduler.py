@@ -44,8 +44,6 @@ async def test_fit_error_message_condition_and_single_event():
     # so preemption cannot help on any node.
     message = ("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). "
                "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
-    if "DefaultPreemption" not in h.registry:
-        message = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."
     condition = h.condition("big")
     assert condition["status"] == "False"
     assert condition["reason"] == "Unschedulable"
@@ -265,3 +263,17 @@ async def test_permit_wait_until_allowed_by_another_pod():
     assert h.node_of("waiter") == "n1"
     assert h.node_of("opener") == "n1"
     assert len(h.scheduler.waiting_pods) == 0
+
+
+async def test_a_stale_nomination_is_cleared_when_preemption_finds_nothing():
+    h = Harness([make_node("n1", cpu="2")])
+    pod = make_pod("pre", priority=100, requests={"cpu": "4"})
+    pod["status"]["nominatedNodeName"] = "n1"
+    h.add_pods(pod)
+    assert [p.name for p in h.scheduler.queue.nominator.nominated_pods_for_node("n1")] == ["pre"]
+    await h.settle()
+    assert "nominatedNodeName" not in h.client.pods["default/pre"]["status"]
+    assert h.scheduler.queue.nominator.nominated_pods_for_node("n1") == []
+    assert h.condition("pre")["message"] == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")

@@ -251,9 +251,10 @@ class Scheduler:
                    f"binding {pod.key}")
 
     def _run_post_filter(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                         fit: FitError) -> tuple[str, tuple[str, ...]]:
+                         fit: FitError) -> tuple[str | None, tuple[str, ...]]:
+        """(nominated node: None leaves the pod's nomination alone, "" clears it; victims)."""
         if not fwk.has_post_filter_plugins():
-            return "", ()
+            return None, ()
         post_result, status = fwk.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
         if status is not None:
             if status.code is not Code.ERROR:
@@ -261,7 +262,7 @@ class Scheduler:
             if status.message:
                 fit.diagnosis.post_filter_msg = status.message
         if post_result is None:
-            return "", ()
+            return None, ()
         return post_result.nominated_node_name, post_result.victims
 
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
@@ -314,7 +315,8 @@ class Scheduler:
     # -- failures -----------------------------------------------------------------------------
 
     def _fail(self, fwk: Framework, qpi: QueuedPodInfo, failure: FitError | Status, start: float, *,
-              nominated_node: str = "", victims: tuple[str, ...] = (), result: ScheduleResult | None = None) -> None:
+              nominated_node: str | None = None, victims: tuple[str, ...] = (),
+              result: ScheduleResult | None = None) -> None:
         """Upstream's handleSchedulingFailure: requeue, then report on the pod and in an Event."""
         pod = qpi.pod_info
         if isinstance(failure, FitError):
@@ -331,22 +333,26 @@ class Scheduler:
         self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
         if nominated_node:
             self.queue.nominator.add_nominated_pod(pod, nominated_node)
+        elif nominated_node == "":  # preemption found nothing: give up the old nomination
+            self.queue.nominator.delete_nominated_pod(pod)
         self.observer.attempted(Attempt(
             pod=pod, profile=fwk.profile_name, result=outcome, seconds=self.clock() - start, message=message,
-            reason=reason, diagnosis=diagnosis, nominated_node=nominated_node, victims=victims,
+            reason=reason, diagnosis=diagnosis, nominated_node=nominated_node or "", victims=victims,
             attempts=qpi.attempts, scores=result.scores if result else None))
         self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node), f"report {pod.key}")
 
     async def _report_failure(self, fwk: Framework, pod: PodInfo, reason: str, message: str,
-                              nominated_node: str) -> None:
+                              nominated_node: str | None) -> None:
+        """One status patch for the condition and the nomination, skipped when neither changes."""
         current = _pod_scheduled_condition(pod.pod)
         unchanged = (current is not None and current.get("status") == "False"
                      and current.get("reason") == reason and current.get("message") == message)
         nominated_before = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
-        if not unchanged or (nominated_node and nominated_node != nominated_before):
+        renominated = nominated_node is not None and nominated_node != nominated_before
+        if not unchanged or renominated:
             await self._call_api(self.client.patch_pod_status(
                 pod=pod.pod, condition=pod_scheduled_condition(reason, message, self.wall_clock()),
-                nominated_node_name=nominated_node or None), "pod condition")
+                nominated_node_name=nominated_node if renominated else None), "pod condition")
         await self._call_api(self.client.record_event(
             regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
             message=truncate_message(message), reporting_controller=fwk.profile_name), "FailedScheduling event")
