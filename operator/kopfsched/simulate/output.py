@@ -37,9 +37,9 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
     for key in keys:
         attempt = sim.log.attempts.get(key)
         pod = sim.client.pods.get(key)
-        if attempt is None and pod is None:
-            continue  # a pod we never saw again: deleted as a preemption victim before its turn
-        spec = (pod or attempt.pod.pod).get("spec") or {}
+        if pod is None:
+            continue  # deleted during the run (a preemption victim): listed in its preemptor's victims
+        spec = pod.get("spec") or {}
         entry: dict[str, Any] = {
             "namespace": key.split("/", 1)[0],
             "name": key.split("/", 1)[1],
@@ -56,11 +56,9 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
             entry["message"] = _gate_message(status, gated[key].pod_info)
         elif key in waiting:
             entry["result"] = "Waiting"
-        elif pod is not None and spec.get("nodeName"):
+        elif spec.get("nodeName"):
             entry["result"] = "Scheduled"
             entry["node"] = spec["nodeName"]
-        elif pod is None:
-            entry["result"] = "Preempted"
         elif attempt is None and not scheduler.responsible_for(PodInfo(pod)):
             # In a cluster another scheduler would take it; offline nothing will.
             entry["message"] = f'no profile for schedulerName "{entry["schedulerName"]}"'
