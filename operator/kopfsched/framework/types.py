@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -37,6 +38,16 @@ _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 def next_generation() -> int:
     """A process-wide, monotonically increasing change counter for NodeInfos."""
     return next(_generation)
+
+
+def parse_time(raw: Any) -> float | None:
+    """An RFC 3339 timestamp ("2026-01-01T00:00:00Z") as epoch seconds; None when absent or unreadable."""
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -12,8 +12,6 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 
 from kopfsched.cache.cache import Cache
 from kopfsched.config.defaults import default_profile
@@ -21,7 +19,7 @@ from kopfsched.config.profiles import parse_kube_scheduler_configuration, parse_
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
 from kopfsched.config.validation import check_profiles_consistent
 from kopfsched.framework.registry import Registry
-from kopfsched.framework.types import PodInfo, pod_key
+from kopfsched.framework.types import PodInfo, parse_time, pod_key
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
@@ -71,16 +69,6 @@ class Simulation:
     seconds: float = 0.0
 
 
-def _timestamp(pod: dict[str, Any]) -> float | None:
-    raw = (pod.get("metadata") or {}).get("creationTimestamp")
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConfig]:
     """The built-in default profile, then every profile of the input, checked together;
     problems go to inputs.problems and the offending profiles are left out."""
@@ -112,7 +100,7 @@ async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, se
     apply_priority_classes(inputs)
     profiles = build_profiles(inputs, registry)
     pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]
-    stamps = [_timestamp(p.obj) for p in pending]
+    stamps = [parse_time((p.obj.get("metadata") or {}).get("creationTimestamp")) for p in pending]
     start = max((s for s in stamps if s is not None), default=0.0)
     clock = VirtualClock(start)
     client = InMemoryClusterClient()

@@ -14,12 +14,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from kopfsched.framework.handle import ObjectLister, PodLister, SnapshotLister
 from kopfsched.framework.resources import CPU, PODS, Resource, resource_list
-from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo, parse_time
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_KIND = "PodGroup"
@@ -68,16 +67,6 @@ class PodGroup:
             creation_time=parse_time(meta.get("creationTimestamp")),
             obj=obj,
         )
-
-
-def parse_time(raw: Any) -> float | None:
-    """An RFC 3339 timestamp as epoch seconds; None when absent or unreadable."""
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def pod_group_label(pod: PodInfo) -> str:

@@ -29,11 +29,10 @@ from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
 from kopfsched.framework.status import Status
-from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.framework.types import NodeInfo, PodInfo, parse_time
 from kopfsched.plugins.coscheduling.core import (
     PermitOutcome,
     PodGroupManager,
-    parse_time,
     pod_group_full_name,
     pod_group_label,
     wait_time,

@@ -35,7 +35,7 @@ from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import SelectorError, label_selector
 from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo, parse_time
 
 logger = logging.getLogger(__name__)
 
@@ -58,19 +58,10 @@ IsEligiblePod = Callable[[NodeInfo, PodInfo, PodInfo], bool]
 # -- pure helpers -------------------------------------------------------------------------------
 
 
-def _parse_time(raw: Any) -> float | None:
-    if not raw:
-        return None
-    try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def pod_start_time(pod: PodInfo) -> float:
     """status.startTime in epoch seconds; a pod that has not started counts as starting now,
     i.e. later than any real start time (upstream's GetPodStartTime)."""
-    started = _parse_time((pod.pod.get("status") or {}).get("startTime"))
+    started = parse_time((pod.pod.get("status") or {}).get("startTime"))
     return math.inf if started is None else started
 
 
