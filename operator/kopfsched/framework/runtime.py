@@ -201,22 +201,22 @@ class Framework:
 
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
                                          node: NodeInfo) -> Status | None:
-        for plugin in self.pre_filter_extensions:
-            if plugin.name in state.skip_filter_plugins:
-                continue
-            status = plugin.add_pod(state, pod, pod_to_add, node)
-            if status is not None and status.code is not Code.SUCCESS:
-                return Status.as_error(f'running AddPod on PreFilter plugin "{plugin.name}": {status.message}')
-        return None
+        return self._run_pre_filter_extension("AddPod", state, pod, pod_to_add, node)
 
     def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo,
                                             node: NodeInfo) -> Status | None:
+        return self._run_pre_filter_extension("RemovePod", state, pod, pod_to_remove, node)
+
+    def _run_pre_filter_extension(self, which: str, state: CycleState, pod: PodInfo, other: PodInfo,
+                                  node: NodeInfo) -> Status | None:
+        """AddPod/RemovePod of every PreFilter plugin that did not Skip this cycle."""
+        method = "add_pod" if which == "AddPod" else "remove_pod"
         for plugin in self.pre_filter_extensions:
             if plugin.name in state.skip_filter_plugins:
                 continue
-            status = plugin.remove_pod(state, pod, pod_to_remove, node)
+            status = getattr(plugin, method)(state, pod, other, node)
             if status is not None and status.code is not Code.SUCCESS:
-                return Status.as_error(f'running RemovePod on PreFilter plugin "{plugin.name}": {status.message}')
+                return Status.as_error(f'running {which} on PreFilter plugin "{plugin.name}": {status.message}')
         return None
 
     # -- Filter --------------------------------------------------------------------------------
