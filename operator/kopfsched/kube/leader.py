@@ -56,8 +56,9 @@ class LeaderElector:
         return False
 
     async def hold(self, stop: asyncio.Event) -> None:
-        """Renew until `stop` is set (then release) or renewing fails for renew_deadline
-        (then return with is_leader False: the lease is lost)."""
+        """Renew until `stop` is set or renewing fails for renew_deadline (then return with
+        is_leader False: the lease is lost). Releasing on a clean stop is the caller's
+        `release()`, after this task is done, so no renewal can race with it."""
         last_renewed = self.clock()
         while not stop.is_set():
             await _wait(stop, self.config.retry_period)
@@ -69,18 +70,36 @@ class LeaderElector:
                 self.is_leader = False
                 logger.error("%s lost the lease %s/%s", self.identity, self.config.namespace, self.config.name)
                 return
-        await self.release()
 
-    async def release(self) -> None:
-        if not self.is_leader or self._observed is None:
+    async def release(self, *, attempts: int = 3) -> None:
+        """Give the lease up so a follower takes over at once. The record is read afresh:
+        a renewal cancelled mid-flight may have changed it after we last saw it."""
+        if not self.is_leader:
             return
-        self.is_leader = False
-        lease = _with_spec(self._observed, holderIdentity=None, leaseDurationSeconds=1,
-                           renewTime=micro_time())
         try:
-            await self.client.request("PUT", self._path, body=lease, rate_limited=False, what="releasing the lease")
-        except ClusterError as exc:
-            logger.warning("could not release the lease: %s", exc)
+            for _ in range(attempts):
+                try:
+                    current = await self.client.request("GET", self._path, rate_limited=False,
+                                                        what="reading the lease")
+                except ClusterError as exc:
+                    logger.warning("could not release the lease: %s", exc)
+                    return
+                if (current.get("spec") or {}).get("holderIdentity") != self.identity:
+                    return  # someone else holds it already
+                lease = _with_spec(current, holderIdentity=None, leaseDurationSeconds=1, renewTime=micro_time())
+                try:
+                    await self.client.request("PUT", self._path, body=lease, rate_limited=False,
+                                              what="releasing the lease")
+                    logger.info("%s released the lease %s/%s", self.identity, self.config.namespace,
+                                self.config.name)
+                    return
+                except ConflictError:
+                    continue  # changed between our read and write: read again
+                except ClusterError as exc:
+                    logger.warning("could not release the lease: %s", exc)
+                    return
+        finally:
+            self.is_leader = False
 
     async def _try_acquire_or_renew(self) -> bool:
         now = micro_time()

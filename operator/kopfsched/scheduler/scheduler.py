@@ -125,16 +125,22 @@ class Scheduler:
     def set_profiles(self, configs: Iterable[ProfileConfig]) -> None:
         """Swap in a new set of profiles (between two cycles: schedule_one never awaits).
 
-        Pods of a scheduler name that appears are queued; pods of one that disappears
-        leave the queue untouched on the API side."""
+        Unchanged profiles keep their plugins (and whatever those cache). Pods of a scheduler
+        name that appears are queued; pods of one that disappears leave the queue, untouched
+        on the API side; pods of a changed profile are retried at once, as the new
+        configuration may accept what the old one refused."""
+        old = self.profiles
         new: dict[str, Profile] = {}
         for config in configs:
+            kept = old.get(config.scheduler_name)
+            if kept is not None and kept.config == config:
+                new[config.scheduler_name] = kept
+                continue
             fwk = build_framework(config, registry=self.registry, handle=self.new_handle(),
                                   observe=self._observe_point(config.scheduler_name))
             new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk),
                                                  self._extenders_for(config))
         self._close_unused_extenders(new.values())
-        old_names = set(self.profiles)
         self.profiles = new
         for profile in new.values():
             less = profile.framework.queue_sort_less()
@@ -143,15 +149,15 @@ class Scheduler:
                 break
         queued = self._queued_pods()
         for pod in queued:
-            if pod.scheduler_name not in new:  # no longer ours: forget it, untouched
+            if pod.scheduler_name not in new:
                 self.queue.delete(pod)
                 self._pending_unmanaged[pod.uid] = pod
         for uid, pod in list(self._pending_unmanaged.items()):
             if pod.scheduler_name in new:
                 del self._pending_unmanaged[uid]
                 self.queue.add(pod)
-        # A changed profile may accept what the old one refused: retry its pods now.
-        self.queue.activate(p for p in queued if p.scheduler_name in new and p.scheduler_name in old_names)
+        changed = {name for name, profile in new.items() if name in old and old[name] is not profile}
+        self.queue.activate(p for p in queued if p.scheduler_name in changed)
 
     def _extenders_for(self, config: ProfileConfig) -> tuple[HTTPExtender, ...]:
         """One client (and connection pool) per distinct extender config, kept across reloads."""
