@@ -12,7 +12,8 @@ from kopfsched.framework.registry import ArgsError, PluginFactory, Registry
 
 SCORING = ("preFilter", "filter", "preScore", "score")
 
-# Extension points as upstream's plugins implement them (the default set minus volume plugins).
+# Extension points as upstream's plugins implement them (the default set minus VolumeBinding and
+# DynamicResources).
 FAKE_POINTS: dict[str, tuple[str, ...]] = {
     "SchedulingGates": ("preEnqueue",),
     "PrioritySort": ("queueSort",),
@@ -22,6 +23,9 @@ FAKE_POINTS: dict[str, tuple[str, ...]] = {
     "NodeAffinity": SCORING,
     "NodePorts": ("preFilter", "filter"),
     "NodeResourcesFit": SCORING,
+    "VolumeRestrictions": ("preFilter", "filter"),
+    "NodeVolumeLimits": ("preFilter", "filter"),
+    "VolumeZone": ("preFilter", "filter"),
     "PodTopologySpread": SCORING,
     "InterPodAffinity": SCORING,
     "DefaultPreemption": ("postFilter",),

@@ -22,13 +22,14 @@ UPSTREAM = [
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
-# Upstream's ExpandedPluginsV1 without the volume plugins and DynamicResources.
+# Upstream's ExpandedPluginsV1 without VolumeBinding and DynamicResources.
 EXPANDED = {
     "queueSort": ["PrioritySort"],
     "preEnqueue": ["SchedulingGates"],
-    "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
+    "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
+                  "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
     "filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-               "PodTopologySpread", "InterPodAffinity"],
+               "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
     "postFilter": ["DefaultPreemption"],
     "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
                  "NodeResourcesBalancedAllocation"],

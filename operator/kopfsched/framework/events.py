@@ -22,6 +22,7 @@ class EventResource(enum.StrEnum):
     PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
+    VOLUME_ATTACHMENT = "VolumeAttachment"
     NAMESPACE = "Namespace"
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
     POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"

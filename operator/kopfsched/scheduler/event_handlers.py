@@ -17,6 +17,7 @@ OBJECT_RESOURCES: dict[str, EventResource] = {
     "PersistentVolumeClaim": EventResource.PERSISTENT_VOLUME_CLAIM,
     "StorageClass": EventResource.STORAGE_CLASS,
     "CSINode": EventResource.CSI_NODE,
+    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
     "Namespace": EventResource.NAMESPACE,
     "PodDisruptionBudget": EventResource.POD_DISRUPTION_BUDGET,
     "PodGroup": EventResource.POD_GROUP,

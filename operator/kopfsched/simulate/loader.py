@@ -19,11 +19,12 @@ from kopfsched.framework.types import Obj
 
 OBJECT_KINDS = (
     "Namespace", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "PodDisruptionBudget",
-    "PriorityClass", "CSINode", "Service", "ReplicaSet", "ReplicationController", "StatefulSet", "PodGroup",
+    "PriorityClass", "CSINode", "VolumeAttachment", "Service", "ReplicaSet", "ReplicationController", "StatefulSet",
+    "PodGroup",
 )
 CONFIG_KINDS = ("SchedulerProfile", "KubeSchedulerConfiguration")
 CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode",
-                  "SchedulerProfile", "KubeSchedulerConfiguration")
+                  "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration")
 
 
 @dataclass(slots=True)
