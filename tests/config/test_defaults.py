@@ -10,7 +10,7 @@ from kopfsched.config import UPSTREAM_DEFAULT_PLUGINS, UPSTREAM_DEFAULTS_NOT_IMP
 from kopfsched.framework.interface import EXTENSION_POINTS
 from kopfsched.framework.registry import Registry
 from kopfsched.plugins.registry import IN_TREE_MODULES
-from tests.config.fakes import fake_registry
+from tests.config.fakes import FAKE_POINTS, fake_registry
 
 # kube-scheduler v1 getDefaultPlugins (multiPoint), DynamicResources inserted before
 # DefaultPreemption by the DynamicResourceAllocation gate (on by default).
@@ -22,25 +22,27 @@ UPSTREAM = [
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
-# Upstream's ExpandedPluginsV1 without VolumeBinding and DynamicResources.
+# Upstream's ExpandedPluginsV1 without DynamicResources.
 EXPANDED = {
     "queueSort": ["PrioritySort"],
     "preEnqueue": ["SchedulingGates"],
     "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-                  "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
+                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
     "filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-               "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
+               "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
+               "InterPodAffinity"],
     "postFilter": ["DefaultPreemption"],
-    "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
-                 "NodeResourcesBalancedAllocation"],
-    "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
-              "NodeResourcesBalancedAllocation", "ImageLocality"],
-    "reserve": [], "permit": [], "preBind": [],
+    "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
+                 "InterPodAffinity", "NodeResourcesBalancedAllocation"],
+    "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
+              "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"],
+    "reserve": ["VolumeBinding"], "permit": [], "preBind": ["VolumeBinding"],
     "bind": ["DefaultBinder"],
     "postBind": [],
 }
-SCORE_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,
-                 "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+SCORE_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "VolumeBinding": 1,
+                 "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
+                 "ImageLocality": 1}
 
 
 def test_upstream_default_plugins_in_order_with_weights():
@@ -54,9 +56,10 @@ def test_not_implemented_defaults_are_exactly_those_missing_from_the_in_tree_reg
 
 def test_default_profile_expands_multipoint_per_extension_point():
     profile = default_profile(fake_registry())
+    faked = {point: [name for name in names if name in FAKE_POINTS] for point, names in EXPANDED.items()}
     assert list(profile.plugins) == list(EXTENSION_POINTS)
-    assert {point: profile.enabled(point) for point in EXTENSION_POINTS} == EXPANDED
-    assert profile.score_weights() == SCORE_WEIGHTS
+    assert {point: profile.enabled(point) for point in EXTENSION_POINTS} == faked
+    assert profile.score_weights() == {name: w for name, w in SCORE_WEIGHTS.items() if name in FAKE_POINTS}
     assert profile.plugins["filter"][0] == PluginRef("NodeUnschedulable", None)
 
 

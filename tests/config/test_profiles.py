@@ -115,6 +115,6 @@ def test_plugin_config_of_a_disabled_plugin_is_validated_but_not_kept():
 
 
 def test_upstream_plugins_kopfsched_lacks_may_be_disabled_and_configured():
-    profile = parse({"plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}]}},
-                     "pluginConfig": [{"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 600}}]})
-    assert "VolumeBinding" not in profile.plugin_names()
+    profile = parse({"plugins": {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}},
+                     "pluginConfig": [{"name": "DynamicResources", "args": {"filterTimeout": "10s"}}]})
+    assert "DynamicResources" not in profile.plugin_names()

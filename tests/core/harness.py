@@ -52,6 +52,7 @@ class Harness:
         self.handlers = EventHandlers(self.scheduler)
         self.client.on_pod_change = lambda new, old: self.handlers.on_pod_upsert(new, old)
         self.client.on_pod_delete = self.handlers.on_pod_delete
+        self.client.on_object_change = self.handlers.on_object_upsert
         for node in nodes:
             self.handlers.on_node_upsert(node)
 
@@ -63,6 +64,7 @@ class Harness:
     def add_objects(self, kind: str, *objs: dict) -> None:
         """Cluster objects other than pods and nodes (e.g. PodGroups), as a watch would add them."""
         for obj in objs:
+            self.client.add_object({"kind": kind, **obj})
             self.handlers.on_object_upsert(kind, obj)
 
     async def settle(self, *, max_attempts: int = 1000) -> None:

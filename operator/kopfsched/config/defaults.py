@@ -36,7 +36,6 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[PluginRef, ...] = (
 """The multiPoint defaults in upstream's order, with upstream's score weights."""
 
 UPSTREAM_DEFAULTS_NOT_IMPLEMENTED: tuple[str, ...] = (
-    "VolumeBinding",
     "DynamicResources",
 )
 """Upstream defaults kopfsched does not implement yet: left out of the default profile.

@@ -23,6 +23,7 @@ IN_TREE_MODULES: dict[str, str] = {
     "VolumeRestrictions": "kopfsched.plugins.volumerestrictions",
     "NodeVolumeLimits": "kopfsched.plugins.nodevolumelimits",
     "VolumeZone": "kopfsched.plugins.volumezone",
+    "VolumeBinding": "kopfsched.plugins.volumebinding",
     "NodeResourcesBalancedAllocation": "kopfsched.plugins.noderesources.balanced_allocation",
     "TaintToleration": "kopfsched.plugins.tainttoleration",
     "NodeAffinity": "kopfsched.plugins.nodeaffinity",

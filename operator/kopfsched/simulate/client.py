@@ -3,6 +3,10 @@
 It keeps the pods it was given and applies binds, status patches and deletes to them,
 then tells its subscriber — as a watch would — so the scheduler's cache confirms an
 assumed pod exactly as it does in a cluster.
+
+PersistentVolumes and PersistentVolumeClaims it was given (`add_object`) are patched the
+same way, and it stands in for the PV controller and an external provisioner: a PV given a
+claimRef, or a claim annotated with its selected node, ends up bound at once.
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from kopfsched.framework.types import Obj, pod_key
 PodChange = Callable[[Obj, Obj | None], None]
 """(new pod, old pod) — a MODIFIED watch event."""
 PodDelete = Callable[[Obj], None]
+ObjectChange = Callable[[str, Obj], None]
+"""(kind, new object) — an ADDED or MODIFIED watch event of a PV, PVC, ..."""
+
+_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 
 
 @dataclass(slots=True)
@@ -38,6 +49,9 @@ class InMemoryClusterClient:
     deleted: list[str] = field(default_factory=list)
     on_pod_change: PodChange | None = None
     on_pod_delete: PodDelete | None = None
+    objects: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    """Other objects by (kind, namespace, name): what patch_object patches."""
+    on_object_change: ObjectChange | None = None
     record_events: bool = True
     _event_index: dict[tuple[str, str, str], RecordedEvent] = field(default_factory=dict)
 
@@ -98,9 +112,73 @@ class InMemoryClusterClient:
         self._event_index[key] = event
         self.events.append(event)
 
+    def add_object(self, obj: Obj) -> None:
+        self.objects[_object_key(obj["kind"], obj)] = obj
+
+    def get_object(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        return self.objects.get((kind, namespace, name))
+
     async def patch_object(self, *, kind: str, obj: Obj, patch: Mapping[str, Any]) -> Obj:
-        merged = _merge(obj, patch)
-        return merged
+        key = _object_key(kind, obj)
+        current = self.objects.get(key)
+        merged = _merge(current if current is not None else obj, patch)
+        self._store(kind, merged)
+        if kind == "PersistentVolume":
+            self._complete_binding(merged)
+        elif kind == "PersistentVolumeClaim":
+            self._provision(merged)
+        return self.objects.get(key, merged)
+
+    def _store(self, kind: str, obj: Obj) -> None:
+        self.objects[_object_key(kind, obj)] = obj
+        if self.on_object_change is not None:
+            self.on_object_change(kind, obj)
+
+    def _complete_binding(self, pv: Obj) -> None:
+        """The PV controller's half of a binding the scheduler started by setting claimRef."""
+        ref = (pv.get("spec") or {}).get("claimRef") or {}
+        claim = self.objects.get(("PersistentVolumeClaim", ref.get("namespace") or "", ref.get("name") or ""))
+        if claim is None or (claim.get("spec") or {}).get("volumeName"):
+            return
+        self._bind(pv, claim)
+
+    def _provision(self, claim: Obj) -> None:
+        """An external provisioner answering a claim annotated with its selected node."""
+        meta = claim.get("metadata") or {}
+        if (claim.get("spec") or {}).get("volumeName") or not (meta.get("annotations") or {}).get(_SELECTED_NODE):
+            return
+        class_name = (claim.get("spec") or {}).get("storageClassName") or ""
+        storage_class = self.objects.get(("StorageClass", "", class_name)) or {}
+        spec = claim.get("spec") or {}
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+              "metadata": {"name": f"pvc-{meta.get('uid') or meta.get('namespace', '') + '-' + meta.get('name', '')}",
+                           "annotations": {_PROVISIONED_BY: storage_class.get("provisioner") or ""}},
+              "spec": {"capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage",
+                                                                                                           "0")},
+                       "accessModes": list(spec.get("accessModes") or ()), "storageClassName": class_name,
+                       "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy") or "Delete",
+                       "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                    "namespace": meta.get("namespace") or "", "name": meta.get("name") or "",
+                                    **({"uid": meta["uid"]} if meta.get("uid") else {})}},
+              "status": {"phase": "Pending"}}
+        self._store("PersistentVolume", pv)
+        self._bind(pv, claim)
+
+    def _bind(self, pv: Obj, claim: Obj) -> None:
+        pv_spec = pv.get("spec") or {}
+        self._store("PersistentVolume", {**pv, "status": {**(pv.get("status") or {}), "phase": "Bound"}})
+        meta = claim.get("metadata") or {}
+        annotations = {**(meta.get("annotations") or {}), _BIND_COMPLETED: "yes", _BOUND_BY_CONTROLLER: "yes"}
+        self._store("PersistentVolumeClaim", {
+            **claim, "metadata": {**meta, "annotations": annotations},
+            "spec": {**(claim.get("spec") or {}), "volumeName": pv["metadata"]["name"]},
+            "status": {**(claim.get("status") or {}), "phase": "Bound", "capacity": dict(pv_spec.get("capacity") or {}),
+                       "accessModes": list(pv_spec.get("accessModes") or ())}})
+
+
+def _object_key(kind: str, obj: Obj) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return kind, meta.get("namespace") or "", meta.get("name") or ""
 
 
 def _merge(base: Any, patch: Any) -> Any:

@@ -111,7 +111,9 @@ async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, se
     handlers = EventHandlers(scheduler)
     client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
     client.on_pod_delete = handlers.on_pod_delete
+    client.on_object_change = handlers.on_object_upsert
     for loaded in inputs.objects:
+        client.add_object(loaded.obj)
         handlers.on_object_upsert(loaded.obj["kind"], loaded.obj)
     for loaded in inputs.nodes:
         handlers.on_node_upsert(loaded.obj)

@@ -1,0 +1,246 @@
+"""VolumeBinding: pods with PersistentVolumeClaims go only where their volumes can be, and
+their WaitForFirstConsumer claims get bound to a PV (or provisioned) on the chosen node.
+
+Extension points (upstream's volume_binding.go; the logic is in `binder.py`):
+
+- PreFilter: Skip for pods without claims (their cycles never touch volumes). A missing or
+  deleting claim, or an unbound claim with immediate binding, rejects the pod on every node
+  (UnschedulableAndUnresolvable) until a PVC/PV event moves it.
+- Filter: the node must fit the bound PVs' node affinity, and offer a matching available PV
+  or allowed provisioning for every delayed claim (UnschedulableAndUnresolvable otherwise).
+- PreScore/Score: always Skip, as upstream without the alpha StorageCapacityScoring gate.
+- Reserve/Unreserve: assume (or revert) the node's PV↔PVC bindings in memory, so the next pod
+  does not take the same PV before the API write lands.
+- PreBind: write the bindings and wait, up to `bindTimeoutSeconds`, until they are bound.
+
+Args: `bindTimeoutSeconds` (default 600, not negative); `shape` only with StorageCapacityScoring,
+which kopfsched does not have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
+from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper.volumes import ephemeral_claim_owned_error
+from kopfsched.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, VolumeBinder, VolumeBindingError
+from kopfsched.plugins.volumebinding.volumes import pod_claims
+
+NAME = "VolumeBinding"
+DEFAULT_BIND_TIMEOUT_SECONDS = 600
+ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
+
+
+# --- args --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VolumeBindingArgs:
+    """Upstream's VolumeBindingArgs."""
+
+    bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS
+    """How long PreBind waits for the PV controller to bind the pod's claims; 0 checks once."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> VolumeBindingArgs:
+        problems: list[tuple[str, str]] = []
+        check_known_fields(raw, {"bindTimeoutSeconds", "shape"}, problems)
+        timeout = int_field(raw, "bindTimeoutSeconds", DEFAULT_BIND_TIMEOUT_SECONDS, problems)
+        if timeout < 0:
+            problems.append(("bindTimeoutSeconds", "invalid BindTimeoutSeconds, should not be a negative value"))
+        if raw.get("shape") is not None:
+            problems.append(("shape", "unexpected field `shape`, remove it or turn on the feature gate "
+                                      "StorageCapacityScoring"))
+        if problems:
+            raise ArgsError(problems)
+        return cls(bind_timeout_seconds=timeout)
+
+
+# --- cycle state -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _StateData:
+    """Written by PreFilter, filled per node by Filter, read by Reserve, PreBind and Unreserve.
+    Shared, not copied, by preemption's dry runs, as upstream."""
+
+    claims: PodVolumeClaims
+    pod_volumes_by_node: dict[str, PodVolumes] = field(default_factory=dict)
+    all_bound: bool = False
+
+    def clone(self) -> _StateData:
+        return self
+
+
+STATE_KEY = StateKey[_StateData](NAME, "stateData")
+
+
+# --- plugin ------------------------------------------------------------------------------
+
+
+class VolumeBinding:
+    name = NAME
+
+    def __init__(self, args: VolumeBindingArgs | None, handle: Handle) -> None:
+        args = args or VolumeBindingArgs()
+        self.handle = handle
+        self.binder = VolumeBinder(objects=handle.objects, client=handle.client,
+                                   bind_timeout=float(args.bind_timeout_seconds),
+                                   node_labels=self._node_labels, clock=handle.clock)
+
+    def _node_labels(self, node_name: str) -> Mapping[str, str] | None:
+        node = self.handle.snapshot.get(node_name)
+        return node.labels if node is not None and node.node is not None else None
+
+    # PreFilter / Filter
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        if not pod.spec.get("volumes"):
+            return SKIP  # the common case: no claims, nothing to do anywhere in the cycle
+        problem = self._claims_problem(pod)
+        if problem is not None:
+            return problem
+        if not pod_claims(pod.pod):
+            return SKIP
+        try:
+            claims = self.binder.get_pod_volume_claims(pod.pod)
+        except VolumeBindingError as exc:
+            return Status.as_error(exc)
+        if claims.unbound_claims_immediate:
+            # The PV controller binds these; a PVC/PV event brings the pod back.
+            return Status.unresolvable(ERR_REASON_UNBOUND_IMMEDIATE)
+        state.write(STATE_KEY, _StateData(claims=claims))
+        return None
+
+    def _claims_problem(self, pod: PodInfo) -> Status | None:
+        """podHasPVCs: every claim exists, is not lost or being deleted, and an ephemeral
+        volume's claim belongs to the pod."""
+        for claim_name, ephemeral in pod_claims(pod.pod):
+            pvc = self.handle.objects.get("PersistentVolumeClaim", claim_name, pod.namespace)
+            if pvc is None:
+                if ephemeral:
+                    return Status.unresolvable("waiting for ephemeral volume controller to create the "
+                                               f'persistentvolumeclaim "{claim_name}"')
+                return Status.unresolvable(f'persistentvolumeclaim "{claim_name}" not found')
+            if (pvc.get("status") or {}).get("phase") == "Lost":
+                volume = (pvc.get("spec") or {}).get("volumeName") or ""
+                return Status.unresolvable(f'persistentvolumeclaim "{claim_name}" bound to non-existent '
+                                           f'persistentvolume "{volume}"')
+            if (pvc.get("metadata") or {}).get("deletionTimestamp"):
+                return Status.unresolvable(f'persistentvolumeclaim "{claim_name}" is being deleted')
+            if ephemeral and (error := ephemeral_claim_owned_error(pod.pod, pvc)) is not None:
+                return Status.unresolvable(error)
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        data = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"{NAME}: no stateData in the cycle state")
+        try:
+            volumes, reasons = self.binder.find_pod_volumes(data.claims, node.node or {})
+        except VolumeBindingError as exc:
+            return Status.as_error(exc)
+        if reasons:
+            return Status.unresolvable(*reasons)
+        data.pod_volumes_by_node[node.name] = volumes
+        return None
+
+    # PreScore / Score
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        return SKIP  # scoring needs the alpha StorageCapacityScoring gate
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return 0
+
+    # Reserve / Unreserve
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        data = state.get(STATE_KEY)
+        if data is None:
+            return None  # no claims
+        volumes = data.pod_volumes_by_node.get(node_name)
+        if volumes is None:
+            data.all_bound = True
+            return None
+        try:
+            data.all_bound = self.binder.assume_pod_volumes(pod.pod, node_name, volumes)
+        except VolumeBindingError as exc:
+            return Status.as_error(exc)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        data = state.get(STATE_KEY)
+        volumes = data.pod_volumes_by_node.get(node_name) if data is not None else None
+        if volumes is not None:
+            self.binder.revert_assumed_pod_volumes(volumes)
+
+    # PreBind
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        data = state.get(STATE_KEY)
+        if data is None or data.all_bound:
+            return None
+        volumes = data.pod_volumes_by_node.get(node_name)
+        if volumes is None:
+            return Status.as_error(f'no pod volumes found for node "{node_name}"')
+        try:
+            await self.binder.bind_pod_volumes(pod.pod, node_name, volumes)
+        except VolumeBindingError as exc:
+            return Status.as_error(exc)
+        return None
+
+    # Queueing
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        # CSIDriver and CSIStorageCapacity events are upstream's too; kopfsched does not watch them.
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_storage_class_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM,
+                                              ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_persistent_volume_claim_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE)),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_csi_node_change),
+        ]
+
+    def is_schedulable_after_storage_class_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """A new class, or new allowedTopologies (the binding mode cannot change)."""
+        if old is None:
+            return QueueingHint.QUEUE
+        if (objects.raw(old) or {}).get("allowedTopologies") != (objects.raw(new) or {}).get("allowedTopologies"):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_persistent_volume_claim_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """A claim of this pod was created or changed."""
+        raw_pod, pvc = objects.raw(pod), objects.raw(new)
+        pod_namespace = objects.meta(raw_pod).get("namespace") or "default"
+        if objects.meta(pvc).get("namespace") != pod_namespace:
+            return QueueingHint.SKIP
+        name = objects.meta(pvc).get("name")
+        if any(claim == name for claim, _ in pod_claims(raw_pod or {})):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_csi_node_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """A new CSINode, or a change of its migrated-plugins annotation."""
+        if old is None:
+            return QueueingHint.QUEUE
+        before = (objects.meta(objects.raw(old)).get("annotations") or {}).get(MIGRATED_PLUGINS_ANNOTATION)
+        after = (objects.meta(objects.raw(new)).get("annotations") or {}).get(MIGRATED_PLUGINS_ANNOTATION)
+        return QueueingHint.QUEUE if before != after else QueueingHint.SKIP
+
+
+PLUGIN = PluginFactory(name=NAME, factory=VolumeBinding, args_type=VolumeBindingArgs)
