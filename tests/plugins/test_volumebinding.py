@@ -1,0 +1,441 @@
+"""VolumeBinding: PreFilter/Filter reasons and codes, Reserve's assume cache, Unreserve,
+PreBind's API writes and wait, args and queueing hints (upstream's volume_binding_test.go
+and binder_test.go intents)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.events import ActionType, EventResource, QueueingHint
+from kopfsched.framework.registry import ArgsError
+from kopfsched.framework.status import Code, Status
+from kopfsched.framework.types import PodInfo
+from kopfsched.plugins.volumebinding import PLUGIN, VolumeBinding, VolumeBindingArgs
+from kopfsched.plugins.volumebinding.binder import (
+    ERR_REASON_BIND_CONFLICT,
+    ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_PV_NOT_EXIST,
+)
+from kopfsched.plugins.volumebinding.plugin import ERR_REASON_UNBOUND_IMMEDIATE, STATE_KEY
+from kopfsched.simulate.client import InMemoryClusterClient
+from kopfsched.testing import RecordingClient, make_handle, make_node, make_pod, run_filter
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+NODES = [make_node("node-a", labels={ZONE: "z1"}), make_node("node-b", labels={ZONE: "z2"})]
+
+
+# --- builders ------------------------------------------------------------------------------
+
+
+def storage_class(name: str, *, mode: str = "WaitForFirstConsumer", provisioner: str = "kubernetes.io/no-provisioner",
+                  topologies: list[dict] | None = None) -> dict:
+    sc: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                          "provisioner": provisioner, "volumeBindingMode": mode}
+    if topologies is not None:
+        sc["allowedTopologies"] = topologies
+    return sc
+
+
+def pvc(name: str, *, sc: str | None = "local", size: str = "5Gi", volume: str = "", bound: bool = False,
+        modes: tuple[str, ...] = ("ReadWriteOnce",), annotations: dict | None = None, selector: dict | None = None,
+        phase: str = "", deleting: bool = False, uid: str | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"}
+    anns = dict(annotations or {})
+    if bound:
+        anns["pv.kubernetes.io/bind-completed"] = "yes"
+    if anns:
+        meta["annotations"] = anns
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec: dict[str, Any] = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
+    if sc is not None:
+        spec["storageClassName"] = sc
+    if volume:
+        spec["volumeName"] = volume
+    if selector is not None:
+        spec["selector"] = selector
+    obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def pv(name: str, *, sc: str = "local", size: str = "10Gi", node: str | None = None, claim: str = "",
+       phase: str = "Available", modes: tuple[str, ...] = ("ReadWriteOnce",), labels: dict | None = None) -> dict:
+    spec: dict[str, Any] = {"capacity": {"storage": size}, "accessModes": list(modes), "storageClassName": sc}
+    if node is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}]}}
+    if claim:
+        spec["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": "default", "name": claim,
+                            "uid": f"uid-{claim}"}
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def pod_with(*claims: str, name: str = "pod", ephemeral: tuple[str, ...] = ()) -> dict:
+    volumes = [{"name": f"vol-{c}", "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    volumes += [{"name": v, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}} for v in ephemeral]
+    return make_pod(name, uid=f"uid-{name}", volumes=volumes)
+
+
+def plugin(objects: list[dict], *, client: Any = None, **args: Any) -> VolumeBinding:
+    handle = make_handle(NODES, objects=objects, client=client)
+    return PLUGIN.new(PLUGIN.decode_args(args or None), handle)
+
+
+WFFC = storage_class("local")
+IMMEDIATE = storage_class("standard", mode="Immediate", provisioner="example.com/csi")
+DYNAMIC = storage_class("dynamic", provisioner="example.com/csi")
+ZONED = storage_class("zoned", provisioner="example.com/csi",
+                      topologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["z2"]}]}])
+
+
+def answers(statuses: dict[str, Status | None]) -> dict[str, tuple[Code, tuple[str, ...]] | None]:
+    return {node: (s.code, s.reasons) if s is not None else None for node, s in statuses.items()}
+
+
+# --- PreFilter -----------------------------------------------------------------------------
+
+PRE_FILTER_CASES = [
+    pytest.param(make_pod("pod"), [], Code.SKIP, (), id="no-volumes-skip"),
+    pytest.param(make_pod("pod", volumes=[{"name": "v", "emptyDir": {}}]), [], Code.SKIP, (), id="no-claims-skip"),
+    pytest.param(pod_with("data"), [], UNRESOLVABLE, ('persistentvolumeclaim "data" not found',), id="pvc-not-found"),
+    pytest.param(pod_with(ephemeral=("scratch",)), [], UNRESOLVABLE,
+                 ('waiting for ephemeral volume controller to create the persistentvolumeclaim "pod-scratch"',),
+                 id="ephemeral-pvc-not-created-yet"),
+    pytest.param(pod_with(ephemeral=("scratch",)), [pvc("pod-scratch")], UNRESOLVABLE,
+                 ("PVC default/pod-scratch was not created for pod default/pod (pod is not owner)",),
+                 id="ephemeral-pvc-not-owned"),
+    pytest.param(pod_with("data"), [WFFC, pvc("data", deleting=True)], UNRESOLVABLE,
+                 ('persistentvolumeclaim "data" is being deleted',), id="pvc-being-deleted"),
+    pytest.param(pod_with("data"), [WFFC, pvc("data", volume="gone", phase="Lost")], UNRESOLVABLE,
+                 ('persistentvolumeclaim "data" bound to non-existent persistentvolume "gone"',), id="pvc-lost"),
+    pytest.param(pod_with("data"), [IMMEDIATE, pvc("data", sc="standard")], UNRESOLVABLE,
+                 (ERR_REASON_UNBOUND_IMMEDIATE,), id="unbound-immediate"),
+    pytest.param(pod_with("data"), [pvc("data", sc=None)], UNRESOLVABLE, (ERR_REASON_UNBOUND_IMMEDIATE,),
+                 id="no-class-is-immediate"),
+    pytest.param(pod_with("data"), [pvc("data", sc="missing")], UNRESOLVABLE, (ERR_REASON_UNBOUND_IMMEDIATE,),
+                 id="missing-class-is-immediate"),
+    pytest.param(pod_with("data"), [WFFC, pvc("data", volume="pv-a")], UNRESOLVABLE, (ERR_REASON_UNBOUND_IMMEDIATE,),
+                 id="prebound-not-yet-bound-is-immediate"),
+    pytest.param(pod_with("data"), [WFFC, pvc("data")], None, (), id="wait-for-first-consumer"),
+    pytest.param(pod_with("data"), [IMMEDIATE, pvc("data", sc="standard", volume="pv-a", bound=True)], None, (),
+                 id="bound"),
+]
+
+
+@pytest.mark.parametrize(("pod", "objects", "code", "reasons"), PRE_FILTER_CASES)
+def test_pre_filter(pod: dict, objects: list[dict], code: Code | None, reasons: tuple[str, ...]):
+    answer = plugin(objects).pre_filter(CycleState(), PodInfo(pod), [])
+    got = (answer.code, answer.reasons) if answer is not None else None
+    assert got == ((code, reasons) if code is not None else None)
+
+
+def test_pre_filter_never_narrows_the_nodes():
+    """Upstream dropped the PreFilterResult of bound local PVs (kubernetes#125398: a node's
+    hostname label need not be its name); Filter checks the PV's node affinity instead."""
+    objects = [WFFC, pvc("data", volume="pv-a", bound=True), pv("pv-a", node="node-a", claim="data", phase="Bound")]
+    assert plugin(objects).pre_filter(CycleState(), PodInfo(pod_with("data")), []) is None
+
+
+# --- Filter ------------------------------------------------------------------------------
+
+BIND = (UNRESOLVABLE, (ERR_REASON_BIND_CONFLICT,))
+AFFINITY = (UNRESOLVABLE, (ERR_REASON_NODE_CONFLICT,))
+
+FILTER_CASES = [
+    pytest.param([pvc("data", volume="pv-a", bound=True), pv("pv-a", node="node-a", claim="data", phase="Bound")],
+                 {"node-a": None, "node-b": AFFINITY}, id="bound-pv-node-affinity"),
+    pytest.param([pvc("data", volume="pv-a", bound=True), pv("pv-a", claim="data", phase="Bound")],
+                 {"node-a": None, "node-b": None}, id="bound-pv-without-affinity"),
+    pytest.param([pvc("data", volume="pv-a", bound=True)],
+                 {"node-a": (UNRESOLVABLE, (ERR_REASON_PV_NOT_EXIST,)),
+                  "node-b": (UNRESOLVABLE, (ERR_REASON_PV_NOT_EXIST,))}, id="bound-to-missing-pv"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-a")], {"node-a": None, "node-b": BIND},
+                 id="wffc-local-pv-on-one-node"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-a"), pv("pv-b", node="node-b")],
+                 {"node-a": None, "node-b": None}, id="wffc-local-pv-on-each-node"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-a", size="1Gi")], {"node-a": BIND, "node-b": BIND},
+                 id="wffc-pv-too-small"),
+    pytest.param([WFFC, pvc("data", modes=("ReadWriteMany",)), pv("pv-a", node="node-a")],
+                 {"node-a": BIND, "node-b": BIND}, id="wffc-access-modes-mismatch"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-a", sc="other")], {"node-a": BIND, "node-b": BIND},
+                 id="wffc-other-class"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-a", phase="Released")],
+                 {"node-a": BIND, "node-b": BIND}, id="wffc-pv-not-available"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-a", claim="other")], {"node-a": BIND, "node-b": BIND},
+                 id="wffc-pv-claimed-by-another"),
+    pytest.param([WFFC, pvc("data", selector={"matchLabels": {"tier": "fast"}}),
+                  pv("pv-a", node="node-a", labels={"tier": "slow"}),
+                  pv("pv-b", node="node-b", labels={"tier": "fast"})],
+                 {"node-a": BIND, "node-b": None}, id="wffc-claim-selector"),
+    pytest.param([WFFC, pvc("data"), pv("pv-a", node="node-b", claim="data", phase="Available")],
+                 {"node-a": BIND, "node-b": None}, id="wffc-pv-prebound-to-claim"),
+    pytest.param([DYNAMIC, pvc("data", sc="dynamic")], {"node-a": None, "node-b": None}, id="dynamic-provisioning"),
+    pytest.param([ZONED, pvc("data", sc="zoned")], {"node-a": BIND, "node-b": None},
+                 id="dynamic-provisioning-allowed-topologies"),
+    pytest.param([DYNAMIC, pvc("data", sc="dynamic", annotations={"volume.kubernetes.io/selected-node": "node-b"})],
+                 {"node-a": BIND, "node-b": None}, id="provisioning-already-selected-a-node"),
+    pytest.param([WFFC, pvc("data", volume="pv-a", bound=True), pv("pv-a", node="node-a", claim="data", phase="Bound"),
+                  pvc("logs"), pv("pv-b", node="node-b")],
+                 {"node-a": BIND, "node-b": AFFINITY}, id="bound-and-unbound-on-different-nodes"),
+]
+
+
+@pytest.mark.parametrize(("objects", "expected"), FILTER_CASES)
+def test_filter(objects: list[dict], expected: dict):
+    claims = [o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    assert answers(run_filter(plugin(objects), pod_with(*claims), NODES)) == expected
+
+
+def test_filter_reports_every_conflict_of_a_node_in_upstream_order():
+    objects = [WFFC, pvc("data", volume="pv-a", bound=True), pv("pv-a", node="node-a", claim="data", phase="Bound"),
+               pvc("logs", sc="local")]
+    assert answers(run_filter(plugin(objects), pod_with("data", "logs"), NODES))["node-b"] == (
+        UNRESOLVABLE, (ERR_REASON_NODE_CONFLICT, ERR_REASON_BIND_CONFLICT))
+
+
+def test_filter_picks_the_smallest_fitting_pv_and_one_pv_per_claim():
+    objects = [WFFC, pvc("small", size="1Gi"), pvc("large", size="8Gi"),
+               pv("pv-10", node="node-a", size="10Gi"), pv("pv-2", node="node-a", size="2Gi"),
+               pv("pv-20", node="node-a", size="20Gi")]
+    vb, state = plugin(objects), CycleState()
+    run_filter(vb, pod_with("large", "small"), NODES[:1], state=state)
+    volumes = state.read(STATE_KEY).pod_volumes_by_node["node-a"]
+    assert [(b.pvc["metadata"]["name"], b.pv["metadata"]["name"]) for b in volumes.static_bindings] == [
+        ("small", "pv-2"), ("large", "pv-10")]
+
+
+def test_filter_errors_on_a_delayed_claim_whose_class_has_gone():
+    objects = [WFFC, pvc("data", sc="local", annotations={"volume.kubernetes.io/selected-node": "node-a"})]
+    vb, state, pod = plugin(objects), CycleState(), PodInfo(pod_with("data"))
+    assert vb.pre_filter(state, pod, []) is None
+    vb.handle.objects._objects.remove(WFFC)
+    status = vb.filter(state, pod, make_handle(NODES).snapshot.get("node-a"))
+    assert (status.code, status.reasons) == (Code.ERROR, ('failed to find storage class "local"',))
+
+
+# --- Reserve / Unreserve -------------------------------------------------------------------
+
+
+def schedule_to(vb: VolumeBinding, pod: dict, node: str) -> tuple[CycleState, dict[str, Any]]:
+    """PreFilter, Filter on every node, Reserve on `node`: (state, each node's Filter answer)."""
+    state = CycleState()
+    statuses = answers(run_filter(vb, pod, NODES, state=state))
+    if statuses[node] is None:
+        assert vb.reserve(state, PodInfo(pod), node) is None
+    return state, statuses
+
+
+def test_reserve_assumes_the_pv_so_the_next_pod_does_not_take_it():
+    objects = [WFFC, pvc("a"), pvc("b"), pv("pv-a", node="node-a")]
+    vb = plugin(objects)
+    schedule_to(vb, pod_with("a", name="first"), "node-a")
+    _, second = schedule_to(vb, pod_with("b", name="second"), "node-a")
+    assert second == {"node-a": BIND, "node-b": BIND}
+    assumed = vb.binder.pv_cache.get("pv-a")
+    assert assumed["spec"]["claimRef"]["name"] == "a"
+    assert assumed["metadata"]["annotations"] == {"pv.kubernetes.io/bound-by-controller": "yes"}
+    assert "claimRef" not in vb.handle.objects.get("PersistentVolume", "pv-a")["spec"]  # API object untouched
+
+
+def test_unreserve_releases_the_assumed_pv():
+    objects = [WFFC, pvc("a"), pvc("b"), pv("pv-a", node="node-a")]
+    vb = plugin(objects)
+    first = pod_with("a", name="first")
+    state, _ = schedule_to(vb, first, "node-a")
+    vb.unreserve(state, PodInfo(first), "node-a")
+    vb.unreserve(state, PodInfo(first), "node-a")  # idempotent
+    _, second = schedule_to(vb, pod_with("b", name="second"), "node-a")
+    assert second == {"node-a": None, "node-b": BIND}
+
+
+def test_assumption_ends_when_the_cluster_updates_the_pv():
+    objects = [WFFC, pvc("a"), pvc("b"), pv("pv-a", node="node-a")]
+    vb = plugin(objects)
+    schedule_to(vb, pod_with("a", name="first"), "node-a")
+    store = vb.handle.objects._objects
+    store[store.index(objects[3])] = pv("pv-a", node="node-a")  # a newer version, still unbound
+    _, second = schedule_to(vb, pod_with("b", name="second"), "node-a")
+    assert second == {"node-a": None, "node-b": BIND}
+
+
+def test_reserve_of_bound_claims_leaves_nothing_for_prebind():
+    objects = [pvc("data", volume="pv-a", bound=True), pv("pv-a", node="node-a", claim="data", phase="Bound")]
+    client = RecordingClient()
+    vb = plugin(objects, client=client)
+    pod = pod_with("data")
+    state, _ = schedule_to(vb, pod, "node-a")
+    assert asyncio.run(vb.pre_bind(state, PodInfo(pod), "node-a")) is None
+    assert client.calls == []
+
+
+# --- PreBind -------------------------------------------------------------------------------
+
+
+class BindingClient(InMemoryClusterClient):
+    """The in-memory client over the handle's objects: records each patch_object call, applies
+    it as the API server would and, with `complete`, binds as the PV controller would."""
+
+    def __init__(self, store: list[dict], *, complete: bool = True) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, dict]] = []
+        self.complete = complete
+        for obj in store:
+            self.add_object(obj)
+
+        def replace(kind: str, obj: dict) -> None:
+            old = next((i for i, o in enumerate(store) if o["kind"] == kind
+                        and o["metadata"]["name"] == obj["metadata"]["name"]), None)
+            if old is None:
+                store.append(obj)
+            else:
+                store[old] = obj
+
+        self.on_object_change = replace
+
+    async def patch_object(self, *, kind: str, obj: dict, patch: Any) -> dict:
+        self.calls.append(("patch_object", {"kind": kind, "obj": obj, "patch": patch}))
+        return await super().patch_object(kind=kind, obj=obj, patch=patch)
+
+    def _complete_binding(self, pv: dict) -> None:
+        if self.complete:
+            super()._complete_binding(pv)
+
+    def _provision(self, claim: dict) -> None:
+        if self.complete:
+            super()._provision(claim)
+
+
+def binding_plugin(objects: list[dict], *, complete: bool = True, **handle_fields: Any) -> tuple[VolumeBinding,
+                                                                                                BindingClient]:
+    """A plugin whose client writes into (and binds in) the handle's own objects."""
+    handle = make_handle(NODES, objects=objects, **handle_fields)
+    client = BindingClient(handle.objects._objects, complete=complete)
+    handle.client = client
+    return PLUGIN.new(PLUGIN.decode_args(None), handle), client
+
+
+def patches(client: BindingClient) -> list[tuple[str, str, dict]]:
+    return [(kw["kind"], kw["obj"]["metadata"]["name"], kw["patch"]) for name, kw in client.calls
+            if name == "patch_object"]
+
+
+def test_pre_bind_sets_the_claim_ref_of_a_static_binding_and_waits_for_the_pv_controller():
+    vb, client = binding_plugin([WFFC, pvc("data"), pv("pv-a", node="node-a")])
+    pod = pod_with("data")
+    state, _ = schedule_to(vb, pod, "node-a")
+    assert asyncio.run(vb.pre_bind(state, PodInfo(pod), "node-a")) is None
+    assert patches(client) == [("PersistentVolume", "pv-a", {
+        "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+        "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "default",
+                              "name": "data", "uid": "uid-data"}}})]
+    assert vb.handle.objects.get("PersistentVolumeClaim", "data", "default")["spec"]["volumeName"] == "pv-a"
+
+
+def test_pre_bind_annotates_a_claim_to_provision_with_the_selected_node():
+    vb, client = binding_plugin([DYNAMIC, pvc("data", sc="dynamic")])
+    pod = pod_with("data")
+    state, _ = schedule_to(vb, pod, "node-b")
+    assert asyncio.run(vb.pre_bind(state, PodInfo(pod), "node-b")) is None
+    assert patches(client) == [("PersistentVolumeClaim", "data", {
+        "metadata": {"annotations": {"volume.kubernetes.io/selected-node": "node-b"}}})]
+    assert vb.handle.objects.get("PersistentVolumeClaim", "data", "default")["spec"]["volumeName"] == "pvc-uid-data"
+
+
+def test_pre_bind_times_out_after_bind_timeout_seconds_on_the_injected_clock():
+    now = [0.0]
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    vb, _ = binding_plugin([WFFC, pvc("data"), pv("pv-a", node="node-a")], complete=False, clock=lambda: now[0])
+    vb.binder.bind_timeout = 5.0
+    vb.binder.sleep = sleep
+    pod = pod_with("data")
+    state, _ = schedule_to(vb, pod, "node-a")
+    status = asyncio.run(vb.pre_bind(state, PodInfo(pod), "node-a"))
+    assert (status.code, status.reasons) == (Code.ERROR, ("binding volumes: context deadline exceeded",))
+    assert sleeps == [1.0] * 5
+
+
+def test_pre_bind_fails_when_the_pv_lost_its_claim_ref():
+    objects = [WFFC, pvc("data"), pv("pv-a", node="node-a")]
+    client = RecordingClient()  # writes nothing: the API PV keeps no claimRef
+    vb = plugin(objects, client=client)
+    pod = pod_with("data")
+    state, _ = schedule_to(vb, pod, "node-a")
+    status = asyncio.run(vb.pre_bind(state, PodInfo(pod), "node-a"))
+    assert (status.code, status.reasons) == (Code.ERROR, ('binding volumes: ClaimRef got reset for pv "pv-a"',))
+
+
+# --- args and queueing ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    pytest.param(None, VolumeBindingArgs(600), id="default"),
+    pytest.param({"bindTimeoutSeconds": 0}, VolumeBindingArgs(0), id="zero"),
+    pytest.param({"bindTimeoutSeconds": 10}, VolumeBindingArgs(10), id="positive"),
+])
+def test_args(raw: dict | None, expected: VolumeBindingArgs):
+    assert PLUGIN.decode_args(raw) == expected
+
+
+@pytest.mark.parametrize(("raw", "problems"), [
+    pytest.param({"bindTimeoutSeconds": -10},
+                 [("bindTimeoutSeconds", "invalid BindTimeoutSeconds, should not be a negative value")], id="negative"),
+    pytest.param({"shape": [{"utilization": 0, "score": 0}]},
+                 [("shape", "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring")],
+                 id="shape-without-gate"),
+    pytest.param({"bindTimeout": 1}, [("bindTimeout", "unknown field")], id="unknown-field"),
+])
+def test_args_validation(raw: dict, problems: list[tuple[str, str]]):
+    with pytest.raises(ArgsError) as info:
+        PLUGIN.decode_args(raw)
+    assert info.value.problems == problems
+
+
+def test_pre_score_always_skips_without_storage_capacity_scoring():
+    assert plugin([]).pre_score(CycleState(), PodInfo(pod_with("data")), []).code is Code.SKIP
+
+
+@pytest.mark.parametrize(("old", "new", "hint"), [
+    pytest.param(None, pvc("data"), QueueingHint.QUEUE, id="pvc-of-the-pod"),
+    pytest.param(None, pvc("other"), QueueingHint.SKIP, id="other-pvc"),
+    pytest.param(None, {**pvc("data"), "metadata": {"name": "data", "namespace": "prod"}}, QueueingHint.SKIP,
+                 id="other-namespace"),
+])
+def test_pvc_hint(old: dict | None, new: dict, hint: QueueingHint):
+    assert plugin([]).is_schedulable_after_persistent_volume_claim_change(pod_with("data"), old, new) is hint
+
+
+@pytest.mark.parametrize(("old", "new", "hint"), [
+    pytest.param(None, WFFC, QueueingHint.QUEUE, id="new-class"),
+    pytest.param(DYNAMIC, ZONED | {"metadata": {"name": "dynamic"}}, QueueingHint.QUEUE, id="topologies-changed"),
+    pytest.param(WFFC, WFFC | {"parameters": {"a": "b"}}, QueueingHint.SKIP, id="other-change"),
+])
+def test_storage_class_hint(old: dict | None, new: dict, hint: QueueingHint):
+    assert plugin([]).is_schedulable_after_storage_class_change(pod_with("data"), old, new) is hint
+
+
+def test_events_to_register():
+    add_update = ActionType.ADD | ActionType.UPDATE
+    events = [(e.event.resource, e.event.action, e.hint is not None) for e in plugin([]).events_to_register()]
+    assert events == [(EventResource.STORAGE_CLASS, add_update, True),
+                      (EventResource.PERSISTENT_VOLUME_CLAIM, add_update, True),
+                      (EventResource.PERSISTENT_VOLUME, add_update, False),
+                      (EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL, False),
+                      (EventResource.CSI_NODE, add_update, True)]
