@@ -72,6 +72,7 @@ async def exercise_client(api: RecordingApi) -> None:
         await client.record_event(regarding=POD, type="Warning", reason="FailedScheduling", action="Scheduling",
                                   message="0/1 nodes are available", reporting_controller="kopfsched")
     await client.patch_profile_status(name="kopfsched", status={"observedGeneration": 1})
+    await client.patch_pod_group_status(namespace="default", name="gang", status={"phase": "Scheduled"})
 
 
 async def exercise_operator_listing(api: RecordingApi) -> None:

@@ -39,6 +39,7 @@ EVENT_CACHE_SIZE = 4096
 """Series kept for deduplication (least recently observed are forgotten first)."""
 
 PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL = "kopfsched.dev", "v1alpha1", "schedulerprofiles"
+POD_GROUP_GROUP, POD_GROUP_VERSION, POD_GROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 
 
 def reporting_instance() -> str:
@@ -229,3 +230,9 @@ class KubeClusterClient:
         path = f"/apis/{PROFILE_GROUP}/{PROFILE_VERSION}/{PROFILE_PLURAL}/{name}/status"
         await self.request("PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH,
                            what=f"status of SchedulerProfile {name}")
+
+    async def patch_pod_group_status(self, *, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch a PodGroup's status subresource (scheduler-plugins' v1alpha1)."""
+        path = f"/apis/{POD_GROUP_GROUP}/{POD_GROUP_VERSION}/namespaces/{namespace}/{POD_GROUP_PLURAL}/{name}/status"
+        await self.request("PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH,
+                           what=f"status of PodGroup {namespace}/{name}")

@@ -43,6 +43,8 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("ReplicaSet", "apps/v1", "replicasets"),
     WatchedKind("StatefulSet", "apps/v1", "statefulsets"),
     WatchedKind("ReplicationController", "v1", "replicationcontrollers"),
+    # Coscheduling's gangs (scheduler-plugins' CRD, optional: unserved until it is installed).
+    WatchedKind("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
 )
 PROFILE_KIND = WatchedKind("SchedulerProfile", "kopfsched.dev/v1alpha1", "schedulerprofiles")
 

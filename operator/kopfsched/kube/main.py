@@ -51,6 +51,7 @@ from kopfsched.kube.handlers import (
     operator_settings,
 )
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
+from kopfsched.kube.podgroups import PodGroupStatusWriter
 from kopfsched.kube.profiles import ProfileManager
 from kopfsched.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from kopfsched.observability.health import HealthServer
@@ -84,7 +85,7 @@ class OperatorOptions:
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     status_interval: float = 5.0
-    """Seconds between SchedulerProfile status refreshes (written only when changed)."""
+    """Seconds between SchedulerProfile and PodGroup status refreshes (written only when changed)."""
     reconcile_interval: float = 300.0
     """Seconds between full LIST reconciles of pods and nodes (ghost removal)."""
     relist_reconcile_delay: float = 1.0
@@ -150,6 +151,7 @@ class Operator:
         self.scheduler: Scheduler | None = None
         self.feed: ClusterFeed | None = None
         self.profiles: ProfileManager | None = None
+        self.pod_groups: PodGroupStatusWriter | None = None
         self.kopf: KopfThread | None = None
         self.health: HealthServer | None = None
         self.elector: LeaderElector | None = None
@@ -237,6 +239,7 @@ class Operator:
         self.profiles = ProfileManager(scheduler=self.scheduler, registry=self.scheduler.registry, stats=self.stats,
                                        config_profiles=list(config.profiles) if config else [],
                                        on_change=self._status_dirty.set)
+        self.pod_groups = PodGroupStatusWriter(scheduler=self.scheduler, client=self.client)
 
     def _start_scheduling(self, stop: asyncio.Event) -> None:
         assert self.scheduler is not None
@@ -244,6 +247,7 @@ class Operator:
         self._scheduling = self._spawn(self.scheduler.run(), "scheduling loop")
         self._spawn(self.scheduler.queue.run(stop), "queue flushes")
         self._spawn(self._status_loop(stop), "profile status")
+        self._spawn(self._pod_group_status_loop(stop), "PodGroup status")
         self._spawn(self._reconcile_loop(stop), "reconcile")
 
     async def _shutdown(self) -> None:
@@ -405,6 +409,17 @@ class Operator:
             self._written[name] = status
         for gone in set(self._written) - set(self.profiles.crs):
             del self._written[gone]
+
+    async def _pod_group_status_loop(self, stop: asyncio.Event) -> None:
+        """Write the status of Coscheduling's PodGroups every status_interval, when changed."""
+        assert self.pod_groups is not None
+        while True:
+            try:
+                await self.pod_groups.write()
+            except Exception:
+                logger.exception("writing PodGroup status failed")
+            if await _stopped_within(stop, self.options.status_interval):
+                return
 
     async def _metrics_loop(self, stop: asyncio.Event) -> None:
         assert self.scheduler is not None
