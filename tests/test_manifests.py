@@ -25,6 +25,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MANIFESTS = sorted((ROOT / "manifests").glob("*.yaml"))
 CRD_PATH = ROOT / "crds" / "schedulerprofile.yaml"
 CRD = yaml.safe_load(CRD_PATH.read_text())
+OPTIONAL_CRDS = sorted((ROOT / "crds" / "optional").glob("*.yaml"))
+"""Opt-in CRDs (`kubectl apply -f crds/` does not descend into crds/optional/)."""
+POD_GROUP_CRD = yaml.safe_load((ROOT / "crds" / "optional" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
 NAMESPACE = "kopfsched-system"
 KUBERNETES_VERSIONS = ("1.34", kubernetes_validate.latest_version())
 """The oldest upstream we follow, and the newest schemas kubernetes-validate ships."""
@@ -47,9 +50,9 @@ def the(kind: str) -> dict[str, Any]:
     return found
 
 
-def crd_json_schema() -> dict[str, Any]:
+def crd_json_schema(crd: dict[str, Any] = CRD) -> dict[str, Any]:
     """The CRD's openAPIV3Schema as JSON Schema (without the x-kubernetes-* extensions)."""
-    schema = copy.deepcopy(CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    schema = copy.deepcopy(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
     def strip(node: Any) -> None:
         if isinstance(node, dict):
@@ -104,6 +107,43 @@ def test_crd_is_schema_valid(version):
     kubernetes_validate.validate(CRD, version, strict=True)
 
 
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("path", OPTIONAL_CRDS, ids=[p.name for p in OPTIONAL_CRDS])
+def test_optional_crd_is_schema_valid(path, version):
+    kubernetes_validate.validate(yaml.safe_load(path.read_text()), version, strict=True)
+
+
+def test_pod_group_crd_is_scheduler_plugins_v1alpha1():
+    names = POD_GROUP_CRD["spec"]["names"]
+    [version] = POD_GROUP_CRD["spec"]["versions"]
+    schema = version["schema"]["openAPIV3Schema"]["properties"]
+    assert (POD_GROUP_CRD["metadata"]["name"], POD_GROUP_CRD["spec"]["scope"], names["kind"], version["name"]) == (
+        "podgroups.scheduling.x-k8s.io", "Namespaced", "PodGroup", "v1alpha1")
+    assert version["subresources"] == {"status": {}}
+    assert sorted(schema["spec"]["properties"]) == ["minMember", "minResources", "scheduleTimeoutSeconds"]
+    assert sorted(schema["status"]["properties"]) == ["failed", "occupiedBy", "phase", "running",
+                                                      "scheduleStartTime", "scheduled", "succeeded"]
+
+
+GANG_PODGROUPS = [doc for doc in yaml.safe_load_all((ROOT / "examples" / "gang.yaml").read_text())
+                  if doc and doc.get("kind") == "PodGroup"]
+POD_GROUP_STATUS = {"phase": "Scheduled", "scheduled": 2, "running": 0, "succeeded": 0, "failed": 0}
+
+
+@pytest.mark.parametrize(("doc", "valid"), [
+    *((doc, True) for doc in GANG_PODGROUPS),
+    ({"spec": {"minMember": 2, "minResources": {"cpu": "2", "memory": "1Gi"}}, "status": POD_GROUP_STATUS}, True),
+    ({"spec": {"minMember": 0}}, False),
+    ({"spec": {"minResources": {"cpu": "two"}}}, False),
+    ({"status": {**POD_GROUP_STATUS, "scheduled": "2"}}, False),
+], ids=[*(f"gang.yaml:{d['metadata']['name']}" for d in GANG_PODGROUPS), "status-as-written", "min-member-0",
+        "bad-quantity", "scheduled-not-integer"])
+def test_pod_groups_match_the_crd_schema(doc, valid):
+    validator = jsonschema.Draft7Validator(crd_json_schema(POD_GROUP_CRD))
+    errors = [error.message for error in validator.iter_errors(doc)]
+    assert (errors == []) is valid, errors
+
+
 def test_strict_validation_catches_a_misspelt_field():
     """Guards the test above: kubernetes-validate really rejects an unknown field."""
     deployment = copy.deepcopy(the("Deployment"))
@@ -151,6 +191,8 @@ EXPECTED_CLUSTER_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("kopfsched.dev", "schedulerprofiles"): {"list", "watch", "create"},
     ("kopfsched.dev", "schedulerprofiles/status"): {"patch"},
+    ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
+    ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
 }
 EXPECTED_NAMESPACE_RULES = {
