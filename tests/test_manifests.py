@@ -187,6 +187,7 @@ EXPECTED_CLUSTER_RULES = {
     ("apps", "statefulsets"): {"list", "watch"},
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
+    ("storage.k8s.io", "volumeattachments"): {"list", "watch"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create", "patch"},
     ("kopfsched.dev", "schedulerprofiles"): {"list", "watch", "create"},

@@ -82,6 +82,7 @@ BUILTIN_RESOURCES: tuple[ResourceDef, ...] = (
     _res('rbac.authorization.k8s.io', 'v1', 'rolebindings', 'RoleBinding'),
     _res('storage.k8s.io', 'v1', 'storageclasses', 'StorageClass', namespaced=False, short_names=('sc',)),
     _res('storage.k8s.io', 'v1', 'csinodes', 'CSINode', namespaced=False),
+    _res('storage.k8s.io', 'v1', 'volumeattachments', 'VolumeAttachment', namespaced=False),
     _res('storage.k8s.io', 'v1', 'csidrivers', 'CSIDriver', namespaced=False),
     _res('policy', 'v1', 'poddisruptionbudgets', 'PodDisruptionBudget', status=True, short_names=('pdb',)),
     _res('scheduling.k8s.io', 'v1', 'priorityclasses', 'PriorityClass', namespaced=False, short_names=('pc',)),

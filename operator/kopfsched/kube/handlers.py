@@ -36,6 +36,7 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
     WatchedKind("StorageClass", "storage.k8s.io/v1", "storageclasses"),
     WatchedKind("CSINode", "storage.k8s.io/v1", "csinodes"),
+    WatchedKind("VolumeAttachment", "storage.k8s.io/v1", "volumeattachments"),
     WatchedKind("Namespace", "v1", "namespaces"),
     WatchedKind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
     # PodTopologySpread's System defaulting reads the selectors of these.
