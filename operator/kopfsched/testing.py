@@ -181,8 +181,8 @@ def node_info(node: dict[str, Any], *pods: dict[str, Any]) -> NodeInfo:
 class FakeSnapshot:
     """The SnapshotLister protocol over a fixed list of NodeInfos."""
 
-    def __init__(self, nodes: Iterable[NodeInfo] = ()) -> None:
-        self._nodes = list(nodes)
+    def __init__(self, nodes: Iterable[NodeInfo] | None = ()) -> None:
+        self._nodes = list(nodes or ())
         self._table = NodeTable(self._nodes)
 
     @property
@@ -218,14 +218,17 @@ class FakeObjects:
 
 class RecordingClient:
     """A ClusterClient that records every call as (method, kwargs) in `calls`, and binds
-    into `bindings` ("ns/name", node)."""
+    into `bindings` ("ns/name", node) — or raises `fail_with` from bind when it is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail_with: BaseException | None = None) -> None:
+        self.fail_with = fail_with
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.bindings: list[tuple[str, str]] = []
 
     async def bind(self, *, pod: Obj, node_name: str) -> None:
         self.calls.append(("bind", {"pod": pod, "node_name": node_name}))
+        if self.fail_with is not None:
+            raise self.fail_with
         self.bindings.append((PodInfo(pod).key, node_name))
 
     async def patch_pod_status(self, **kwargs: Any) -> None:
@@ -242,7 +245,7 @@ class RecordingClient:
         return {}
 
 
-def make_handle(nodes: Iterable[Obj | NodeInfo] = (), *, objects: Iterable[Obj] = (), client: Any = None,
+def make_handle(nodes: Iterable[Obj | NodeInfo] | None = (), *, objects: Iterable[Obj] = (), client: Any = None,
                 **fields: Any) -> Handle:
     """The Handle a plugin factory receives, over `nodes` (dicts or NodeInfos); other Handle
     fields (activate, clock, rng, ...) can be passed by name."""
@@ -330,8 +333,8 @@ def _pod_info(pod: Obj | PodInfo | QueuedPodInfo) -> PodInfo:
     return pod if isinstance(pod, PodInfo) else PodInfo(pod)
 
 
-def _node_infos(nodes: Iterable[Obj | NodeInfo]) -> list[NodeInfo]:
-    return [n if isinstance(n, NodeInfo) else NodeInfo(n) for n in nodes]
+def _node_infos(nodes: Iterable[Obj | NodeInfo] | None) -> list[NodeInfo]:
+    return [n if isinstance(n, NodeInfo) else NodeInfo(n) for n in nodes or ()]
 
 
 # The whole scheduler, offline ------------------------------------------------------------------
