@@ -61,6 +61,7 @@ from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Observers
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.scheduler.stats import SchedulingStats
+from kopfsched.scheduler.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +159,7 @@ class Operator:
         self.failure: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduling: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(logger)
         self._status_dirty = asyncio.Event()
         self._written: dict[str, dict[str, Any]] = {}
         self._reconcile_pending = False
@@ -246,6 +247,7 @@ class Operator:
         logger.info("scheduling starts")
         self._scheduling = self._spawn(self.scheduler.run(), "scheduling loop")
         self._spawn(self.scheduler.queue.run(stop), "queue flushes")
+        self._spawn(self.scheduler.run_permit_timeouts(stop), "permit timeouts")
         self._spawn(self._status_loop(stop), "profile status")
         self._spawn(self._pod_group_status_loop(stop), "PodGroup status")
         self._spawn(self._reconcile_loop(stop), "reconcile")
@@ -257,9 +259,7 @@ class Operator:
         if self.profiles is not None and self.client is not None and self._scheduling is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._write_statuses(), timeout=5)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         if self.elector is not None:
             await self.elector.release()
         if self.kopf is not None:
@@ -447,16 +447,7 @@ class Operator:
             lost.set()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", task.get_name(), exc_info=task.exception())
+        return self._tasks.spawn(coro, name)
 
 
 def _merge_nulls(previous: dict[str, Any] | None, status: dict[str, Any]) -> dict[str, Any]:

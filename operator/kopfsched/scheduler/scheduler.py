@@ -40,6 +40,7 @@ from kopfsched.scheduler.extender_cycle import extenders_binding, schedule_one_w
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
 from kopfsched.scheduler.profiles import build_framework, queue_profile
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
+from kopfsched.scheduler.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class Scheduler:
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
         self._queue_sort_less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = _priority_then_timestamp
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(logger)
         self._pending_unmanaged: dict[str, PodInfo] = {}
         self._extenders: dict[Any, HTTPExtender] = {}
 
@@ -372,16 +373,8 @@ class Scheduler:
     # -- supervised tasks -------------------------------------------------------------------
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", task.get_name(), exc_info=task.exception())
+        """A binding or reporting task whose failure is logged, never lost."""
+        return self._tasks.spawn(coro, name)
 
     async def settle_tasks(self) -> None:
         """Until every task has finished or is a binding task parked at Permit, waiting for
@@ -390,8 +383,7 @@ class Scheduler:
         Every parked WaitingPod blocks exactly one pending task, so when the counts match
         only parked tasks are left. Tasks of the in-memory client never wait on real I/O."""
         while True:
-            pending = sum(1 for task in self._tasks if not task.done())
-            if pending <= self.waiting_pods.parked_count():
+            if self._tasks.pending() <= self.waiting_pods.parked_count():
                 return
             await asyncio.sleep(0)
 
@@ -410,8 +402,7 @@ class Scheduler:
 
     async def wait_for_tasks(self) -> None:
         """Until every binding and reporting task has finished."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.wait()
 
     async def shutdown(self) -> None:
         """Stop scheduling; let in-flight bindings finish (waiting pods are rejected)."""
