@@ -147,3 +147,27 @@ async def test_without_the_crd_the_operator_schedules_and_serves_pod_groups_once
     assert [r.getMessage().rsplit(': ', 1)[-1] for r in unresolved] == [
         "Selector(group='scheduling.x-k8s.io', version='v1alpha1', any_name='podgroups')"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+
+
+async def test_a_gang_member_waiting_at_permit_times_out_in_the_operator(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """The other member is gated, so the first one waits at Permit until scheduleTimeoutSeconds
+    runs out on the operator's clock; then it is rejected and nothing is bound."""
+    apply(kubeconfig, ROOT / 'crds', ROOT / 'crds' / 'optional')
+    await post(http, PROFILES, GANG_PROFILE)
+    await post(http, '/api/v1/nodes', make_node('node-0', cpu='4'))
+    group = pod_group('slow', min_member=2)
+    group['spec']['scheduleTimeoutSeconds'] = 1
+    await post(http, POD_GROUPS, group)
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('slow-0', scheduler_name='gang', labels={GROUP_LABEL: 'slow'},
+                                        requests={'cpu': '1'}))
+        await post(http, PODS, make_pod('slow-1', scheduler_name='gang', labels={GROUP_LABEL: 'slow'},
+                                        requests={'cpu': '1'}, scheduling_gates=['example.com/hold']))
+        await eventually(lambda: len(operator.scheduler.waiting_pods) == 1, what='slow-0 waiting at Permit')
+        await eventually(lambda: unschedulable(emulator, 'slow-0'), timeout=10, what='the Permit wait timed out')
+        assert len(operator.scheduler.waiting_pods) == 0
+    conditions = emulator.get_object('pods', 'default', 'slow-0')['status']['conditions']
+    [reported] = [c for c in conditions if c['type'] == 'PodScheduled']
+    assert 'rejected due to timeout after waiting 1s at plugin Coscheduling' in reported['message']
+    assert not emulator.mutations('POST', r'/pods/slow-\d/binding$')
