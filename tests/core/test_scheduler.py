@@ -277,3 +277,15 @@ async def test_a_stale_nomination_is_cleared_when_preemption_finds_nothing():
     assert h.condition("pre")["message"] == (
         "0/1 nodes are available: 1 Insufficient cpu. "
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+
+
+async def test_shutdown_unreserves_waiting_pods_without_reporting_them():
+    h = _custom_harness([make_node("n1")])
+    h.add_pods(make_pod("waiter", labels={"gate": "wait"}, requests={"cpu": "1"}))
+    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1000
+    await h.scheduler.shutdown()
+    assert RecordingReserve.calls == [("reserve", "waiter", "n1"), ("unreserve", "waiter", "n1")]
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+    assert h.condition("waiter") is None
+    assert h.client.events == []

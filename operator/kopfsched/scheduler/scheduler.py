@@ -346,7 +346,8 @@ class Scheduler:
             pod=pod, profile=fwk.profile_name, result=outcome, seconds=self.clock() - start, message=message,
             reason=reason, diagnosis=diagnosis, nominated_node=nominated_node or "", victims=victims,
             attempts=qpi.attempts, scores=result.scores if result else None))
-        self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node), f"report {pod.key}")
+        if not self.queue.closed:  # shutting down: the next leader reports, not a message about us
+            self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node), f"report {pod.key}")
 
     async def _report_failure(self, fwk: Framework, pod: PodInfo, reason: str, message: str,
                               nominated_node: str | None) -> None:
