@@ -198,14 +198,21 @@ class Operator:
         self._build()
         assert self.scheduler is not None and self.client is not None
         if self.options.metrics_port is not None:
-            self.health = HealthServer(port=self.options.metrics_port, host=self.options.metrics_host,
-                                       healthy=self.healthy, ready=self.ready, registry=self.metrics.registry)
-            await self.health.start()
+            health = HealthServer(port=self.options.metrics_port, host=self.options.metrics_host,
+                                  healthy=self.healthy, ready=self.ready, registry=self.metrics.registry)
+            try:
+                await health.start()
+            except OSError as exc:  # e.g. the port is in use
+                raise StartupError(f"--metrics-port {self.options.metrics_port}: {exc.strerror or exc}") from exc
+            self.health = health
         self.kopf = KopfThread(build_registry(forward=self._forward, configuration=configuration))
         self.kopf.start()
         lost = asyncio.Event()
         try:
-            await self._initial_listing()
+            try:
+                await self._initial_listing()
+            except ClusterError as exc:  # unreachable, forbidden, ...: the Deployment restarts us
+                raise StartupError(str(exc)) from exc
             self._spawn(self._metrics_loop(stop), "metrics")
             self._spawn(self._watch_kopf(lost), "kopf watchdog")
             if self.options.leader_elect:
@@ -495,16 +502,29 @@ async def _sleep_or(stop: asyncio.Event, seconds: float, wake: asyncio.Event) ->
 # -- configuration and the CLI entry point ---------------------------------------------------
 
 
+class StartupError(Exception):
+    """A user error found while starting (kubeconfig, API server, port): one line, no traceback."""
+
+
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
     """The kubeconfig given, else the in-cluster service account, else $KUBECONFIG."""
     configuration = k8s.Configuration()
     if kubeconfig:
-        await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        try:
+            with open(kubeconfig, encoding="utf-8"):
+                pass  # kubernetes_asyncio reads a missing file as an empty one, with a misleading error
+            await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        except (OSError, k8s_config.ConfigException) as exc:
+            message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StartupError(f"--kubeconfig {kubeconfig}: {' '.join(message.split())}") from exc
         return configuration
     try:
         k8s_config.load_incluster_config(client_configuration=configuration)
     except k8s_config.ConfigException:
-        await k8s_config.load_kube_config(client_configuration=configuration)
+        try:
+            await k8s_config.load_kube_config(client_configuration=configuration)
+        except (OSError, k8s_config.ConfigException) as exc:
+            raise StartupError(f"no in-cluster service account and no usable kubeconfig: {exc}") from exc
     return configuration
 
 
@@ -533,9 +553,7 @@ def options_from(*, kubeconfig: str | None, config_file: str | None, leader_elec
     raw: dict[str, Any] = {}
     if config_file:
         options.scheduler_config, raw = load_config_file(config_file)
-    connection = raw.get("clientConnection") or {}
-    options.qps = float(connection.get("qps") or DEFAULT_QPS)
-    options.burst = int(connection.get("burst") or DEFAULT_BURST)
+    options.qps, options.burst = client_connection(raw.get("clientConnection"), source=config_file or "")
     election = options.scheduler_config.leader_election if options.scheduler_config else None
     options.leader_elect = leader_elect if leader_elect is not None else (election.leader_elect if election else True)
     raw_election = raw.get("leaderElection") or {}
@@ -549,6 +567,33 @@ def options_from(*, kubeconfig: str | None, config_file: str | None, leader_elec
         retry_period=election.retry_period_seconds if election else 2.0,
     )
     return options
+
+
+def client_connection(raw: Any, *, source: str) -> tuple[float, int]:
+    """clientConnection's qps and burst (0 or absent: kube-scheduler's defaults). The
+    configuration parser does not read this section: check its types here."""
+    if raw is None:
+        return DEFAULT_QPS, DEFAULT_BURST
+    if not isinstance(raw, dict):
+        raise ConfigFileError(f"{source}: clientConnection: must be an object, got {_json_type(raw)}")
+    problems: list[str] = []
+    qps, burst = raw.get("qps"), raw.get("burst")
+    if qps is not None and (isinstance(qps, bool) or not isinstance(qps, int | float)):
+        problems.append(f"clientConnection.qps: must be a number, got {qps!r}")
+    elif qps is not None and qps < 0:
+        problems.append(f"clientConnection.qps: must be non-negative, got {qps}")
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int)):
+        problems.append(f"clientConnection.burst: must be an integer, got {burst!r}")
+    elif burst is not None and burst < 0:
+        problems.append(f"clientConnection.burst: must be non-negative, got {burst}")
+    if problems:
+        raise ConfigFileError(f"{source}: " + "; ".join(problems))
+    return float(qps or DEFAULT_QPS), int(burst or DEFAULT_BURST)
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
+    return names.get(type(value), type(value).__name__)
 
 
 def own_namespace() -> str:
@@ -569,7 +614,11 @@ def run_operator(*, kubeconfig: str | None, config_file: str | None, leader_elec
         print(f"invalid --config {exc}", file=sys.stderr)
         return EXIT_FAILED
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(_main(options))
+    try:
+        return asyncio.run(_main(options))
+    except StartupError as exc:
+        print(f"kopfsched run: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 async def _main(options: OperatorOptions) -> int:
@@ -580,4 +629,5 @@ async def _main(options: OperatorOptions) -> int:
     return await Operator(options).run(stop)
 
 
-__all__ = ["KopfThread", "Operator", "OperatorOptions", "load_config_file", "options_from", "run_operator"]
+__all__ = ["KopfThread", "Operator", "OperatorOptions", "StartupError", "load_config_file", "options_from",
+           "run_operator"]
