@@ -91,6 +91,9 @@ class SchedulingAlgorithm:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.node_infos()
         pre_result, status, narrowing = fwk.run_pre_filter_plugins(state, pod, all_nodes)
+        # As upstream, the plugins that narrowed the nodes are rejectors too: their events
+        # (a node that now matches) must be able to bring the pod back.
+        diagnosis.unschedulable_plugins.update(narrowing)
         if status is not None:
             if not status.is_rejection:
                 raise SchedulingError(status)

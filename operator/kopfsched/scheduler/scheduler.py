@@ -263,11 +263,10 @@ class Scheduler:
         if not fwk.has_post_filter_plugins():
             return None, ()
         post_result, status = fwk.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
-        if status is not None:
-            if status.code is not Code.ERROR:
-                fit.diagnosis.add_plugin_status(status)
-            if status.message:
-                fit.diagnosis.post_filter_msg = status.message
+        # As upstream, the PostFilter status only adds its message: PostFilter plugins are
+        # not rejectors whose events bring the pod back.
+        if status is not None and status.message:
+            fit.diagnosis.post_filter_msg = status.message
         if post_result is None:
             return None, ()
         return post_result.nominated_node_name, post_result.victims
