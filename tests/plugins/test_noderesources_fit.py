@@ -349,24 +349,25 @@ ARGS_ERRORS = [
     ("ratio without shape", {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
      [("scoringStrategy.requestedToCapacityRatio",
        "Required value: must be specified when type is RequestedToCapacityRatio")]),
-    ("shape with another strategy", {"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {
-        "shape": [{"utilization": 0, "score": 1}]}}},
-     [("scoringStrategy.requestedToCapacityRatio",
-       "Forbidden: must be nil when type is not RequestedToCapacityRatio")]),
+    # Upstream validates a given shape whatever the type (and ignores it unless RequestedToCapacityRatio).
+    ("bad shape with another strategy", {"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 11}]}}},
+     [("scoringStrategy.shape[0].score", "Invalid value: 11: not in valid range [0, 10]")]),
+    # Upstream's field path is scoringStrategy.shape (validation_pluginargs.go: strategyPath.Child("shape")).
     ("empty shape", {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": []}}},
-     [("scoringStrategy.requestedToCapacityRatio.shape", "Required value: at least one point must be specified")]),
+     [("scoringStrategy.shape", "Required value: at least one point must be specified")]),
     ("shape not sorted and out of range", {"scoringStrategy": {"type": "RequestedToCapacityRatio",
                                                                "requestedToCapacityRatio": {"shape": [
                                                                    {"utilization": 50, "score": 11},
                                                                    {"utilization": 10, "score": 1},
                                                                    {"utilization": 101, "score": -1}]}}},
-     [("scoringStrategy.requestedToCapacityRatio.shape[1].utilization",
+     [("scoringStrategy.shape[1].utilization",
        "Invalid value: 10: values must be sorted in increasing order"),
-      ("scoringStrategy.requestedToCapacityRatio.shape[0].score", "Invalid value: 11: not in valid range [0, 10]"),
-      ("scoringStrategy.requestedToCapacityRatio.shape[2].utilization",
+      ("scoringStrategy.shape[0].score", "Invalid value: 11: not in valid range [0, 10]"),
+      ("scoringStrategy.shape[2].utilization",
        "Invalid value: 101: not in valid range [0, 100]"),
-      ("scoringStrategy.requestedToCapacityRatio.shape[2].score", "Invalid value: -1: not in valid range [0, 10]")]),
+      ("scoringStrategy.shape[2].score", "Invalid value: -1: not in valid range [0, 10]")]),
     ("ignored resource group with a slash", {"ignoredResourceGroups": ["example.com/aaa"]},
      [("ignoredResourceGroups[0]", 'Invalid value: "example.com/aaa": resource group name can\'t contain \'/\'')]),
     ("ignored resource not a qualified name", {"ignoredResources": ["-bad"]},
@@ -384,6 +385,19 @@ def test_args_validation(raw, problems):
     with pytest.raises(ArgsError) as error:
         PLUGIN.decode_args(raw)
     assert error.value.problems == problems
+
+
+def test_shape_with_another_strategy_is_accepted_and_ignored():
+    # kube-scheduler accepts a requestedToCapacityRatio beside LeastAllocated/MostAllocated and
+    # scores with the type alone (fit.go picks the scorer by type).
+    args = PLUGIN.decode_args({"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}}})
+    assert args.scoring_strategy.type == "MostAllocated"
+    # 1000m/2Gi of 4000m/8Gi: MostAllocated scores (25 + 25) / 2 = 25; the spread shape,
+    # had it been used, 100 - 25 = 75.
+    node = make_node("n", cpu="4000m", memory="8Gi")
+    pod = make_pod(requests={"cpu": "1000m", "memory": "2Gi"})
+    assert Fit(args, None).score(CycleState(), PodInfo(pod), node_info(node)) == 25
 
 
 def test_valid_args_with_ignored_resources():

@@ -184,7 +184,7 @@ class ScoringStrategy:
     resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
     """Resources to score with their weights; default cpu=1, memory=1."""
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
-    """The shape; required with RequestedToCapacityRatio, forbidden otherwise."""
+    """The shape; required with RequestedToCapacityRatio, validated and ignored with the other types."""
 
 
 def _decode_strategy(raw: Mapping[str, Any], path: str, problems: Problems) -> ScoringStrategy:
@@ -273,16 +273,14 @@ class NodeResourcesFitArgs:
             if not 0 < spec.weight <= 100:
                 problems.append((f"{path}.resources[{i}].weight",
                                  invalid(spec.weight, f"resource weight of {spec.name} not in valid range (0, 100]")))
-        if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
-            if strategy.requested_to_capacity_ratio is None:
-                problems.append((f"{path}.requestedToCapacityRatio",
-                                 required("must be specified when type is RequestedToCapacityRatio")))
-            else:
-                _validate_shape(strategy.requested_to_capacity_ratio.shape,
-                                f"{path}.requestedToCapacityRatio.shape", problems)
-        elif strategy.requested_to_capacity_ratio is not None:
+        # As upstream: a given shape is validated whatever the type (other types ignore it),
+        # and its errors sit at scoringStrategy.shape.
+        if strategy.requested_to_capacity_ratio is not None:
+            _validate_shape(strategy.requested_to_capacity_ratio.shape, f"{path}.shape", problems)
+        elif strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+            # Upstream has no such check and dereferences the missing shape in NewFit (a panic).
             problems.append((f"{path}.requestedToCapacityRatio",
-                             forbidden("must be nil when type is not RequestedToCapacityRatio")))
+                             required("must be specified when type is RequestedToCapacityRatio")))
         return problems
 
 
