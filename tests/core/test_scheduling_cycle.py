@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.builders import make_node, make_pod, taint
 from tests.core.harness import Harness
 
@@ -37,3 +39,24 @@ async def test_narrowing_plugins_count_among_the_rejectors():
     h.add_pods(make_pod("p", affinity=_on_node_named("n1")))
     await h.settle()
     assert h.recorder.last("p").diagnosis.unschedulable_plugins == {"NodeAffinity", "TaintToleration"}
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(make_pod("narrowed", affinity=_on_node_named("n007")), 101, id="prefilter-narrowed-to-one"),
+        pytest.param(make_pod("nominated", priority=10), 100, id="nominated-node-fits"),
+    ],
+)
+async def test_start_index_advances_over_all_nodes(pod, expected):
+    # Upstream: nextStartNodeIndex = (nextStartNodeIndex + processed) % len(allNodes), and
+    # only after the full pass (a nominated node that fits returns before it).
+    h = Harness([make_node(f"n{i:03}") for i in range(200)], explain=False)
+    h.add_pods(make_pod("first", requests={"cpu": "1"}))
+    await h.settle()
+    assert h.scheduler.algorithm.next_start_node_index == 100
+    if pod["metadata"]["name"] == "nominated":
+        pod["status"]["nominatedNodeName"] = "n050"
+    h.add_pods(pod)
+    await h.settle()
+    assert h.scheduler.algorithm.next_start_node_index == expected

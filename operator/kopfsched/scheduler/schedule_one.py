@@ -104,7 +104,7 @@ class SchedulingAlgorithm:
         index = self.snapshot.table.index
         nominated = (pod.pod.get("status") or {}).get("nominatedNodeName")
         if nominated and nominated in index:
-            feasible = self.find_nodes_that_pass_filters(
+            feasible, _ = self.find_nodes_that_pass_filters(
                 fwk, state, pod, diagnosis, np.array([index[nominated]], dtype=np.int64))
             if len(feasible):
                 return feasible, diagnosis
@@ -114,13 +114,18 @@ class SchedulingAlgorithm:
             diagnosis.node_to_status.absent = absent.with_plugin(", ".join(sorted(narrowing)))
         else:
             rows = np.arange(len(all_nodes), dtype=np.int64)
-        return self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows), diagnosis
+        feasible, processed = self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows)
+        # As upstream: advance over all the snapshot's nodes, whatever subset was filtered, and
+        # only here (the nominated node alone does not move the start).
+        self.next_start_node_index = (self.next_start_node_index + processed) % len(all_nodes)
+        return feasible, diagnosis
 
     def find_nodes_that_pass_filters(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                                     diagnosis: Diagnosis, rows: np.ndarray) -> np.ndarray:
+                                     diagnosis: Diagnosis, rows: np.ndarray) -> tuple[np.ndarray, int]:
+        """(feasible rows, how many nodes were examined), starting at the rotating start index."""
         num_all = len(rows)
         if num_all == 0:
-            return rows
+            return rows, 0
         percentage = fwk.percentage_of_nodes_to_score
         if percentage is None:
             percentage = self.percentage_of_nodes_to_score
@@ -128,8 +133,7 @@ class SchedulingAlgorithm:
         start = self.next_start_node_index % num_all
         order = np.roll(rows, -start) if start else rows
         if not fwk.has_filter_plugins():
-            self.next_start_node_index = (start + to_find) % num_all
-            return order[:to_find]
+            return order[:to_find], to_find
         found: list[np.ndarray] = []
         count = 0
         processed = 0
@@ -155,8 +159,7 @@ class SchedulingAlgorithm:
                 diagnosis.add_plugin_status(status)
             found.append(chunk[positions])
             count += len(positions)
-        self.next_start_node_index = (start + processed) % num_all
-        return np.concatenate(found) if found else rows[:0]
+        return (np.concatenate(found) if found else rows[:0]), processed
 
     def _filter_chunk(self, fwk: Framework, state: CycleState, pod: PodInfo, chunk: np.ndarray,
                       nominator) -> tuple[np.ndarray, dict]:
