@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kopfsched.framework.handle import WaitingPod
+from kopfsched.framework.types import PodInfo
 from tests.builders import make_node, make_pod, taint
 from tests.core.harness import Harness
 
@@ -60,3 +62,13 @@ async def test_start_index_advances_over_all_nodes(pod, expected):
     h.add_pods(pod)
     await h.settle()
     assert h.scheduler.algorithm.next_start_node_index == expected
+
+
+async def test_a_permit_plugin_that_allowed_no_longer_times_the_pod_out():
+    # Upstream stops a plugin's timer when it allows the pod.
+    waiting = WaitingPod(PodInfo(make_pod("p")), "n1", {"Fast": 1.0, "Slow": 10.0}, registered_at=100.0)
+    waiting.allow("Fast")
+    assert waiting.deadline == 110.0
+    assert not waiting.expire(105.0)
+    assert waiting.expire(110.0)
+    assert await waiting.wait() == (False, "Slow", "rejected due to timeout after waiting 10s at plugin Slow")

@@ -109,10 +109,11 @@ class WaitingPod:
 
     @property
     def deadline(self) -> float | None:
-        """When the earliest plugin timeout ends, on the registering clock (None: real time)."""
-        if self.registered_at is None or not self.timeouts:
+        """When the earliest timeout of a plugin still pending ends, on the registering clock
+        (None: real time). A plugin that allowed the pod no longer times it out, as upstream."""
+        if self.registered_at is None or not self.pending_plugins:
             return None
-        return self.registered_at + min(self.timeouts.values())
+        return self.registered_at + self._earliest_timeout()[1]
 
     @property
     def parked(self) -> bool:
@@ -141,7 +142,8 @@ class WaitingPod:
         return True
 
     def _earliest_timeout(self) -> tuple[str, float]:
-        return min(self.timeouts.items(), key=lambda item: item[1])
+        pending = [(plugin, self.timeouts[plugin]) for plugin in sorted(self.pending_plugins)]
+        return min(pending, key=lambda item: item[1])
 
     def _finish(self, result: tuple[bool, str, str]) -> None:
         if self._result is not None:
