@@ -1,12 +1,22 @@
 """The operator on user errors and transient API failures, end to end against the emulator."""
 from __future__ import annotations
 
+import asyncio
 import pathlib
+from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
+import yaml
 
-from kopfsched.kube.main import run_operator
+from kopfsched.kube.leader import LeaseConfig
+from kopfsched.kube.main import Operator, OperatorOptions, run_operator
+from tests.builders import make_node, make_pod
 from tests.e2e.emulator import FastKubernetesEmulator
+from tests.e2e.operator_harness import PROFILES, eventually, post, profile, serve_controller_kinds
+
+ROOT = pathlib.Path(__file__).parents[2]
+PODS = '/api/v1/namespaces/default/pods'
 
 
 def test_an_api_server_that_refuses_the_initial_listing_exits_1(
@@ -17,3 +27,38 @@ def test_an_api_server_that_refuses_the_initial_listing_exits_1(
     err = capsys.readouterr().err
     assert (code, err.count('\n')) == (1, 1), err
     assert err == 'kopfsched run: listing schedulerprofiles: 403 Forbidden: forbidden by RBAC\n'
+
+
+@pytest.fixture
+async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
+    serve_controller_kinds(emulator)
+    async with aiohttp.ClientSession(emulator.url) as session:
+        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
+        await post(session, PROFILES, profile('kopfsched'))
+        yield session
+
+
+def binding_statuses(emulator: FastKubernetesEmulator, name: str) -> list[int]:
+    return [m.status for m in emulator.mutations('POST', rf'/pods/{name}/binding$')]
+
+
+async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """Another replica takes over once the lease expires: a retry after that must not bind."""
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    lease = LeaseConfig(name='kopfsched', namespace='default', lease_duration=0.5, renew_deadline=0.3,
+                        retry_period=0.05)
+    operator = Operator(OperatorOptions(kubeconfig=str(kubeconfig), leader_elect=True, lease=lease, identity='a',
+                                        metrics_port=None, status_interval=0.2))
+    task = asyncio.create_task(operator.run(asyncio.Event()))
+    await eventually(lambda: operator._scheduling is not None or task.done(), what='a leads')
+    # The 6th attempt would succeed, 1.55 s after the first (the client's backoff).
+    emulator.fail_next('POST', r'/pods/late/binding$', status=500, times=5)
+    await post(http, PODS, make_pod('late', scheduler_name='kopfsched'))
+    await eventually(lambda: binding_statuses(emulator, 'late'), what='the binding in flight')
+    emulator.fail_next('*', r'/leases/kopfsched', status=500, times=1_000_000)
+    code = await asyncio.wait_for(task, timeout=20)
+    assert (code, operator.failure) == (1, 'leader election lost')
+    assert 201 not in binding_statuses(emulator, 'late')
+    assert (emulator.get_object('pods', 'default', 'late') or {})['spec'].get('nodeName') is None

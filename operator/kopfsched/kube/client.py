@@ -38,6 +38,7 @@ REQUEST_TIMEOUT = 30.0
 EVENT_CACHE_SIZE = 4096
 """Series kept for deduplication (least recently observed are forgotten first)."""
 
+LEASES = "/apis/coordination.k8s.io/"
 PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL = "kopfsched.dev", "v1alpha1", "schedulerprofiles"
 POD_GROUP_GROUP, POD_GROUP_VERSION, POD_GROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 
@@ -97,6 +98,12 @@ class KubeClusterClient:
         self.retry_delays = retry_delays
         self.wall_time = wall_time
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
+        self.fenced: str | None = None
+
+    def fence(self, reason: str) -> None:
+        """Refuse every later write but the Lease's (e.g. after losing leader election, a
+        binding still in flight must not bind: another replica schedules now)."""
+        self.fenced = reason
 
     # -- the request helper ----------------------------------------------------------------
 
@@ -107,6 +114,8 @@ class KubeClusterClient:
         what = what or f"{method} {path}"
         attempt = 0
         while True:
+            if self.fenced is not None and method != "GET" and not path.startswith(LEASES):
+                raise ClusterError(f"{what}: not sent: {self.fenced}")
             if rate_limited:
                 await self.limiter.acquire()
             try:

@@ -64,9 +64,16 @@ class LeaderElector:
             await _wait(stop, self.config.retry_period)
             if stop.is_set():
                 break
-            if await self._try_acquire_or_renew():
+            # One attempt may not outlive the deadline: a hung request (with the client's
+            # retries) would otherwise keep us leading long after the lease expired.
+            left = self.config.renew_deadline - (self.clock() - last_renewed)
+            try:
+                renewed = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=max(left, 0.0))
+            except TimeoutError:
+                renewed = False
+            if renewed:
                 last_renewed = self.clock()
-            elif self.clock() - last_renewed > self.config.renew_deadline:
+            elif self._taken_over() or self.clock() - last_renewed >= self.config.renew_deadline:
                 self.is_leader = False
                 logger.error("%s lost the lease %s/%s", self.identity, self.config.namespace, self.config.name)
                 return
@@ -100,6 +107,11 @@ class LeaderElector:
                     return
         finally:
             self.is_leader = False
+
+    def _taken_over(self) -> bool:
+        """The last record read names another holder: it acquired the lease, we lead no more."""
+        holder = ((self._observed or {}).get("spec") or {}).get("holderIdentity")
+        return bool(holder) and holder != self.identity
 
     async def _try_acquire_or_renew(self) -> bool:
         now = micro_time()

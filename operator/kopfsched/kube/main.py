@@ -451,6 +451,8 @@ class Operator:
         await self.elector.hold(stop)
         if not stop.is_set():
             self.failure = "leader election lost"
+            assert self.client is not None
+            self.client.fence(self.failure)  # bindings in flight must not bind any more
             lost.set()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
