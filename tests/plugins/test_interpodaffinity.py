@@ -248,10 +248,18 @@ def test_args(raw: dict[str, Any], expected: InterPodAffinityArgs) -> None:
     assert PLUGIN.decode_args(raw) == expected
 
 
-@pytest.mark.parametrize("raw", [{"hardPodAffinityWeight": 101}, {"hardPodAffinityWeight": -1}, {"bogus": 1}])
-def test_args_invalid(raw: dict[str, Any]) -> None:
-    with pytest.raises(ArgsError):
+@pytest.mark.parametrize(("raw", "problems"), [
+    # validation_pluginargs.go validateHardPodAffinityWeight: "not in valid range [%d, %d]".
+    pytest.param({"hardPodAffinityWeight": 101},
+                 [("hardPodAffinityWeight", "Invalid value: 101: not in valid range [0, 100]")], id="above"),
+    pytest.param({"hardPodAffinityWeight": -1},
+                 [("hardPodAffinityWeight", "Invalid value: -1: not in valid range [0, 100]")], id="negative"),
+    pytest.param({"bogus": 1}, [("bogus", "unknown field")], id="unknown-field"),
+])
+def test_args_invalid(raw: dict[str, Any], problems: list[tuple[str, str]]) -> None:
+    with pytest.raises(ArgsError) as error:
         PLUGIN.decode_args(raw)
+    assert error.value.problems == problems
 
 
 def test_queueing_hints() -> None:

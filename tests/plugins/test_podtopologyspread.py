@@ -210,3 +210,23 @@ def test_args_invalid(raw: dict[str, Any], path: str) -> None:
     with pytest.raises(ArgsError) as error:
         PLUGIN.decode_args(raw)
     assert path in [p for p, _ in error.value.problems]
+
+
+@pytest.mark.parametrize(("constraint", "problems"), [
+    # Upstream's validateWhenUnsatisfiable: Required when empty, NotSupported (sorted) otherwise.
+    pytest.param({"maxSkew": 1, "topologyKey": ZONE},
+                 [("defaultConstraints[0].whenUnsatisfiable", "Required value: can not be empty")],
+                 id="when-unsatisfiable-missing"),
+    pytest.param({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "Sometimes"},
+                 [("defaultConstraints[0].whenUnsatisfiable",
+                   'Unsupported value: "Sometimes": supported values: "DoNotSchedule", "ScheduleAnyway"')],
+                 id="when-unsatisfiable-unsupported"),
+    # A missing maxSkew is 0 after decoding.
+    pytest.param({"topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"},
+                 [("defaultConstraints[0].maxSkew", "Invalid value: 0: not in valid range (0, inf)")],
+                 id="max-skew-missing"),
+])
+def test_args_default_constraint_problems(constraint: dict[str, Any], problems: list[tuple[str, str]]) -> None:
+    with pytest.raises(ArgsError) as error:
+        PLUGIN.decode_args({"defaultingType": "List", "defaultConstraints": [constraint]})
+    assert error.value.problems == problems

@@ -395,8 +395,11 @@ def test_args(raw: dict | None, expected: VolumeBindingArgs):
 
 
 @pytest.mark.parametrize(("raw", "problems"), [
+    # Upstream's field.Invalid(path, value, detail) reads "Invalid value: <value>: <detail>".
     pytest.param({"bindTimeoutSeconds": -10},
-                 [("bindTimeoutSeconds", "invalid BindTimeoutSeconds, should not be a negative value")], id="negative"),
+                 [("bindTimeoutSeconds",
+                   "Invalid value: -10: invalid BindTimeoutSeconds, should not be a negative value")],
+                 id="negative"),
     pytest.param({"shape": [{"utilization": 0, "score": 0}]},
                  [("shape", "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring")],
                  id="shape-without-gate"),

@@ -51,7 +51,7 @@ class InterPodAffinityArgs:
         check_known_fields(raw, {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}, problems)
         weight = int_field(raw, "hardPodAffinityWeight", 1, problems)
         if not 0 <= weight <= 100:
-            problems.append(("hardPodAffinityWeight", f"Invalid value: {weight}: not in valid range [0-100]"))
+            problems.append(("hardPodAffinityWeight", f"Invalid value: {weight}: not in valid range [0, 100]"))
         ignore = raw.get("ignorePreferredTermsOfExistingPods", False)
         if not isinstance(ignore, bool):
             problems.append(("ignorePreferredTermsOfExistingPods", f"must be a boolean, got {ignore!r}"))

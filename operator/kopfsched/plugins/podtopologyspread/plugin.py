@@ -79,14 +79,16 @@ class PodTopologySpreadArgs:
             if not isinstance(c, Mapping):
                 problems.append((path, "must be an object"))
                 continue
-            max_skew = c.get("maxSkew")
+            max_skew = c.get("maxSkew", 0)  # unset decodes to 0
             if isinstance(max_skew, bool) or not isinstance(max_skew, int) or max_skew <= 0:
                 problems.append((f"{path}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)"))
             key = c.get("topologyKey") or ""
             if not key:
                 problems.append((f"{path}.topologyKey", "Required value: can not be empty"))
             action = c.get("whenUnsatisfiable")
-            if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            if not action:
+                problems.append((f"{path}.whenUnsatisfiable", "Required value: can not be empty"))
+            elif action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
                 problems.append((f"{path}.whenUnsatisfiable", f'Unsupported value: "{action}": supported values: '
                                                               f'"{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"'))
             if c.get("labelSelector") is not None:

@@ -56,7 +56,8 @@ class VolumeBindingArgs:
         check_known_fields(raw, {"bindTimeoutSeconds", "shape"}, problems)
         timeout = int_field(raw, "bindTimeoutSeconds", DEFAULT_BIND_TIMEOUT_SECONDS, problems)
         if timeout < 0:
-            problems.append(("bindTimeoutSeconds", "invalid BindTimeoutSeconds, should not be a negative value"))
+            problems.append(("bindTimeoutSeconds",
+                             f"Invalid value: {timeout}: invalid BindTimeoutSeconds, should not be a negative value"))
         if raw.get("shape") is not None:
             problems.append(("shape", "unexpected field `shape`, remove it or turn on the feature gate "
                                       "StorageCapacityScoring"))
