@@ -15,7 +15,7 @@ import os
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,9 +91,14 @@ class KubeClusterClient:
     """The ClusterClient protocol (framework.client) against a real API server."""
 
     def __init__(self, api: k8s.ApiClient, *, qps: float = 50.0, burst: int = 100, instance: str | None = None,
-                 retry_delays: tuple[float, ...] = RETRY_DELAYS, wall_time: Callable[[], float] = time.time) -> None:
+                 retry_delays: tuple[float, ...] = RETRY_DELAYS, wall_time: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.api = api
-        self.limiter = TokenBucket(qps=qps, burst=burst)
+        self.limiter = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
+        # Events get a bucket of their own, as kube-scheduler's separate event client: a
+        # storm of FailedScheduling Events must not hold binds and status patches back.
+        self.event_limiter = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
         self.instance = instance or reporting_instance()
         self.retry_delays = retry_delays
         self.wall_time = wall_time
@@ -109,15 +114,17 @@ class KubeClusterClient:
 
     async def request(self, method: str, path: str, *, body: Any = None, content_type: str = JSON,
                       query: Mapping[str, str] | None = None, what: str = "", response_type: str = "object",
-                      rate_limited: bool = True) -> Any:
-        """One API call with rate limiting and retries; returns the parsed JSON body."""
+                      rate_limited: bool = True, limiter: TokenBucket | None = None) -> Any:
+        """One API call with rate limiting (`limiter`, by default the main bucket) and
+        retries; returns the parsed JSON body."""
+        bucket = (limiter or self.limiter) if rate_limited else None
         what = what or f"{method} {path}"
         attempt = 0
         while True:
             if self.fenced is not None and method != "GET" and not path.startswith(LEASES):
                 raise ClusterError(f"{what}: not sent: {self.fenced}")
-            if rate_limited:
-                await self.limiter.acquire()
+            if bucket is not None:
+                await bucket.acquire()
             try:
                 return await self.api.call_api(
                     path, method, query_params=list((query or {}).items()), body=body,
@@ -198,7 +205,8 @@ class KubeClusterClient:
         patch = {"series": {"count": series.count, "lastObservedTime": micro_time(self.wall_time())}}
         try:
             await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
-                               body=patch, content_type=MERGE_PATCH, what=f"event {series.name}")
+                               body=patch, content_type=MERGE_PATCH, what=f"event {series.name}",
+                               limiter=self.event_limiter)
         except NotFoundError:  # expired or deleted: start over
             return False
         return True
@@ -224,7 +232,7 @@ class KubeClusterClient:
         }
         try:
             await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body,
-                               what=f"{reason} event for {pod_key(regarding)}")
+                               what=f"{reason} event for {pod_key(regarding)}", limiter=self.event_limiter)
         except BaseException:
             created.set_result(False)
             if self._series.get(key) is not None and self._series[key].created is created:
