@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kopfsched.framework.handle import WaitingPod
+from kopfsched.framework.registry import PluginFactory, Registry
+from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
+from kopfsched.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod, taint
-from tests.core.harness import Harness
+from tests.core.harness import Harness, profile_from_spec
 
 
 def _on_node_named(name: str) -> dict:
@@ -72,3 +76,36 @@ async def test_a_permit_plugin_that_allowed_no_longer_times_the_pod_out():
     assert not waiting.expire(105.0)
     assert waiting.expire(110.0)
     assert await waiting.wait() == (False, "Slow", "rejected due to timeout after waiting 10s at plugin Slow")
+
+
+class RejectingPermit:
+    """Makes pods wait, then rejects them when told; retries on any assigned pod deletion."""
+
+    name = "RejectingPermit"
+
+    def __init__(self, args, handle) -> None:
+        self.handle = handle
+
+    def permit(self, state, pod, node_name):
+        return Status.wait(), 30.0
+
+    def events_to_register(self):
+        return (ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)),)
+
+
+async def test_a_pod_rejected_at_permit_is_not_woken_by_forgetting_itself():
+    # Upstream defers the AssignedPodDelete of a rejected binding cycle until the pod is
+    # requeued, so the pod's own forgetting is not replayed as an in-flight event.
+    custom = Registry()
+    custom.register(PluginFactory(name="RejectingPermit", factory=RejectingPermit))
+    registry = in_tree_registry().merged(custom)
+    profile = profile_from_spec({"schedulerName": "default-scheduler", "plugins": {
+        "permit": {"enabled": [{"name": "RejectingPermit"}]}}}, registry)
+    h = Harness([make_node("n1")], profiles=[profile], registry=registry)
+    h.add_pods(make_pod("p", requests={"cpu": "1"}))
+    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    waiting = h.scheduler.waiting_pods.get(h.client.pods["default/p"]["metadata"]["uid"])
+    waiting.reject("RejectingPermit", "not now")
+    await h.scheduler.settle_tasks()
+    assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0}
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0

@@ -312,10 +312,15 @@ class Scheduler:
             self.queue.done(assumed.uid)
             self.queue.delete(qpi.pod_info)
             return
-        self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+        # Forgetting the assumed pod frees its node, like a deleted pod. As upstream, after a
+        # rejection (Permit) the event goes out only once the pod is requeued, so that the
+        # pod, still in flight, does not take its own forgetting for a reason to retry.
         if status.is_rejection:
             self._fail(fwk, qpi, _single_node_failure(qpi.pod_info, host, status), start, result=result)
+            self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None,
+                                                     pre_check=lambda p: p.uid != assumed.uid)
         else:
+            self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
             self._fail(fwk, qpi, status, start, result=result)
 
     # -- failures -----------------------------------------------------------------------------
