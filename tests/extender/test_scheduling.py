@@ -190,3 +190,26 @@ async def test_a_node_filled_while_extenders_answer_is_checked_again_before_assu
 
     assert h.node_of("p") == "n2"
     assert [sorted(b["NodeNames"]) for b in extender.bodies("filter")] == [["n1", "n2"], ["n2"]]
+
+
+async def test_a_pod_bound_by_someone_else_while_extenders_answer_is_dropped_not_fatal(harness,
+                                                                                     extender: FakeExtender):
+    h = harness([{"urlPrefix": extender.url, "filterVerb": "filter", "weight": 1, "nodeCacheCapable": True}])
+
+    def bind_elsewhere_then_keep_all(body: dict[str, Any]) -> dict[str, Any]:
+        bound = make_pod("p", scheduler_name=PROFILE, node_name="n3", requests={"cpu": "1"}, uid="uid-p")
+        h.client.pods["default/p"] = bound
+        h.handlers.on_pod_upsert(bound, pending)
+        return {"NodeNames": body["NodeNames"], "FailedNodes": {}, "Error": ""}
+
+    extender.on("filter", bind_elsewhere_then_keep_all)
+    pending = make_pod("p", scheduler_name=PROFILE, requests={"cpu": "1"}, uid="uid-p")
+    h.add_pods(pending)
+    await settle(h)
+
+    assert h.client.bindings == []
+    assert h.node_of("p") == "n3"
+    assert not h.scheduler.cache.is_assumed("uid-p")
+    assert h.scheduler.cache.get_node("n3").requested.milli_cpu == 1000
+    assert h.scheduler.queue.is_settled()
+    assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}

@@ -244,7 +244,15 @@ class Scheduler:
         """The end of the scheduling cycle: assume, Reserve, Permit, then the binding task."""
         pod = qpi.pod_info
         host = result.suggested_host
-        assumed = self.cache.assume_pod(pod, host)
+        try:
+            assumed = self.cache.assume_pod(pod, host)
+        except ValueError as err:
+            # The cache has the pod already: bound by someone else while extenders answered.
+            # Upstream reports an error, then does not requeue a pod the informer shows bound;
+            # like a bind Conflict, we drop it without writing PodScheduled=False on it.
+            logger.info("not assuming pod %s: %s", pod.key, err)
+            self.queue.done(pod.uid)
+            return
         self.queue.nominator.delete_nominated_pod(pod)
         status = fwk.run_reserve_plugins_reserve(state, assumed, host)
         if status is None:
