@@ -13,7 +13,7 @@ from kopfsched.kube.leader import LeaseConfig
 from kopfsched.kube.main import Operator, OperatorOptions, run_operator
 from tests.builders import make_node, make_pod
 from tests.e2e.emulator import FastKubernetesEmulator
-from tests.e2e.operator_harness import PROFILES, eventually, post, profile, serve_controller_kinds
+from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -62,3 +62,24 @@ async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(
     assert (code, operator.failure) == (1, 'leader election lost')
     assert 201 not in binding_statuses(emulator, 'late')
     assert (emulator.get_object('pods', 'default', 'late') or {})['spec'].get('nodeName') is None
+
+
+@pytest.mark.emulator(history_size=3)
+async def test_a_profile_deleted_while_the_watch_was_away_stops_being_served(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """kopf relists after 410 Gone without a DELETED event: the scheduler name must not stay served."""
+    await post(http, PROFILES, profile('doomed', scheduler_name='doomed'))
+    async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
+        await eventually(lambda: operator.profiles.serves('doomed'), what='doomed served')
+
+        def vanish() -> None:
+            profiles = emulator._registry['kopfsched.dev', 'v1alpha1', 'schedulerprofiles']
+            emulator._store[profiles.store_key].pop((None, 'doomed'))
+            emulator._drop_watches()
+            for i in range(4):  # compacts the history past the watch's resume point: 410, relist
+                emulator._create(profiles, None, profile(f'filler-{i}', scheduler_name=f'filler-{i}'))
+        emulator._in_loop(vanish)
+        await eventually(lambda: operator.profiles.serves('filler-3'), what='the relist seen')
+        await eventually(lambda: not operator.profiles.serves('doomed'), what='doomed no longer served')
+        crs = sorted(operator.profiles.crs)
+    assert crs == ['filler-0', 'filler-1', 'filler-2', 'filler-3', 'kopfsched']

@@ -152,6 +152,7 @@ class Operator:
         self.scheduler: Scheduler | None = None
         self.feed: ClusterFeed | None = None
         self.profiles: ProfileManager | None = None
+        self.profile_feed: ClusterFeed | None = None
         self.pod_groups: PodGroupStatusWriter | None = None
         self.kopf: KopfThread | None = None
         self.health: HealthServer | None = None
@@ -247,6 +248,8 @@ class Operator:
         self.profiles = ProfileManager(scheduler=self.scheduler, registry=self.scheduler.registry, stats=self.stats,
                                        config_profiles=list(config.profiles) if config else [],
                                        on_change=self._status_dirty.set)
+        # SchedulerProfiles get the feed's ordering (by resourceVersion) and relist reconciling too.
+        self.profile_feed = ClusterFeed(_ProfileSink(self.profiles))  # type: ignore[arg-type]
         self.pod_groups = PodGroupStatusWriter(scheduler=self.scheduler, client=self.client)
 
     def _start_scheduling(self, stop: asyncio.Event) -> None:
@@ -282,36 +285,30 @@ class Operator:
         self._loop.call_soon_threadsafe(self.on_event, kind, type, obj)
 
     def on_event(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
-        assert self.feed is not None and self.profiles is not None
+        assert self.feed is not None and self.profile_feed is not None
+        feed = self.feed
         if kind == PROFILE_KIND.kind:
             obj = {**obj, "apiVersion": obj.get("apiVersion") or PROFILE_KIND.group_version, "kind": kind}
-            if type == "DELETED":
-                self.profiles.delete(obj)
-            else:
-                self.profiles.upsert(obj)
-            return
+            feed = self.profile_feed
         if type == "DELETED":
-            self.feed.delete(kind, obj)
+            feed.delete(kind, obj)
             return
-        self.feed.upsert(kind, obj)
-        if type is None and self.listed and kind in (POD, NODE):
+        feed.upsert(kind, obj)
+        if type is None and self.listed:
             # kopf (re)listed: after 410 Gone it says nothing of what vanished meanwhile.
             self._schedule_reconcile()
 
     # -- listing and reconciling -------------------------------------------------------------
 
     async def _initial_listing(self) -> None:
-        assert self.feed is not None and self.profiles is not None
+        assert self.feed is not None and self.profile_feed is not None
+        token = self.profile_feed.begin_listing()
         profiles = await self._list(PROFILE_KIND, missing_ok=True)
         if not profiles and self._should_seed():
             profiles = await self._seed_default_profile()
-        for item in profiles:
-            self.profiles.upsert(item)
-        for watched in (w for w in WATCHED if w.kind in (NODE, POD)):
+        self.profile_feed.reconcile(PROFILE_KIND.kind, profiles, token=token)
+        for watched in WATCHED:  # nodes and pods first
             await self._reconcile_kind(watched)
-        for watched in (w for w in WATCHED if w.kind not in (NODE, POD)):
-            token = self.feed.begin_listing()
-            self.feed.reconcile(watched.kind, await self._list(watched, missing_ok=True), token=token)
         self.listed = True
         logger.info("initial listing done: %d nodes, %d pods", self.feed.count(NODE), self.feed.count(POD))
 
@@ -337,14 +334,16 @@ class Operator:
         return [created] if isinstance(created, dict) and created.get("spec") else [DEFAULT_SCHEDULER_PROFILE]
 
     async def _reconcile_kind(self, watched: WatchedKind) -> int:
-        assert self.feed is not None
-        token = self.feed.begin_listing()
-        return self.feed.reconcile(watched.kind, await self._list(watched), token=token)
+        assert self.feed is not None and self.profile_feed is not None
+        feed = self.profile_feed if watched is PROFILE_KIND else self.feed
+        token = feed.begin_listing()
+        listed = await self._list(watched, missing_ok=watched.kind not in (NODE, POD))
+        return feed.reconcile(watched.kind, listed, token=token)
 
     async def reconcile(self) -> int:
-        """LIST pods and nodes and drop what the cache knows but the API no longer has."""
+        """LIST every watched kind and drop what the cache knows but the API no longer has."""
         removed = 0
-        for watched in (w for w in WATCHED if w.kind in (NODE, POD)):
+        for watched in (*WATCHED, PROFILE_KIND):
             removed += await self._reconcile_kind(watched)
         return removed
 
@@ -457,6 +456,19 @@ class Operator:
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro, name)
+
+
+class _ProfileSink:
+    """The profile feed's handler side: SchedulerProfiles go to the ProfileManager."""
+
+    def __init__(self, profiles: ProfileManager) -> None:
+        self.profiles = profiles
+
+    def on_object_upsert(self, kind: str, obj: dict[str, Any]) -> None:
+        self.profiles.upsert(obj)
+
+    def on_object_delete(self, kind: str, obj: dict[str, Any]) -> None:
+        self.profiles.delete(obj)
 
 
 def _merge_nulls(previous: dict[str, Any] | None, status: dict[str, Any]) -> dict[str, Any]:
