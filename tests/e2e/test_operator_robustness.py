@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -83,3 +84,20 @@ async def test_a_profile_deleted_while_the_watch_was_away_stops_being_served(
         await eventually(lambda: not operator.profiles.serves('doomed'), what='doomed no longer served')
         crs = sorted(operator.profiles.crs)
     assert crs == ['filler-0', 'filler-1', 'filler-2', 'filler-3', 'kopfsched']
+
+
+def profile_status(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:
+    obj = emulator.get_object('schedulerprofiles', None, name, group='kopfsched.dev') or {}
+    return obj.get('status') or {}
+
+
+async def test_a_status_write_that_fails_does_not_hold_back_the_other_profiles(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    await post(http, PROFILES, profile('a-first', scheduler_name='a-first'))
+    await post(http, PROFILES, profile('z-last', scheduler_name='z-last'))
+    emulator.fail_next('PATCH', r'/schedulerprofiles/(a-first|kopfsched)/status', status=422, times=1_000_000,
+                       message='status is invalid')
+    async with running_operator(kubeconfig) as operator:
+        await eventually(lambda: profile_status(emulator, 'z-last').get('conditions'), what='z-last status')
+        ready = operator.ready()
+    assert (profile_status(emulator, 'a-first'), ready) == ({}, True)

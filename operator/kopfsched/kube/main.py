@@ -412,6 +412,9 @@ class Operator:
                 await self.client.patch_profile_status(name=name, status=_merge_nulls(self._written.get(name), status))
             except NotFoundError:
                 continue  # deleted meanwhile
+            except ClusterError as exc:  # one profile's failure must not hold the others back
+                logger.warning("%s; retrying on the next refresh", exc)
+                continue
             self._written[name] = status
         for gone in set(self._written) - set(self.profiles.crs):
             del self._written[gone]
