@@ -109,3 +109,46 @@ async def test_a_pod_rejected_at_permit_is_not_woken_by_forgetting_itself():
     await h.scheduler.settle_tasks()
     assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0}
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+
+
+class RejectingReserve:
+    name = "RejectingReserve"
+
+    def __init__(self, args, handle) -> None:
+        pass
+
+    def reserve(self, state, pod, node_name):
+        return Status.unschedulable("reservation refused")
+
+    def unreserve(self, state, pod, node_name):
+        pass
+
+
+def _rejecting_reserve_harness(nodes: list[dict]) -> Harness:
+    custom = Registry()
+    custom.register(PluginFactory(name="RejectingReserve", factory=RejectingReserve))
+    registry = in_tree_registry().merged(custom)
+    profile = profile_from_spec({"schedulerName": "default-scheduler", "plugins": {
+        "reserve": {"enabled": [{"name": "RejectingReserve"}]}}}, registry)
+    return Harness(nodes, profiles=[profile], registry=registry)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "reason"),
+    [
+        pytest.param([make_node("n1")], "Unschedulable", id="reserve-rejection"),
+        pytest.param([], "SchedulerError", id="no-nodes-error"),
+    ],
+)
+async def test_a_failure_outside_filtering_clears_the_nomination(nodes, reason):
+    # Upstream hands clearNominatedNode to the failure handler for errors and for
+    # rejections after the node was chosen: the pod gives up the node it was promised.
+    h = _rejecting_reserve_harness(nodes)
+    pod = make_pod("pre", priority=100, requests={"cpu": "1"})
+    pod["status"]["nominatedNodeName"] = "n1"
+    h.add_pods(pod)
+    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.settle_tasks()
+    assert h.condition("pre")["reason"] == reason
+    assert "nominatedNodeName" not in h.client.pods["default/pre"]["status"]
+    assert h.scheduler.queue.nominator.nominated_pods_for_node("n1") == []

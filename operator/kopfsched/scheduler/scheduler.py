@@ -269,7 +269,7 @@ class Scheduler:
                          fit: FitError) -> tuple[str | None, tuple[str, ...]]:
         """(nominated node: None leaves the pod's nomination alone, "" clears it; victims)."""
         if not fwk.has_post_filter_plugins():
-            return None, ()
+            return "", ()
         post_result, status = fwk.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
         # As upstream, the PostFilter status only adds its message: PostFilter plugins are
         # not rejectors whose events bring the pod back.
@@ -334,9 +334,12 @@ class Scheduler:
     # -- failures -----------------------------------------------------------------------------
 
     def _fail(self, fwk: Framework, qpi: QueuedPodInfo, failure: FitError | Status, start: float, *,
-              nominated_node: str | None = None, victims: tuple[str, ...] = (),
+              nominated_node: str | None = "", victims: tuple[str, ...] = (),
               result: ScheduleResult | None = None) -> None:
-        """Upstream's handleSchedulingFailure: requeue, then report on the pod and in an Event."""
+        """Upstream's handleSchedulingFailure: requeue, then report on the pod and in an Event.
+
+        `nominated_node` defaults to "" (upstream's clearNominatedNode, for errors and for
+        rejections after the node was chosen); None keeps the nomination as it is."""
         pod = qpi.pod_info
         if isinstance(failure, FitError):
             reason, message, diagnosis = "Unschedulable", str(failure), failure.diagnosis
