@@ -86,7 +86,11 @@ class ClusterFeed:
 
     def delete(self, kind: str, obj: Obj) -> None:
         key = self.key_of(kind, obj)
-        entry = self._known.get(kind, {}).pop(key, None)
+        known, rv = self._known.get(kind, {}), _rv(obj)
+        current = known.get(key)
+        if current is not None and rv is not None and (_rv(current.obj) or 0) > rv:
+            return  # the DELETED of an earlier object of the same name (our LIST saw the new one first)
+        entry = known.pop(key, None)
         tombstones = self._tombstones.setdefault(kind, OrderedDict())
         tombstones[key] = _rv(obj)
         while len(tombstones) > TOMBSTONES:
