@@ -289,3 +289,28 @@ async def test_shutdown_unreserves_waiting_pods_without_reporting_them():
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
     assert h.condition("waiter") is None
     assert h.client.events == []
+
+
+async def test_no_nodes_is_reported_as_unschedulable_and_retried_with_backoff():
+    h = Harness([])
+    h.add_pods(make_pod("p", requests={"cpu": "1"}))
+    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.wait_for_tasks()
+    condition = h.condition("p")
+    assert (condition["reason"], condition["message"]) == ("Unschedulable", "no nodes available to schedule pods")
+    assert h.recorder.last("p").result == "unschedulable"
+    assert h.scheduler.queue.pending_counts()["backoff"] == 1  # no plugin to wait for: retried after backoff
+    h.handlers.on_node_upsert(make_node("n1"))
+    await h.settle()
+    assert h.node_of("p") == "n1"
+
+
+async def test_a_deleting_pod_is_skipped_with_an_event():
+    h = Harness([make_node("n1")])
+    pod = make_pod("leaving", requests={"cpu": "1"})
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    h.add_pods(pod)
+    await h.settle()
+    assert h.node_of("leaving") is None
+    assert [(e.reason, e.message) for e in h.client.events] == [
+        ("FailedScheduling", "skip schedule deleting pod: default/leaving")]

@@ -137,7 +137,7 @@ def _rejecting_reserve_harness(nodes: list[dict]) -> Harness:
     ("nodes", "reason"),
     [
         pytest.param([make_node("n1")], "Unschedulable", id="reserve-rejection"),
-        pytest.param([], "SchedulerError", id="no-nodes-error"),
+        pytest.param([], "Unschedulable", id="no-nodes"),
     ],
 )
 async def test_a_failure_outside_filtering_clears_the_nomination(nodes, reason):

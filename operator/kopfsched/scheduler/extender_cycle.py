@@ -106,7 +106,7 @@ async def schedule_pod_with_extenders(algorithm: SchedulingAlgorithm, fwk: Frame
     cache.update_snapshot(snapshot)
     num_nodes = snapshot.num_nodes()
     if num_nodes == 0:
-        raise SchedulingError(Status.as_error(ERR_NO_NODES_AVAILABLE))
+        raise SchedulingError(Status.unresolvable(ERR_NO_NODES_AVAILABLE))
     rows, diagnosis = algorithm.find_nodes_that_fit_pod(fwk, state, pod)
     feasible = [snapshot.table.nodes[r] for r in rows.tolist()]
     filters = [e for e in extenders if e.is_filter() and e.is_interested(pod)]

@@ -71,7 +71,7 @@ class SchedulingAlgorithm:
         self.cache.update_snapshot(self.snapshot)
         num_nodes = self.snapshot.num_nodes()
         if num_nodes == 0:
-            raise SchedulingError(Status.as_error(ERR_NO_NODES_AVAILABLE))
+            raise SchedulingError(Status.unresolvable(ERR_NO_NODES_AVAILABLE))
         feasible, diagnosis = self.find_nodes_that_fit_pod(fwk, state, pod)
         nodes = self.snapshot.table.nodes
         if not len(feasible):

@@ -223,7 +223,14 @@ class Scheduler:
         if fwk is None:
             self.queue.done(pod.uid)
             return
-        if pod.is_terminating or self.cache.is_assumed(pod.uid):
+        if pod.is_terminating:
+            self.queue.done(pod.uid)
+            self.spawn(self._call_api(self.client.record_event(
+                regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
+                message=f"skip schedule deleting pod: {pod.key}", reporting_controller=fwk.profile_name),
+                "FailedScheduling event"), f"report {pod.key}")
+            return
+        if self.cache.is_assumed(pod.uid):
             self.queue.done(pod.uid)
             return
         start = self.clock()
@@ -345,6 +352,11 @@ class Scheduler:
             reason, message, diagnosis = "Unschedulable", str(failure), failure.diagnosis
             qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
             qpi.pending_plugins = set(diagnosis.pending_plugins)
+            outcome = "unschedulable"
+        elif failure.is_rejection:  # a rejection no plugin is to blame for: "no nodes available"
+            reason, message, diagnosis = "Unschedulable", failure.message, None
+            qpi.unschedulable_plugins = set()
+            qpi.pending_plugins = set()
             outcome = "unschedulable"
         else:
             reason, message, diagnosis = "SchedulerError", failure.message, None
