@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from kopfsched.framework.client import ClusterError, ConflictError
@@ -314,3 +316,40 @@ async def test_a_deleting_pod_is_skipped_with_an_event():
     assert h.node_of("leaving") is None
     assert [(e.reason, e.message) for e in h.client.events] == [
         ("FailedScheduling", "skip schedule deleting pod: default/leaving")]
+
+
+class HeldPreBind:
+    """PreBind that waits until the test releases it."""
+
+    name = "HeldPreBind"
+    release: asyncio.Event
+
+    def __init__(self, args, handle) -> None:
+        pass
+
+    async def pre_bind(self, state, pod, node_name):
+        await HeldPreBind.release.wait()
+        return None
+
+
+async def test_an_update_of_a_pod_being_bound_does_not_queue_it_again():
+    custom = Registry()
+    custom.register(PluginFactory(name="HeldPreBind", factory=HeldPreBind))
+    registry = in_tree_registry().merged(custom)
+    profile = profile_from_spec({"schedulerName": "default-scheduler",
+                                 "plugins": {"preBind": {"enabled": [{"name": "HeldPreBind"}]}}}, registry)
+    HeldPreBind.release = asyncio.Event()
+    h = Harness([make_node("n1")], profiles=[profile], registry=registry)
+    raw = make_pod("p", requests={"cpu": "1"})
+    h.add_pods(raw)
+    queue = h.scheduler.queue
+    h.scheduler.schedule_one(queue.pop())
+    await asyncio.sleep(0)  # the binding task is done with its attempt and waits in PreBind
+    updated = {**raw, "metadata": {**raw["metadata"], "labels": {"extra": "x"}}}
+    h.client.pods["default/p"] = updated
+    h.handlers.on_pod_upsert(updated, raw)
+    assert queue.pop() is None
+    HeldPreBind.release.set()
+    await h.settle()
+    assert h.node_of("p") == "n1"
+    assert [a.result for a in h.recorder.attempts] == ["scheduled"]

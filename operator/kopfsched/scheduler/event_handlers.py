@@ -63,6 +63,8 @@ class EventHandlers:
         if not self.scheduler.responsible_for(pod_info):
             self.scheduler._pending_unmanaged[pod_info.uid] = pod_info
             return
+        if self.cache.is_assumed(pod_info.uid):
+            return  # being bound: an update (e.g. our own status patch) must not queue it again
         if old is None:
             self.queue.add(pod_info, timestamp=timestamp)
         else:
