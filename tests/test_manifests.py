@@ -20,6 +20,7 @@ from kopfsched.config.defaults import default_profile
 from kopfsched.config.profiles import parse_scheduler_profile
 from kopfsched.kube.main import DEFAULT_SCHEDULER_PROFILE
 from kopfsched.plugins.registry import in_tree_registry
+from tests.crd_schema import crd_json_schema
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MANIFESTS = sorted((ROOT / "manifests").glob("*.yaml"))
@@ -48,24 +49,6 @@ def object_id(path: pathlib.Path, doc: dict[str, Any]) -> str:
 def the(kind: str) -> dict[str, Any]:
     [found] = [doc for _, doc in OBJECTS if doc["kind"] == kind]
     return found
-
-
-def crd_json_schema(crd: dict[str, Any] = CRD) -> dict[str, Any]:
-    """The CRD's openAPIV3Schema as JSON Schema (without the x-kubernetes-* extensions)."""
-    schema = copy.deepcopy(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
-
-    def strip(node: Any) -> None:
-        if isinstance(node, dict):
-            for key in [k for k in node if k.startswith("x-kubernetes-")]:
-                del node[key]
-            for value in node.values():
-                strip(value)
-        elif isinstance(node, list):
-            for value in node:
-                strip(value)
-
-    strip(schema)
-    return schema
 
 
 # -- the install as a whole -----------------------------------------------------------------
@@ -154,7 +137,7 @@ def test_strict_validation_catches_a_misspelt_field():
 
 @pytest.mark.parametrize(("path", "doc"), PROFILES, ids=[object_id(p, d) for p, d in PROFILES])
 def test_scheduler_profile_matches_the_crd_schema(path, doc):
-    validator = jsonschema.Draft7Validator(crd_json_schema(), format_checker=jsonschema.FormatChecker())
+    validator = jsonschema.Draft7Validator(crd_json_schema(CRD), format_checker=jsonschema.FormatChecker())
     assert [error.message for error in validator.iter_errors(doc)] == []
 
 

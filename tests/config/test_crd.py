@@ -3,7 +3,6 @@ schema and parse without problems; the schema rejects what validation rejects.""
 
 from __future__ import annotations
 
-import copy
 import pathlib
 from typing import Any
 
@@ -15,32 +14,15 @@ from kopfsched.config import parse_scheduler_profile
 from kopfsched.framework.registry import Registry
 from tests.config.fakes import scheduler_profile
 from tests.config.test_defaults import loadable_in_tree_registry
+from tests.crd_schema import crd_json_schema
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((ROOT / "crds" / "schedulerprofile.yaml").read_text())
 EXAMPLES = sorted((ROOT / "examples" / "profiles").glob("*.yaml"))
 
 
-def openapi_schema() -> dict[str, Any]:
-    """The CRD schema as JSON Schema: drop the Kubernetes extensions jsonschema does not know."""
-    schema = copy.deepcopy(CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
-
-    def strip(node: Any) -> None:
-        if isinstance(node, dict):
-            for key in [k for k in node if k.startswith("x-kubernetes-")]:
-                del node[key]
-            for value in node.values():
-                strip(value)
-        elif isinstance(node, list):
-            for value in node:
-                strip(value)
-
-    strip(schema)
-    return schema
-
-
 def schema_errors(obj: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft7Validator(openapi_schema(), format_checker=jsonschema.FormatChecker())
+    validator = jsonschema.Draft7Validator(crd_json_schema(CRD), format_checker=jsonschema.FormatChecker())
     errors = validator.iter_errors(obj)
     return sorted(".".join(map(str, error.absolute_path)) + ": " + error.message for error in errors)
 

@@ -15,6 +15,7 @@ from kopfsched.plugins.interpodaffinity import PLUGIN, InterPodAffinity, InterPo
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE
 from tests.builders import make_node, make_pod, node_info
 from tests.plugins.conftest import make_handle
+from tests.plugins.outcomes import filter_outcomes
 
 AFF = "node(s) didn't match pod affinity rules"
 ANTI = "node(s) didn't match pod anti-affinity rules"
@@ -67,23 +68,6 @@ def build(pods_by_node: dict[str, list[dict[str, Any]]], nodes: list[dict[str, A
     return InterPodAffinity(args, handle), infos
 
 
-def run_filter(plugin: InterPodAffinity, pod: dict[str, Any], infos: list[NodeInfo]) -> dict[str, tuple]:
-    """{node: (code name, reasons)} for rejected nodes; also checks filter_nodes agrees."""
-    state, info = CycleState(), PodInfo(pod)
-    status = plugin.pre_filter(state, info, infos)
-    if status is not None:
-        return {"<prefilter>": (status.code.name, status.reasons)}
-    result = {}
-    for node in infos:
-        s = plugin.filter(state, info, node)
-        if s is not None:
-            result[node.name] = (s.code.name, s.reasons)
-    table = plugin.handle.snapshot.table
-    batch = plugin.filter_nodes(state, info, table, np.arange(len(table)))
-    assert {infos[i].name for i in np.flatnonzero(~batch)} == set(result)
-    return result
-
-
 U, UU = "UNSCHEDULABLE", "UNSCHEDULABLE_AND_UNRESOLVABLE"
 
 FILTER_CASES = [
@@ -129,7 +113,7 @@ FILTER_CASES = [
 @pytest.mark.parametrize(("existing", "pod", "expected"), FILTER_CASES)
 def test_filter(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any], expected: dict[str, tuple]) -> None:
     plugin, infos = build(existing)
-    assert run_filter(plugin, pod, infos) == expected
+    assert filter_outcomes(plugin, pod, infos) == expected
 
 
 def test_affinity_rejection_code_is_unresolvable_and_anti_is_unschedulable() -> None:
@@ -151,7 +135,7 @@ def test_namespace_selector(ns_selector: dict[str, Any], expected: dict[str, tup
     plugin, infos = build({"n1": [make_pod("a", "ns-a", labels={"app": "db"})],
                            "n3": [make_pod("b", "ns-b", labels={"app": "db"})]}, objects=objects)
     pod = make_pod("p", affinity=required("podAntiAffinity", term({"app": "db"}, ZONE, namespaceSelector=ns_selector)))
-    assert run_filter(plugin, pod, infos) == expected
+    assert filter_outcomes(plugin, pod, infos) == expected
 
 
 def test_existing_pod_namespace_selector_uses_incoming_namespace_labels() -> None:
@@ -159,9 +143,9 @@ def test_existing_pod_namespace_selector_uses_incoming_namespace_labels() -> Non
     guard = make_pod("a", "other", labels={"app": "db"}, affinity=required(
         "podAntiAffinity", term({"app": "web"}, namespaceSelector={"matchLabels": {"team": "a"}})))
     plugin, infos = build({"n2": [guard]}, objects=objects)
-    assert run_filter(plugin, make_pod("p", "ns-a", labels={"app": "web"}), infos) == {"n2": (U, (EXISTING,))}
+    assert filter_outcomes(plugin, make_pod("p", "ns-a", labels={"app": "web"}), infos) == {"n2": (U, (EXISTING,))}
     # Nothing can reject a pod from another namespace: PreFilter skips.
-    assert run_filter(plugin, make_pod("q", "ns-b", labels={"app": "web"}), infos) == {"<prefilter>": ("SKIP", ())}
+    assert filter_outcomes(plugin, make_pod("q", "ns-b", labels={"app": "web"}), infos) == {"<prefilter>": ("SKIP", ())}
 
 
 @pytest.mark.parametrize("delta", ["add", "remove"])

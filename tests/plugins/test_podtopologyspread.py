@@ -14,6 +14,7 @@ from kopfsched.plugins.podtopologyspread import PLUGIN, PodTopologySpread, PodTo
 from kopfsched.plugins.podtopologyspread.plugin import PRE_FILTER_STATE
 from tests.builders import make_node, make_pod, node_info, taint
 from tests.plugins.conftest import make_handle
+from tests.plugins.outcomes import filter_outcomes
 from tests.plugins.test_interpodaffinity import FakeObjects
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -49,22 +50,6 @@ def build(pods_by_node: dict[str, list[dict[str, Any]]], nodes: list[dict[str, A
     if objects is not None:
         handle.objects = objects
     return PodTopologySpread(args or PodTopologySpreadArgs(defaulting_type="List"), handle), infos
-
-
-def run_filter(plugin: PodTopologySpread, pod: dict[str, Any], infos: list[NodeInfo]) -> dict[str, tuple]:
-    state, info = CycleState(), PodInfo(pod)
-    status = plugin.pre_filter(state, info, infos)
-    if status is not None:
-        return {"<prefilter>": (status.code.name, status.reasons)}
-    result = {}
-    for node in infos:
-        s = plugin.filter(state, info, node)
-        if s is not None:
-            result[node.name] = (s.code.name, s.reasons)
-    table = plugin.handle.snapshot.table
-    batch = plugin.filter_nodes(state, info, table, np.arange(len(table)))
-    assert {infos[i].name for i in np.flatnonzero(~batch)} == set(result)
-    return result
 
 
 FILTER_CASES = [
@@ -104,7 +89,7 @@ FILTER_CASES = [
 def test_filter(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any], nodes: list[dict[str, Any]] | None,
                 expected: dict[str, tuple]) -> None:
     plugin, infos = build(existing, nodes)
-    assert run_filter(plugin, pod, infos) == expected
+    assert filter_outcomes(plugin, pod, infos) == expected
 
 
 def test_multi_zone_min_domains_state() -> None:
@@ -117,7 +102,7 @@ def test_multi_zone_min_domains_state() -> None:
     assert s.critical_paths[0].min_match_num == 0
     assert s.min_match_num(0) == 0
     # z1: 2 + 1 - 0 > 2 rejects; z2 and z3 pass.
-    assert run_filter(plugin, incoming(constraint(max_skew=2, minDomains=4)), infos) == {
+    assert filter_outcomes(plugin, incoming(constraint(max_skew=2, minDomains=4)), infos) == {
         "n1": (U, (SPREAD,)), "n2": (U, (SPREAD,))}
 
 
@@ -181,7 +166,7 @@ def test_score(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any], n
 
 def test_filter_with_system_defaults_skips() -> None:
     plugin, infos = build({}, args=PodTopologySpreadArgs(), objects=FakeObjects(service(WEB)))
-    assert run_filter(plugin, web("p"), infos) == {"<prefilter>": ("SKIP", ())}
+    assert filter_outcomes(plugin, web("p"), infos) == {"<prefilter>": ("SKIP", ())}
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

@@ -1,0 +1,28 @@
+"""Filter outcomes of a plugin over a handful of nodes, for table-driven plugin tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.types import NodeInfo, PodInfo
+
+
+def filter_outcomes(plugin: Any, pod: dict[str, Any], infos: list[NodeInfo]) -> dict[str, tuple]:
+    """{node: (code name, reasons)} for rejected nodes, or {"<prefilter>": ...} when PreFilter
+    answered; also checks that the plugin's filter_nodes agrees with its filter."""
+    state, info = CycleState(), PodInfo(pod)
+    status = plugin.pre_filter(state, info, infos)
+    if status is not None:
+        return {"<prefilter>": (status.code.name, status.reasons)}
+    result = {}
+    for node in infos:
+        s = plugin.filter(state, info, node)
+        if s is not None:
+            result[node.name] = (s.code.name, s.reasons)
+    table = plugin.handle.snapshot.table
+    batch = plugin.filter_nodes(state, info, table, np.arange(len(table)))
+    assert {infos[i].name for i in np.flatnonzero(~batch)} == set(result)
+    return result
