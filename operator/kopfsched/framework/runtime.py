@@ -47,6 +47,13 @@ def _code_name(status: Status | None) -> str:
     return "Success" if status is None else status.code.upstream_name
 
 
+def _filter_failure(plugin: Any, status: Status) -> Status:
+    """A Filter plugin's non-success answer as the runtime reports it."""
+    if not status.is_rejection:
+        status = Status.as_error(f'running "{plugin.name}" filter plugin: {status.message}')
+    return status.with_plugin(plugin.name)
+
+
 class Framework:
     """One profile's plugins, by extension point, in configured order."""
 
@@ -223,13 +230,17 @@ class Framework:
 
     def run_filter_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """Filter one node, stopping at the first plugin that rejects it."""
+        # _filter_one inlined: this runs several times per node in preemption's dry runs.
         skipped = state.skip_filter_plugins
         for plugin in self.filter_plugins:
             if plugin.name in skipped:
                 continue
-            status = self._filter_one(plugin, state, pod, node)
-            if status is not None:
-                return status
+            try:
+                status = plugin.filter(state, pod, node)
+            except Exception as exc:
+                return Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(plugin.name)
+            if status is not None and status.code is not Code.SUCCESS:
+                return _filter_failure(plugin, status)
         return None
 
     def _filter_one(self, plugin: Any, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -239,18 +250,27 @@ class Framework:
             return Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(plugin.name)
         if status is None or status.code is Code.SUCCESS:
             return None
-        if not status.is_rejection:
-            status = Status.as_error(f'running "{plugin.name}" filter plugin: {status.message}')
-        return status.with_plugin(plugin.name)
+        return _filter_failure(plugin, status)
 
     def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo,
                                                node: NodeInfo) -> Status | None:
         """Upstream's two passes: first with the pods nominated to this node that are at
         least as important as `pod` counted on it, then (if any were added) without them."""
-        nominated = [
-            p for p in self.handle.nominator.nominated_pods_for_node(node.name)
+        return self.run_filter_plugins_with_pods(
+            state, pod, node, nominated=self.nominated_pods_to_count(pod=pod, node_name=node.name))
+
+    def nominated_pods_to_count(self, *, pod: PodInfo, node_name: str) -> list[PodInfo]:
+        """The pods nominated to `node_name` that Filter counts as running there when it
+        checks `pod`: the others that are at least as important."""
+        return [
+            p for p in self.handle.nominator.nominated_pods_for_node(node_name)
             if p.uid != pod.uid and p.priority >= pod.priority
         ]
+
+    def run_filter_plugins_with_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo, *,
+                                     nominated: list[PodInfo]) -> Status | None:
+        """`run_filter_plugins_with_nominated_pods` with the nominated pods already looked up
+        (`nominated_pods_to_count`), for callers that filter the same node many times."""
         if nominated:
             state_with = state.clone()
             node_with = node.clone()

@@ -163,13 +163,17 @@ class SchedulingAlgorithm:
 
     def _filter_chunk(self, fwk: Framework, state: CycleState, pod: PodInfo, chunk: np.ndarray,
                       nominator) -> tuple[np.ndarray, dict]:
-        """Vectorised filtering, except for nodes that have nominated pods (two passes, per node)."""
+        """Vectorised filtering, except for nodes with nominated pods that Filter must count
+        (two passes, per node). A node whose nominated pods are all less important than `pod`
+        (or `pod` itself) is filtered as it is, so it stays on the vectorised path."""
         if not _has_nominated_pods(nominator):
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         nodes = self.snapshot.table.nodes
-        slow = np.fromiter(
-            (bool(nominator.nominated_pods_for_node(nodes[r].name)) for r in chunk.tolist()),
-            dtype=bool, count=len(chunk))
+        counted = [
+            fwk.nominated_pods_to_count(pod=pod, node_name=name) if nominator.nominated_pods_for_node(name) else []
+            for name in (nodes[r].name for r in chunk.tolist())
+        ]
+        slow = np.fromiter((bool(c) for c in counted), dtype=bool, count=len(chunk))
         if not slow.any():
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         mask = np.zeros(len(chunk), dtype=bool)
@@ -180,7 +184,7 @@ class SchedulingAlgorithm:
             mask[fast_pos] = fast_mask
         for pos in np.flatnonzero(slow).tolist():
             row = int(chunk[pos])
-            status = fwk.run_filter_plugins_with_nominated_pods(state, pod, nodes[row])
+            status = fwk.run_filter_plugins_with_pods(state, pod, nodes[row], nominated=counted[pos])
             if status is None:
                 mask[pos] = True
             else:

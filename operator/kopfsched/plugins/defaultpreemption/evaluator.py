@@ -336,7 +336,9 @@ class Evaluator:
             return [], 0, Status.unresolvable(MSG_NO_VICTIMS)
         # If the pod does not fit even with every lower-priority pod gone, this node cannot help.
         # (Affinity of the pod to its own victims is deliberately not considered, as upstream.)
-        status = fwk.run_filter_plugins_with_nominated_pods(state, pod, node)
+        # The nominator does not change during a dry run: look the node's nominated pods up once.
+        nominated = fwk.nominated_pods_to_count(pod=pod, node_name=node.name)
+        status = fwk.run_filter_plugins_with_pods(state, pod, node, nominated=nominated)
         if status is not None:
             return [], 0, status
         potential.sort(key=importance_key)
@@ -348,7 +350,7 @@ class Evaluator:
             status = fwk.run_pre_filter_extension_add_pod(state, pod, candidate, node)
             if status is not None:
                 return False, status
-            if fwk.run_filter_plugins_with_nominated_pods(state, pod, node) is None:
+            if fwk.run_filter_plugins_with_pods(state, pod, node, nominated=nominated) is None:
                 return True, None
             node.remove_pod(candidate)
             status = fwk.run_pre_filter_extension_remove_pod(state, pod, candidate, node)
