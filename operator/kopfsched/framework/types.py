@@ -154,6 +154,21 @@ class PodInfo:
     def creation_timestamp(self) -> str:
         return (self.pod.get("metadata") or {}).get("creationTimestamp") or ""
 
+    @cached_property
+    def pvc_keys(self) -> tuple[str, ...]:
+        """"namespace/claim" of every persistentVolumeClaim volume, in spec order (repeats kept)."""
+        keys = []
+        for volume in self.spec.get("volumes") or ():
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                keys.append(f"{self.namespace}/{claim}")
+        return tuple(keys)
+
+    @cached_property
+    def start_time(self) -> float | None:
+        """status.startTime in epoch seconds; None when the pod has not started."""
+        return parse_time((self.pod.get("status") or {}).get("startTime"))
+
     @property
     def is_terminating(self) -> bool:
         return bool((self.pod.get("metadata") or {}).get("deletionTimestamp"))
@@ -206,7 +221,8 @@ class HostPortInfo:
 
     def clone(self) -> HostPortInfo:
         other = HostPortInfo()
-        other._ports = {ip: dict(slot) for ip, slot in self._ports.items()}
+        if self._ports:
+            other._ports = {ip: dict(slot) for ip, slot in self._ports.items()}
         return other
 
 
@@ -289,24 +305,24 @@ class NodeInfo:
         return True
 
     def _account(self, pod_info: PodInfo, sign: int) -> None:
+        # Hot in preemption's dry runs: the per-pod parts (claims) are precomputed on the PodInfo.
         self.requested.add(pod_info.requests, sign)
-        self.non_zero_requested.milli_cpu += sign * pod_info.non_zero_cpu
-        self.non_zero_requested.memory += sign * pod_info.non_zero_memory
-        for ip, protocol, port in pod_info.host_ports:
-            if sign > 0:
-                self.used_ports.add(ip, protocol, port)
-            else:
-                self.used_ports.remove(ip, protocol, port)
-        for volume in pod_info.spec.get("volumes") or ():
-            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim:
-                key = f"{pod_info.namespace}/{claim}"
-                count = self.pvc_ref_counts.get(key, 0) + sign
-                if count > 0:
-                    self.pvc_ref_counts[key] = count
+        non_zero = self.non_zero_requested
+        non_zero.milli_cpu += sign * pod_info.non_zero_cpu
+        non_zero.memory += sign * pod_info.non_zero_memory
+        if pod_info.host_ports:
+            for ip, protocol, port in pod_info.host_ports:
+                if sign > 0:
+                    self.used_ports.add(ip, protocol, port)
                 else:
-                    self.pvc_ref_counts.pop(key, None)
-        self.generation = next_generation()
+                    self.used_ports.remove(ip, protocol, port)
+        for key in pod_info.pvc_keys:
+            count = self.pvc_ref_counts.get(key, 0) + sign
+            if count > 0:
+                self.pvc_ref_counts[key] = count
+            else:
+                self.pvc_ref_counts.pop(key, None)
+        self.generation = next(_generation)
 
     def iter_pods(self) -> Iterator[PodInfo]:
         return iter(self.pods.values())
@@ -322,12 +338,13 @@ class NodeInfo:
         other.allocatable = self.allocatable
         other.image_states = self.image_states
         other.pods = dict(self.pods)
-        other.pods_with_affinity = dict(self.pods_with_affinity)
-        other.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
+        other.pods_with_affinity = dict(self.pods_with_affinity) if self.pods_with_affinity else {}
+        other.pods_with_required_anti_affinity = (
+            dict(self.pods_with_required_anti_affinity) if self.pods_with_required_anti_affinity else {})
         other.requested = self.requested.clone()
         other.non_zero_requested = self.non_zero_requested.clone()
         other.used_ports = self.used_ports.clone()
-        other.pvc_ref_counts = dict(self.pvc_ref_counts)
+        other.pvc_ref_counts = dict(self.pvc_ref_counts) if self.pvc_ref_counts else {}
         other.generation = self.generation
         return other
 

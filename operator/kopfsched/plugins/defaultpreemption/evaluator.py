@@ -35,7 +35,7 @@ from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import SelectorError, label_selector
 from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import NodeInfo, Obj, PodInfo, parse_time
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ IsEligiblePod = Callable[[NodeInfo, PodInfo, PodInfo], bool]
 def pod_start_time(pod: PodInfo) -> float:
     """status.startTime in epoch seconds; a pod that has not started counts as starting now,
     i.e. later than any real start time (upstream's GetPodStartTime)."""
-    started = parse_time((pod.pod.get("status") or {}).get("startTime"))
+    started = pod.start_time  # parsed once per PodInfo: the dry run sorts the same pods per node
     return math.inf if started is None else started
 
 
