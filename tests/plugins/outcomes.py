@@ -26,3 +26,16 @@ def filter_outcomes(plugin: Any, pod: dict[str, Any], infos: list[NodeInfo]) -> 
     batch = plugin.filter_nodes(state, info, table, np.arange(len(table)))
     assert {infos[i].name for i in np.flatnonzero(~batch)} == set(result)
     return result
+
+
+def score_outcomes(plugin: Any, pod: dict[str, Any], infos: list[NodeInfo]) -> dict[str, int] | str:
+    """{node: normalized score}, or PreScore's code name when it answered; also checks that
+    the plugin's score_nodes agrees with its score."""
+    state, info = CycleState(), PodInfo(pod)
+    status = plugin.pre_score(state, info, infos)
+    if status is not None:
+        return status.code.name
+    raw = np.array([plugin.score(state, info, n) for n in infos], dtype=np.int64)
+    table = plugin.handle.snapshot.table
+    assert plugin.score_nodes(state, info, table, np.arange(len(table))).tolist() == raw.tolist()
+    return dict(zip([n.name for n in infos], plugin.normalize_score(state, info, raw).tolist(), strict=True))

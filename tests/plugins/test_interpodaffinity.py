@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 
 from kopfsched.framework.cycle_state import CycleState
@@ -15,7 +14,7 @@ from kopfsched.plugins.interpodaffinity import PLUGIN, InterPodAffinity, InterPo
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE
 from tests.builders import make_node, make_pod, node_info
 from tests.plugins.conftest import make_handle
-from tests.plugins.outcomes import filter_outcomes
+from tests.plugins.outcomes import filter_outcomes, score_outcomes
 
 AFF = "node(s) didn't match pod affinity rules"
 ANTI = "node(s) didn't match pod anti-affinity rules"
@@ -173,15 +172,6 @@ def test_add_remove_pod_matches_fresh_prefilter(delta: str) -> None:
     assert got.anti_affinity_counts == want.anti_affinity_counts
 
 
-def scores(plugin: InterPodAffinity, pod: dict[str, Any], infos: list[NodeInfo]) -> dict[str, int] | str:
-    state, info = CycleState(), PodInfo(pod)
-    status = plugin.pre_score(state, info, infos)
-    if status is not None:
-        return status.code.name
-    raw = np.array([plugin.score(state, info, n) for n in infos], dtype=np.int64)
-    table = plugin.handle.snapshot.table
-    assert plugin.score_nodes(state, info, table, np.arange(len(table))).tolist() == raw.tolist()
-    return dict(zip([n.name for n in infos], plugin.normalize_score(state, info, raw).tolist(), strict=True))
 
 
 SCORE_CASES = [
@@ -220,7 +210,7 @@ SCORE_CASES = [
 def test_score(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any], args: InterPodAffinityArgs | None,
                expected: dict[str, int] | str) -> None:
     plugin, infos = build(existing, args=args)
-    assert scores(plugin, pod, infos) == expected
+    assert score_outcomes(plugin, pod, infos) == expected
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

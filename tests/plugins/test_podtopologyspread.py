@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 
 from kopfsched.framework.cycle_state import CycleState
@@ -14,7 +13,7 @@ from kopfsched.plugins.podtopologyspread import PLUGIN, PodTopologySpread, PodTo
 from kopfsched.plugins.podtopologyspread.plugin import PRE_FILTER_STATE
 from tests.builders import make_node, make_pod, node_info, taint
 from tests.plugins.conftest import make_handle
-from tests.plugins.outcomes import filter_outcomes
+from tests.plugins.outcomes import filter_outcomes, score_outcomes
 from tests.plugins.test_interpodaffinity import FakeObjects
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -124,15 +123,6 @@ def test_add_remove_pod_matches_fresh_prefilter(delta: str) -> None:
     assert got.min_match_num(0) == want.min_match_num(0)
 
 
-def scores(plugin: PodTopologySpread, pod: dict[str, Any], infos: list[NodeInfo]) -> dict[str, int] | str:
-    state, info = CycleState(), PodInfo(pod)
-    status = plugin.pre_score(state, info, infos)
-    if status is not None:
-        return status.code.name
-    raw = np.array([plugin.score(state, info, n) for n in infos], dtype=np.int64)
-    table = plugin.handle.snapshot.table
-    assert plugin.score_nodes(state, info, table, np.arange(len(table))).tolist() == raw.tolist()
-    return dict(zip([n.name for n in infos], plugin.normalize_score(state, info, raw).tolist(), strict=True))
 
 
 def service(selector: dict[str, str]) -> dict[str, Any]:
@@ -161,7 +151,7 @@ SCORE_CASES = [
 def test_score(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any], nodes: list[dict[str, Any]] | None,
                args: PodTopologySpreadArgs | None, objects: FakeObjects | None, expected: dict[str, int] | str) -> None:
     plugin, infos = build(existing, nodes, args, objects)
-    assert scores(plugin, pod, infos) == expected
+    assert score_outcomes(plugin, pod, infos) == expected
 
 
 def test_filter_with_system_defaults_skips() -> None:
