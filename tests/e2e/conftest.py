@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.emulator import (
+from kopfsched.emulator.server import (
     EmulatorThread,
     FastKubernetesEmulator,
     RemoteEmulator,

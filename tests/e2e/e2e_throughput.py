@@ -29,8 +29,8 @@ from collections.abc import Awaitable, Callable, Iterator
 import aiohttp
 from kubernetes_asyncio import client, config
 
+from kopfsched.emulator.server import emulator_process, write_kubeconfig
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import emulator_process, write_kubeconfig
 
 ROOT = pathlib.Path(__file__).parents[2]
 SCHEDULER = 'kopfsched-bench'

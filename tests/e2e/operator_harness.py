@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from kopfsched.emulator.resources import ResourceDef
+from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.main import Operator, OperatorOptions
-from tests.e2e.emulator import FastKubernetesEmulator
-from tests.e2e.resources import ResourceDef
 
 T = TypeVar('T')
 

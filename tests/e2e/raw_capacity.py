@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from kubernetes_asyncio import client, config
 
+from kopfsched.emulator.server import EmulatorThread, FastKubernetesEmulator, emulator_process, write_kubeconfig
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import EmulatorThread, FastKubernetesEmulator, emulator_process, write_kubeconfig
 
 MODES = ('inloop', 'thread', 'process')
 

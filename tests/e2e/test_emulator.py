@@ -15,8 +15,8 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from kopfsched.emulator.server import FastKubernetesEmulator, RemoteEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import FastKubernetesEmulator, RemoteEmulator
 
 GROUP, VERSION, PLURAL = 'example.dev', 'v1', 'widgets'
 WIDGET_CRD: dict[str, Any] = {

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 import yaml
 
+from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import FastKubernetesEmulator
 from tests.e2e.operator_harness import (
     PROFILES,
     eventually,

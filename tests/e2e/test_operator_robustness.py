@@ -10,10 +10,10 @@ import aiohttp
 import pytest
 import yaml
 
+from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.leader import LeaseConfig
 from kopfsched.kube.main import Operator, OperatorOptions, run_operator
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import FastKubernetesEmulator
 from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
 
 ROOT = pathlib.Path(__file__).parents[2]

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
+from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.emulator import FastKubernetesEmulator
 from tests.e2e.operator_harness import eventually, post, profile, running_operator, serve_controller_kinds
 
 ROOT = pathlib.Path(__file__).parents[2]

@@ -3,7 +3,7 @@
 `FastKubernetesEmulator` subclasses `kmock.KubernetesEmulator` but serves every Kubernetes request
 itself, from objects indexed by (resource, namespace, name): no request re-scans the request history
 or all objects, so its speed does not decay with the number of requests served. What it adds over
-stock kmock 0.8 (see /work/shared/reference/kmock-emulator-notes.md for what breaks without it):
+stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without):
 
 - uid, creationTimestamp, a monotonically increasing resourceVersion on every write, generation
   bumped on changes outside metadata/status; create answers 201; lists carry a real resourceVersion;
@@ -29,7 +29,7 @@ events.k8s.io/v1 Events are stored separately; no paging tokens beyond a simple 
 
 It runs in the caller's loop (`await emulator.start()` ... `await emulator.stop()`), in a thread with its own loop
 (`EmulatorThread`, what the `emulator` fixture uses), or in a subprocess
-(`python -m tests.e2e.emulator`, driven by `RemoteEmulator`).
+(`python -m kopfsched.emulator.server`, driven by `RemoteEmulator`).
 
 Raw capacity (2 cores, shared with other work; kubernetes_asyncio 36.1.0 creating, then binding,
 2000 pods on 100 nodes): `python -m tests.e2e.raw_capacity --pods 2000 [--concurrency 8]`
@@ -71,8 +71,8 @@ import aiohttp.web
 import attrs
 import kmock
 
-from tests.e2e import patches, selectors
-from tests.e2e.resources import BUILTIN_RESOURCES, ResourceDef, crd_status, group_versions, resources_of_crd
+from kopfsched.emulator import patches, selectors
+from kopfsched.emulator.resources import BUILTIN_RESOURCES, ResourceDef, crd_status, group_versions, resources_of_crd
 
 ObjKey = tuple[str | None, str]  # (namespace, name)
 StoreKey = tuple[str, str]  # (group, plural)
@@ -903,7 +903,7 @@ class EmulatorThread:
 
 
 class RemoteEmulator:
-    """The test hooks of an emulator served by `python -m tests.e2e.emulator` in another process."""
+    """The test hooks of an emulator served by `python -m kopfsched.emulator.server` in another process."""
 
     def __init__(self, url: str):
         self.url = url
@@ -933,7 +933,7 @@ class RemoteEmulator:
 def emulator_process(*, history_size: int = 10_000) -> Iterator[RemoteEmulator]:
     """Serve an emulator from a subprocess (its own GIL) for as long as the context lasts."""
     import subprocess
-    process = subprocess.Popen([sys.executable, '-m', 'tests.e2e.emulator', '--history-size', str(history_size)],
+    process = subprocess.Popen([sys.executable, '-m', 'kopfsched.emulator.server', '--history-size', str(history_size)],
                                stdout=subprocess.PIPE, text=True, cwd=pathlib.Path(__file__).parents[2])
     try:
         assert process.stdout is not None
