@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
     simulate.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
 
+    _explain_parser(sub)
+
     bench = sub.add_parser("bench", help="measure the scheduler core in-process")
     bench.add_argument("--nodes", type=int, default=500)
     bench.add_argument("--init-pods", type=int, default=500)
@@ -44,6 +46,20 @@ def _parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check SchedulerProfiles and KubeSchedulerConfigurations")
     validate.add_argument("files", nargs="+", metavar="FILE")
     return parser
+
+
+def _explain_parser(sub) -> None:
+    explain = sub.add_parser("explain", help="why one pod fits where it does, or nowhere, node by node")
+    explain.add_argument("pod", metavar="NAMESPACE/NAME")
+    explain.add_argument("files", nargs="*", metavar="FILE", help="snapshot files (default: the live cluster)")
+    explain.add_argument("--kubeconfig", help="read the live cluster (default without files: in-cluster, "
+                                              "then $KUBECONFIG)")
+    explain.add_argument("--profile", action="append", default=[], metavar="F",
+                         help="explain with this profile instead of the pod's own (repeatable: the one of the "
+                              "pod's schedulerName wins)")
+    explain.add_argument("--node", metavar="N", help="show one node's verdict and scores in full")
+    explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
+    explain.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
 
 
 def _print_problems(problems: Sequence[str]) -> None:
@@ -78,6 +94,84 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         sys.stdout.write(to_table(report))
+    _print_problems(inputs.problems)
+    return EXIT_INVALID if inputs.problems else EXIT_OK
+
+
+def _override_profiles(paths: list[str], registry, problems: list[str]):
+    """The profiles of --profile files (the built-in default left out)."""
+    from kopfsched.simulate.loader import load_files
+    from kopfsched.simulate.runner import build_profiles
+
+    if not paths:
+        return []
+    inputs = load_files(paths)
+    problems.extend(inputs.problems)
+    problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in inputs.nodes + inputs.pods + inputs.objects)
+    if not inputs.configs:
+        problems.append(f"{', '.join(paths)}: no SchedulerProfile or KubeSchedulerConfiguration found")
+        return []
+    before = len(inputs.problems)
+    profiles = [p for p in build_profiles(inputs, registry) if p.source != "default"]
+    problems.extend(inputs.problems[before:])
+    return profiles
+
+
+def _read_input(files: list[str], kubeconfig: str | None):
+    """Snapshot files, or the live cluster when no file is given."""
+    from kopfsched.simulate.loader import ClusterInput, load_files
+
+    if files:
+        return load_files(files)
+    try:
+        from kopfsched.kube.snapshot import read_cluster
+    except ImportError as exc:  # the kube layer is optional for offline use
+        result = ClusterInput()
+        result.problems.append(f"reading a live cluster is unavailable: {exc}")
+        return result
+    return read_cluster(kubeconfig)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from kopfsched.simulate.explain import ExplainError, explain_pod, parse_pod_ref
+    from kopfsched.simulate.explain_table import to_table
+
+    try:
+        key = parse_pod_ref(args.pod)
+    except ExplainError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    registry = _plugin_registry()
+    problems: list[str] = []
+    overrides = _override_profiles(list(args.profile), registry, problems)
+    if problems:
+        _print_problems(problems)
+        return EXIT_INVALID
+    inputs = _read_input(list(args.files), args.kubeconfig)
+    if inputs.problems and not (inputs.nodes or inputs.pods):
+        _print_problems(inputs.problems)
+        return EXIT_INVALID
+    target = next((p for p in inputs.pods if f"{p.obj['metadata']['namespace']}/{p.obj['metadata']['name']}" == key),
+                  None)
+    scheduler_name = ((target.obj.get("spec") or {}).get("schedulerName") if target else None) or "default-scheduler"
+    profile = next((p for p in overrides if p.scheduler_name == scheduler_name), overrides[0] if overrides else None)
+    try:
+        explanation = asyncio.run(explain_pod(inputs, key, registry=registry, profile=profile, seed=args.seed))
+    except ExplainError as exc:
+        _print_problems([*inputs.problems, str(exc)])
+        return EXIT_INVALID
+    entry = explanation.entry
+    if args.node is not None and args.node not in {n["name"] for n in explanation.nodes}:
+        print(f'node "{args.node}" is not in the input', file=sys.stderr)
+        return EXIT_USAGE
+    if args.output == "json":
+        print(json.dumps(entry, indent=2))
+    elif args.output == "html":
+        from kopfsched.simulate.html import explain_html
+
+        sys.stdout.write(explain_html(explanation))
+    else:
+        sys.stdout.write(to_table(entry, node=args.node))
     _print_problems(inputs.problems)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
@@ -143,7 +237,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port)
 
 
-COMMANDS = {"run": cmd_run, "simulate": cmd_simulate, "bench": cmd_bench, "validate": cmd_validate}
+COMMANDS = {"run": cmd_run, "simulate": cmd_simulate, "explain": cmd_explain, "bench": cmd_bench,
+            "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

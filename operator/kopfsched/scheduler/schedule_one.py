@@ -66,28 +66,33 @@ class SchedulingAlgorithm:
         self.next_start_node_index = 0
         self.explain = explain
 
-    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo) -> ScheduleResult:
-        """Raises FitError when no node fits and SchedulingError on errors."""
+    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
+                     exhaustive: bool = False) -> ScheduleResult:
+        """Raises FitError when no node fits and SchedulingError on errors.
+
+        `exhaustive` (kopfsched explain): every node is filtered, in snapshot order, with no
+        nominated-node shortcut and no percentageOfNodesToScore sampling; every feasible node
+        is scored, even a single one; scores are kept; the rotating start index stays put."""
         self.cache.update_snapshot(self.snapshot)
         num_nodes = self.snapshot.num_nodes()
         if num_nodes == 0:
             raise SchedulingError(Status.unresolvable(ERR_NO_NODES_AVAILABLE))
-        feasible, diagnosis = self.find_nodes_that_fit_pod(fwk, state, pod)
+        feasible, diagnosis = self.find_nodes_that_fit_pod(fwk, state, pod, exhaustive=exhaustive)
         nodes = self.snapshot.table.nodes
         if not len(feasible):
             raise FitError(pod_key=pod.key, num_all_nodes=num_nodes, diagnosis=diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
-        if len(feasible) == 1:
+        if len(feasible) == 1 and not exhaustive:
             return ScheduleResult(nodes[int(feasible[0])].name, evaluated, 1, diagnosis)
         totals, per_plugin = self.prioritize_nodes(fwk, state, pod, feasible)
         best = self.select_host(totals)
         result = ScheduleResult(nodes[int(feasible[best])].name, evaluated, len(feasible), diagnosis)
-        if self.explain:
+        if self.explain or exhaustive:
             result.scores = _explain_scores(nodes, feasible, totals, per_plugin)
         return result
 
-    def find_nodes_that_fit_pod(self, fwk: Framework, state: CycleState,
-                                pod: PodInfo) -> tuple[np.ndarray, Diagnosis]:
+    def find_nodes_that_fit_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
+                                exhaustive: bool = False) -> tuple[np.ndarray, Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.node_infos()
         pre_result, status, narrowing = fwk.run_pre_filter_plugins(state, pod, all_nodes)
@@ -103,7 +108,7 @@ class SchedulingAlgorithm:
             return np.empty(0, dtype=np.int64), diagnosis
         index = self.snapshot.table.index
         nominated = (pod.pod.get("status") or {}).get("nominatedNodeName")
-        if nominated and nominated in index:
+        if nominated and nominated in index and not exhaustive:
             feasible, _ = self.find_nodes_that_pass_filters(
                 fwk, state, pod, diagnosis, np.array([index[nominated]], dtype=np.int64))
             if len(feasible):
@@ -114,14 +119,18 @@ class SchedulingAlgorithm:
             diagnosis.node_to_status.absent = absent.with_plugin(", ".join(sorted(narrowing)))
         else:
             rows = np.arange(len(all_nodes), dtype=np.int64)
-        feasible, processed = self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows)
+        feasible, processed = self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows,
+                                                                exhaustive=exhaustive)
+        if exhaustive:
+            return feasible, diagnosis
         # As upstream: advance over all the snapshot's nodes, whatever subset was filtered, and
         # only here (the nominated node alone does not move the start).
         self.next_start_node_index = (self.next_start_node_index + processed) % len(all_nodes)
         return feasible, diagnosis
 
     def find_nodes_that_pass_filters(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                                     diagnosis: Diagnosis, rows: np.ndarray) -> tuple[np.ndarray, int]:
+                                     diagnosis: Diagnosis, rows: np.ndarray, *,
+                                     exhaustive: bool = False) -> tuple[np.ndarray, int]:
         """(feasible rows, how many nodes were examined), starting at the rotating start index."""
         num_all = len(rows)
         if num_all == 0:
@@ -129,8 +138,8 @@ class SchedulingAlgorithm:
         percentage = fwk.percentage_of_nodes_to_score
         if percentage is None:
             percentage = self.percentage_of_nodes_to_score
-        to_find = num_feasible_nodes_to_find(percentage, num_all)
-        start = self.next_start_node_index % num_all
+        to_find = num_all if exhaustive else num_feasible_nodes_to_find(percentage, num_all)
+        start = 0 if exhaustive else self.next_start_node_index % num_all
         order = np.roll(rows, -start) if start else rows
         if not fwk.has_filter_plugins():
             return order[:to_find], to_find

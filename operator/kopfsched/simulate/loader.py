@@ -7,7 +7,7 @@ and the object it concerns is left out while everything else is kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,15 @@ def load_files(paths: list[str], into: ClusterInput | None = None) -> ClusterInp
         for index, doc in documents:
             _add(result, doc, f"{path}")
             del index
+    _check_duplicates(result)
+    return result
+
+
+def load_objects(objects: Iterable[Any], source: str, into: ClusterInput | None = None) -> ClusterInput:
+    """Objects already parsed (a live cluster's, a test's), checked as files are."""
+    result = into or ClusterInput()
+    for doc in objects:
+        _add(result, doc, source)
     _check_duplicates(result)
     return result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kopfsched.framework.diagnosis import Diagnosis
 from kopfsched.framework.resources import CPU, PODS, Resource
 from kopfsched.framework.types import PodInfo
 from kopfsched.simulate.runner import Simulation
@@ -68,7 +69,7 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
             entry["nominatedNode"] = sim.log.nominated.get(key)
             entry["victims"] = list(sim.log.victims.get(key, ()))
             if explain:
-                entry["filter"] = _filter_explain(attempt, node_names)
+                entry["filter"] = filter_explain(attempt.diagnosis, node_names)
                 entry["scores"] = attempt.scores or {}
         elif explain:
             entry["filter"], entry["scores"] = {}, {}
@@ -83,9 +84,8 @@ def _gate_message(fwk, pod_info) -> str:
     return status.message if status is not None else ""
 
 
-def _filter_explain(attempt, node_names: list[str]) -> dict[str, Any]:
+def filter_explain(diagnosis: Diagnosis | None, node_names: list[str]) -> dict[str, Any]:
     """Every infeasible node; nodes a PreFilter ruled out get the PreFilter's status."""
-    diagnosis = attempt.diagnosis
     if diagnosis is None:
         return {}
     out = {

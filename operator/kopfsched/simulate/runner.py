@@ -94,11 +94,13 @@ def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConf
     return profiles
 
 
-async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, seed: int | None = None,
-                   explain: bool = False) -> Simulation:
-    registry = registry or full_registry()
+def load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None = None, explain: bool = False,
+                   overrides: list[ProfileConfig] | None = None) -> tuple[Simulation, VirtualClock, int]:
+    """A scheduler holding the input as a cluster would show it to a starting scheduler:
+    nodes, objects and bound pods in the cache, pending pods queued by creation time.
+    Returns (the simulation, its clock, how many pods are pending); nothing is scheduled yet."""
     apply_priority_classes(inputs)
-    profiles = build_profiles(inputs, registry)
+    profiles = replace_profiles(build_profiles(inputs, registry), overrides or [])
     pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]
     stamps = [parse_time((p.obj.get("metadata") or {}).get("creationTimestamp")) for p in pending]
     start = max((s for s in stamps if s is not None), default=0.0)
@@ -125,8 +127,24 @@ async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, se
     for loaded, stamp in ordered:
         handlers.on_pod_upsert(loaded.obj, timestamp=stamp if stamp is not None else start)
     sim = Simulation(scheduler, client, log, input_order=[pod_key(p.obj) for p, _ in ordered])
+    return sim, clock, len(pending)
+
+
+def replace_profiles(profiles: list[ProfileConfig], overrides: list[ProfileConfig]) -> list[ProfileConfig]:
+    """`profiles` with each override replacing the profile of its scheduler name (or added)."""
+    if not overrides:
+        return profiles
+    by_name = {p.scheduler_name: p for p in overrides}
+    kept = [by_name.pop(p.scheduler_name, p) for p in profiles]
+    return kept + list(by_name.values())
+
+
+async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, seed: int | None = None,
+                   explain: bool = False, overrides: list[ProfileConfig] | None = None) -> Simulation:
+    sim, clock, pending = load_scheduler(inputs, registry=registry or full_registry(), seed=seed, explain=explain,
+                                         overrides=overrides)
     began = time.perf_counter()
-    await _drain(scheduler, clock, sim, budget=MAX_ATTEMPTS_PER_POD * max(len(pending), 1))
+    await _drain(sim.scheduler, clock, sim, budget=MAX_ATTEMPTS_PER_POD * max(pending, 1))
     sim.seconds = time.perf_counter() - began
     return sim
 

@@ -1,0 +1,194 @@
+"""`kopfsched explain`: why one pod lands where it does, or nowhere, node by node.
+
+The pod goes through the product's own scheduling cycle (SchedulingAlgorithm.schedule_pod
+in its exhaustive mode: every node filtered, every feasible node scored, no sampling) with
+the profile of its schedulerName, over a scheduler loaded from the input exactly as
+`simulate` loads it. When nothing fits, the profile's PostFilter runs as in a real cycle
+(which gives upstream's full message and the node it would nominate), and preemption's
+dry run is repeated over *every* node where removing pods might help, so all candidates
+and their victims can be shown, not only the first ones the scheduler would sample.
+
+Nothing leaves the process: the scheduler talks to the in-memory client, whatever the
+input came from.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.diagnosis import FitError
+from kopfsched.framework.registry import Registry
+from kopfsched.framework.runtime import Framework
+from kopfsched.framework.status import Status
+from kopfsched.framework.types import PodInfo, pod_key
+from kopfsched.plugins.defaultpreemption.evaluator import Evaluator, pick_one_node_for_preemption
+from kopfsched.plugins.defaultpreemption.plugin import DefaultPreemption
+from kopfsched.plugins.registry import full_registry
+from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingError
+from kopfsched.simulate.loader import ClusterInput, apply_priority_classes
+from kopfsched.simulate.output import filter_explain, node_results
+from kopfsched.simulate.runner import Simulation, load_scheduler
+
+
+@dataclass
+class Explanation:
+    entry: dict[str, Any]
+    """What `-o json` prints."""
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    """Every node's requested and allocatable resources without the pod (as simulate's "nodes")."""
+
+
+class ExplainError(Exception):
+    """The pod cannot be explained (not in the input); str() is the one-line message."""
+
+
+def parse_pod_ref(ref: str) -> str:
+    """NAMESPACE/NAME (or NAME, in namespace default) -> the pod key."""
+    namespace, _, name = ref.rpartition("/")
+    if not name or "/" in namespace:
+        raise ExplainError(f"{ref!r}: expected NAMESPACE/NAME")
+    return f"{namespace or 'default'}/{name}"
+
+
+def _status_json(status: Status) -> dict[str, Any]:
+    return {"plugin": status.plugin, "code": status.code.upstream_name, "reasons": list(status.reasons)}
+
+
+async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | None = None,
+                      profile: ProfileConfig | None = None, seed: int | None = 0) -> Explanation:
+    """The pod `ref`'s `simulate --explain` entry, plus "preemption" and the
+    details only explain gives (weights, ranking, evaluated and feasible counts, the node
+    the pod is bound to). `profile`, when given, is used for the pod whatever its schedulerName."""
+    key = parse_pod_ref(ref)
+    apply_priority_classes(inputs)  # before the pod is taken out: it needs its priority too
+    target = next((p for p in inputs.pods if pod_key(p.obj) == key), None)
+    if target is None:
+        raise ExplainError(f'pod "{key}" not found in the input')
+    inputs.pods = [p for p in inputs.pods if p is not target]
+    pod_obj = copy.deepcopy(target.obj)
+    spec = pod_obj["spec"]
+    bound_node = spec.pop("nodeName", None) or None
+    if bound_node:
+        # Running pods are explained as if they were created now: their old nomination and
+        # scheduling condition say nothing about the cluster as it is.
+        status = pod_obj.get("status") or {}
+        status.pop("nominatedNodeName", None)
+    scheduler_name = spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
+    overrides = [dataclasses.replace(profile, scheduler_name=scheduler_name)] if profile is not None else []
+    sim, _, _ = load_scheduler(inputs, registry=registry or full_registry(), seed=seed, overrides=overrides)
+    # The pod is ours to evaluate: keep it out of the run's queue and cache (it is in neither).
+    pod = PodInfo(pod_obj)
+    entry: dict[str, Any] = {
+        "namespace": pod.namespace, "name": pod.name, "schedulerName": scheduler_name,
+        "result": "Unschedulable", "node": None, "nominatedNode": None, "victims": [], "message": "",
+        "filter": {}, "scores": {},
+        "profile": profile.source if profile is not None else scheduler_name,
+        "boundNode": bound_node,
+        "note": (f"the pod is bound to {bound_node}; it is explained as if it were pending now, "
+                 "without its own resource use on that node") if bound_node else "",
+        "evaluatedNodes": 0, "feasibleNodes": 0, "weights": {}, "ranking": [],
+        "preemption": None,
+    }
+    explanation = Explanation(entry)
+    scheduler = sim.scheduler
+    fwk = scheduler.framework_for(pod)
+    if fwk is None:
+        entry["message"] = f'no profile for schedulerName "{scheduler_name}"'
+        return explanation
+    entry["weights"] = {p.name: w for p, w in fwk.score_plugins}
+    gate = fwk.run_pre_enqueue_plugins(pod)
+    if gate is not None:
+        entry["result"] = "Gated"
+        entry["note"] = (entry["note"] + "; " if entry["note"] else "") + (
+            "the pod is gated and would not be attempted; the nodes are evaluated anyway")
+    state = CycleState()
+    node_names = [n.name for n in scheduler.snapshot.node_infos()]
+    try:
+        result = scheduler.algorithm.schedule_pod(fwk, state, pod, exhaustive=True)
+    except FitError as fit:
+        entry["filter"] = filter_explain(fit.diagnosis, node_names)
+        entry["evaluatedNodes"] = fit.num_all_nodes
+        entry["preemption"] = _preemption_analysis(fwk, state, pod, fit, sim)
+        post_result, status = fwk.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status) \
+            if fwk.has_post_filter_plugins() else (None, None)
+        if status is not None and status.message:
+            fit.diagnosis.post_filter_msg = status.message
+        if post_result is not None and post_result.nominated_node_name:
+            entry["nominatedNode"] = post_result.nominated_node_name
+            entry["victims"] = list(post_result.victims)
+        await scheduler.wait_for_tasks()  # preemption's side effects, on the in-memory client only
+        if entry["result"] != "Gated":
+            entry["message"] = str(fit)
+    except SchedulingError as err:
+        if entry["result"] != "Gated":
+            entry["result"] = "Error"
+        entry["message"] = err.status.message
+    else:
+        _fill_scores(entry, result, fwk, node_names)
+        if entry["result"] != "Gated":
+            entry["result"], entry["node"] = "Scheduled", result.suggested_host
+    if gate is not None:
+        entry["message"] = gate.message
+    explanation.nodes = node_results(sim)
+    return explanation
+
+
+def _fill_scores(entry: dict[str, Any], result: ScheduleResult, fwk: Framework, node_names: list[str]) -> None:
+    entry["filter"] = filter_explain(result.diagnosis, node_names)
+    entry["evaluatedNodes"] = result.evaluated_nodes
+    entry["feasibleNodes"] = result.feasible_nodes
+    scores = result.scores or {}
+    entry["scores"] = dict(sorted(scores.items()))
+    totals = sorted(((s["total"], name) for name, s in scores.items()), key=lambda t: (-t[0], t[1]))
+    ranking = []
+    for position, (total, name) in enumerate(totals):
+        # Equal totals share a rank: the scheduler picks among them at random.
+        rank = position + 1 if position == 0 or total != totals[position - 1][0] else ranking[-1]["rank"]
+        ranking.append({"node": name, "total": total, "rank": rank})
+    entry["ranking"] = ranking
+
+
+def _preemption_analysis(fwk: Framework, state: CycleState, pod: PodInfo, fit: FitError,
+                         sim: Simulation) -> dict[str, Any]:
+    """Every node where preemption could make room, with its victims; or why it cannot help."""
+    out: dict[str, Any] = {"eligible": False, "reason": "", "candidates": [], "chosen": None, "nodes": {}}
+    evaluators = [p.evaluator for p in fwk.post_filter_plugins if isinstance(p, DefaultPreemption)]
+    if not evaluators:
+        names = ", ".join(p.name for p in fwk.post_filter_plugins)
+        out["reason"] = (f"the profile's PostFilter plugins ({names}) are not DefaultPreemption"
+                         if names else "the profile has no PostFilter plugin: preemption is off")
+        return out
+    evaluator: Evaluator = evaluators[0]
+    statuses = fit.diagnosis.node_to_status
+    nominated = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
+    eligible, why = evaluator.pod_eligible_to_preempt_others(pod, statuses.get(nominated) if nominated else None)
+    if not eligible:
+        out["reason"] = why
+        return out
+    out["eligible"] = True
+    all_nodes = sim.scheduler.snapshot.node_infos()
+    potential = evaluator.nodes_where_preemption_might_help(all_nodes, statuses)
+    unresolvable = len(all_nodes) - len(potential)
+    if not potential:
+        out["reason"] = (f"all {unresolvable} nodes rejected the pod as UnschedulableAndUnresolvable, "
+                         "which removing pods cannot change")
+        return out
+    dry = evaluator.dry_run_preemption(state.clone(), pod, potential, evaluator.pod_disruption_budgets(),
+                                       offset=0, num_candidates=len(potential))
+    out["nodes"] = {name: _status_json(status) for name, status in sorted(dry.statuses.statuses.items())}
+    candidates = sorted(dry.candidates, key=lambda c: c.name)
+    out["candidates"] = [{"node": c.name, "victims": [v.key for v in c.victims],
+                          "pdbViolations": c.num_pdb_violations} for c in candidates]
+    best = pick_one_node_for_preemption(dry.candidates)
+    out["chosen"] = best.name if best is not None else None
+    if not candidates:
+        out["reason"] = (f"on none of the {len(potential)} nodes where removing pods might help does the pod fit "
+                         f"once every lower-priority pod is gone"
+                         + (f"; {unresolvable} other node(s) are UnschedulableAndUnresolvable" if unresolvable
+                            else ""))
+    return out

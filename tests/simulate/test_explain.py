@@ -1,0 +1,169 @@
+"""`kopfsched explain`: every node evaluated, exact reasons and scores, preemption candidates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kopfsched.cli import main
+from kopfsched.simulate.explain import ExplainError, Explanation, explain_pod
+from kopfsched.simulate.explain_table import to_table
+from kopfsched.simulate.loader import load_objects
+from kopfsched.testing import make_node, make_pod, taint
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(objects: list[dict[str, Any]], ref: str, **kwargs: Any) -> Explanation:
+    inputs = load_objects(objects, "test")
+    assert not inputs.problems
+    return asyncio.run(explain_pod(inputs, ref, **kwargs))
+
+
+def test_every_node_is_filtered_and_scored_without_sampling() -> None:
+    # 150 nodes: a scheduling cycle would stop after 100 feasible ones (adaptive percentage).
+    nodes = [make_node(f"n{i:03}", cpu="4") for i in range(150)]
+    nodes += [make_node(f"small{i}", cpu="500m") for i in range(7)]
+    nodes += [make_node("tainted", taints=[taint("dedicated", "gpu")])]
+    entry = run([*nodes, make_pod("web", requests={"cpu": "1"})], "default/web").entry
+    assert entry["evaluatedNodes"] == 158
+    assert entry["feasibleNodes"] == 150
+    assert len(entry["scores"]) == 150
+    # More than the node's allocatable: removing pods cannot help (upstream's unresolvable case).
+    assert entry["filter"]["small3"] == {"plugin": "NodeResourcesFit", "code": "UnschedulableAndUnresolvable",
+                                         "reasons": ["Insufficient cpu"]}
+    assert entry["filter"]["tainted"] == {"plugin": "TaintToleration", "code": "UnschedulableAndUnresolvable",
+                                          "reasons": ["node(s) had untolerated taint(s)"]}
+    assert sorted(entry["filter"]) == [*(f"small{i}" for i in range(7)), "tainted"]
+    table = to_table(entry)
+    assert "  7 nodes: Insufficient cpu (NodeResourcesFit)\n" in table
+    assert "  1 node: node(s) had untolerated taint(s) (TaintToleration)\n" in table
+    assert all(len(line) <= 80 for line in table.splitlines())
+
+
+def test_scores_weights_total_and_rank() -> None:
+    objects = [make_node("big", cpu="8", memory="32Gi"), make_node("small", cpu="4", memory="32Gi"),
+               make_pod("web", requests={"cpu": "1", "memory": "8Gi"})]
+    entry = run(objects, "default/web").entry
+    # LeastAllocated: ((8-1)*100/8 + (32-8)*100/32) / 2 = (87 + 75) / 2 on big, (75 + 75) / 2 on small.
+    assert entry["scores"]["big"]["NodeResourcesFit"] == 81
+    assert entry["scores"]["small"]["NodeResourcesFit"] == 75
+    assert entry["weights"] == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+                                "PodTopologySpread": 2, "InterPodAffinity": 2,
+                                "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1, "VolumeBinding": 1}
+    for scores in entry["scores"].values():
+        assert scores["total"] == sum(entry["weights"][p] * s for p, s in scores.items() if p != "total")
+    assert [r["node"] for r in entry["ranking"]] == ["small", "big"]  # balanced on small beats 81 vs 75
+    assert entry["ranking"][0]["rank"] == 1 and entry["ranking"][1]["rank"] == 2
+    assert entry["result"] == "Scheduled" and entry["node"] == "small"
+
+
+def test_single_feasible_node_is_still_scored() -> None:
+    objects = [make_node("a", cpu="2"), make_node("b", cpu="500m"), make_pod("web", requests={"cpu": "1"})]
+    entry = run(objects, "default/web").entry
+    assert list(entry["scores"]) == ["a"] and entry["node"] == "a"
+    assert entry["ranking"] == [{"node": "a", "total": entry["scores"]["a"]["total"], "rank": 1}]
+
+
+def test_bound_pod_is_explained_as_pending_without_its_own_usage() -> None:
+    objects = [make_node("a", cpu="4"), make_pod("big", requests={"cpu": "3"}, node_name="a")]
+    entry = run(objects, "default/big").entry
+    assert entry["boundNode"] == "a"
+    assert entry["note"].startswith("the pod is bound to a; it is explained as if it were pending now")
+    assert entry["result"] == "Scheduled" and entry["node"] == "a"
+    assert "Note: the pod is bound to a" in to_table(entry)
+
+
+def test_preemption_candidates_with_victims_and_the_chosen_node() -> None:
+    entry = run_file(EXAMPLES / "affinity-and-preemption.yaml", "default/payments-0")
+    assert entry["result"] == "Unschedulable"
+    assert entry["message"] == "0/6 nodes are available: 6 Insufficient cpu."
+    preemption = entry["preemption"]
+    assert preemption["eligible"] is True
+    assert preemption["candidates"] == [
+        {"node": f"node-{n}", "victims": [f"default/batch-{n}"], "pdbViolations": 0}
+        for n in ("a1", "a2", "b1", "b2", "c1", "c2")]
+    # batch-b2 has the lowest priority: upstream's pick and the scheduler's nomination agree.
+    assert preemption["chosen"] == "node-b2"
+    assert entry["nominatedNode"] == "node-b2" and entry["victims"] == ["default/batch-b2"]
+
+
+def run_file(path: Path, ref: str) -> dict[str, Any]:
+    from kopfsched.simulate.loader import load_files
+
+    return asyncio.run(explain_pod(load_files([str(path)]), ref)).entry
+
+
+def _preemption_cluster(**preemptor: Any) -> list[dict[str, Any]]:
+    return [make_node("a", cpu="2"), make_node("b", cpu="2"),
+            make_pod("low-a", requests={"cpu": "2"}, priority=1, node_name="a", labels={"app": "guarded"}),
+            make_pod("low-b", requests={"cpu": "2"}, priority=1, node_name="b"),
+            make_pod("vip", requests={"cpu": "2"}, priority=100, **preemptor)]
+
+
+def test_preemption_counts_pdb_violations_and_prefers_the_node_without() -> None:
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guard", "namespace":
+           "default"}, "spec": {"selector": {"matchLabels": {"app": "guarded"}}}, "status": {"disruptionsAllowed": 0}}
+    entry = run([*_preemption_cluster(), pdb], "default/vip").entry
+    assert entry["preemption"]["candidates"] == [
+        {"node": "a", "victims": ["default/low-a"], "pdbViolations": 1},
+        {"node": "b", "victims": ["default/low-b"], "pdbViolations": 0}]
+    assert entry["preemption"]["chosen"] == "b"
+    assert "a: evict default/low-a (1 PDB violation(s))" in to_table(entry)
+
+
+def test_preemption_never_says_why() -> None:
+    entry = run(_preemption_cluster(preemptionPolicy="Never"), "default/vip").entry
+    assert entry["preemption"] == {"eligible": False, "reason": "not eligible due to preemptionPolicy=Never.",
+                                   "candidates": [], "chosen": None, "nodes": {}}
+    assert entry["message"] == ("0/2 nodes are available: 2 Insufficient cpu. "
+                                "preemption: not eligible due to preemptionPolicy=Never.")
+    assert "Preemption cannot help: not eligible due to preemptionPolicy=Never." in to_table(entry)
+
+
+def test_unresolvable_everywhere_means_preemption_cannot_help() -> None:
+    objects = [make_node("a", taints=[taint("x", "y")]), make_pod("web", requests={"cpu": "1"})]
+    entry = run(objects, "default/web").entry
+    assert entry["preemption"]["reason"] == ("all 1 nodes rejected the pod as UnschedulableAndUnresolvable, "
+                                             "which removing pods cannot change")
+
+
+def test_profile_override_is_used_whatever_the_schedulername() -> None:
+    from kopfsched.cli import _override_profiles
+    from kopfsched.plugins.registry import full_registry
+
+    problems: list[str] = []
+    registry = full_registry()
+    [profile] = _override_profiles([str(EXAMPLES / "profiles" / "bin-packing.yaml")], registry, problems)
+    assert not problems
+    objects = [make_node("big", cpu="8"), make_node("small", cpu="4"), make_pod("web", requests={"cpu": "1"})]
+    entry = run(objects, "default/web", profile=profile, registry=registry).entry
+    assert entry["profile"] == profile.source
+    assert entry["ranking"][0]["node"] == "small"  # MostAllocated: the fuller node first
+    assert entry["scores"]["small"]["NodeResourcesFit"] > entry["scores"]["big"]["NodeResourcesFit"]
+
+
+def test_unknown_pod() -> None:
+    with pytest.raises(ExplainError, match='pod "default/nope" not found in the input'):
+        run([make_node("a")], "nope")
+
+
+def test_cli_json_table_node(capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = str(EXAMPLES / "cluster.yaml")
+    assert main(["explain", "ml/inference-0", cluster, "-o", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert set(entry) >= {"namespace", "name", "schedulerName", "result", "node", "nominatedNode", "victims",
+                          "message", "filter", "scores", "preemption"}
+    assert entry["filter"]["general-a1"]["reasons"] == ["Insufficient nvidia.com/gpu"]
+    assert main(["explain", "ml/inference-0", cluster, "--node", "gpu-a1"]) == 0
+    out = capsys.readouterr().out
+    assert "Node gpu-a1:\n  Filter: rejected by TaintToleration (UnschedulableAndUnresolvable)\n" in out
+    assert main(["explain", "ml/inference-0", cluster, "--node", "nope"]) == 2
+    assert capsys.readouterr().err == 'node "nope" is not in the input\n'
+    assert main(["explain", "shop/missing", cluster]) == 1
+    assert capsys.readouterr().err == 'pod "shop/missing" not found in the input\n'
+    assert main(["explain", "a/b/c", cluster]) == 2
