@@ -58,7 +58,7 @@ def _explain_parser(sub) -> None:
                          help="explain with this profile instead of the pod's own (repeatable: the one of the "
                               "pod's schedulerName wins)")
     explain.add_argument("--node", metavar="N", help="show one node's verdict and scores in full")
-    explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
+    explain.add_argument("-o", "--output", choices=("table", "json"), default="table")
     explain.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
 
 
@@ -166,10 +166,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.output == "json":
         print(json.dumps(entry, indent=2))
-    elif args.output == "html":
-        from kopfsched.simulate.html import explain_html
-
-        sys.stdout.write(explain_html(explanation))
     else:
         sys.stdout.write(to_table(entry, node=args.node))
     _print_problems(inputs.problems)
