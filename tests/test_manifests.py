@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from kopfsched.config.defaults import default_profile
-from kopfsched.config.profiles import parse_scheduler_profile
-from kopfsched.kube.main import DEFAULT_SCHEDULER_PROFILE
+from kopfsched.config.parse import parse_scheduler_profile
+from kopfsched.kube.informer import DEFAULT_SCHEDULER_PROFILE
 from kopfsched.plugins.registry import in_tree_registry
 from tests.crd_schema import crd_json_schema
 
@@ -74,7 +74,7 @@ def test_namespaced_objects_live_in_our_namespace(path, doc):
 # -- schema validity -------------------------------------------------------------------------
 
 BUILTIN = OBJECTS
-PROFILES = [(pathlib.Path("kopfsched.kube.main.DEFAULT_SCHEDULER_PROFILE"), DEFAULT_SCHEDULER_PROFILE)]
+PROFILES = [(pathlib.Path("kopfsched.kube.informer.DEFAULT_SCHEDULER_PROFILE"), DEFAULT_SCHEDULER_PROFILE)]
 """The default profile: the operator creates it on a fresh cluster (kubectl cannot apply a
 custom resource in the same run as its CRD)."""
 

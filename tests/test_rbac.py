@@ -10,12 +10,13 @@ import re
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.rest import ApiException
 
 from kopfsched.kube.client import KubeClusterClient
 from kopfsched.kube.handlers import PROFILE_KIND, WATCHED
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
-from kopfsched.kube.main import Operator, OperatorOptions
+from kopfsched.kube.operator import Operator, OperatorOptions
 from tests.test_manifests import NAMESPACE, granted, the
 
 VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -77,10 +78,9 @@ async def exercise_client(api: RecordingApi) -> None:
 
 async def exercise_operator_listing(api: RecordingApi) -> None:
     """The operator's own initial LIST of every watched kind (kopf gives no signal for its own)."""
-    operator = Operator(OperatorOptions(metrics_port=None, identity="test"))
-    operator.api = api  # type: ignore[assignment]
-    operator._build()
-    await operator._initial_listing()
+    operator = Operator(OperatorOptions(metrics_port=None, identity="test"), api=api,  # type: ignore[arg-type]
+                        configuration=Configuration())
+    await operator.informer.initial_listing()
 
 
 async def exercise_leader_election(api: RecordingApi) -> None:

@@ -173,7 +173,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kopfsched.config.validate import validate_files
+    from kopfsched.config.validate_files import validate_files
 
     problems = validate_files(list(args.files), _plugin_registry())
     _print_problems(problems)

@@ -7,7 +7,7 @@ from typing import Any
 
 from kopfsched.cache import Cache
 from kopfsched.config.defaults import default_profile
-from kopfsched.config.profiles import parse_scheduler_profile
+from kopfsched.config.parse import parse_scheduler_profile
 from kopfsched.config.types import ProfileConfig
 from kopfsched.framework.registry import Registry
 from kopfsched.plugins.registry import in_tree_registry

@@ -14,7 +14,7 @@ import aiohttp
 
 from kopfsched.emulator.resources import ResourceDef
 from kopfsched.emulator.server import FastKubernetesEmulator
-from kopfsched.kube.main import Operator, OperatorOptions
+from kopfsched.kube.operator import Operator, OperatorOptions
 
 T = TypeVar('T')
 
@@ -49,20 +49,20 @@ async def running_operator(kubeconfig: pathlib.Path, **overrides: Any) -> AsyncI
                               status_interval=0.2, identity='test-operator')
     for key, value in overrides.items():
         setattr(options, key, value)
-    operator = Operator(options)
-    stop = asyncio.Event()
-    task = asyncio.create_task(operator.run(stop))
-    try:
-        await eventually(lambda: operator.ready() or task.done(), timeout=20, what='the initial listing')
-        if task.done():
-            task.result()
-        if not options.leader_elect:
-            await eventually(lambda: operator._scheduling is not None, what='the scheduling loop')
-        yield operator
-    finally:
-        stop.set()
-        exit_code = await asyncio.wait_for(task, timeout=30)
-        assert exit_code == 0, f'the operator exited with {exit_code}: {operator.failure}'
+    async with Operator.connected(options) as operator:
+        stop = asyncio.Event()
+        task = asyncio.create_task(operator.run(stop))
+        try:
+            await eventually(lambda: operator.ready() or task.done(), timeout=20, what='the initial listing')
+            if task.done():
+                task.result()
+            if not options.leader_elect:
+                await eventually(lambda: operator.leading, what='the scheduling loop')
+            yield operator
+        finally:
+            stop.set()
+            exit_code = await asyncio.wait_for(task, timeout=30)
+            assert exit_code == 0, f'the operator exited with {exit_code}: {operator.failure}'
 
 
 def serve_controller_kinds(emulator: FastKubernetesEmulator) -> None:

@@ -141,16 +141,16 @@ async def test_only_the_leader_schedules_and_a_follower_takes_over(
     async with contextlib.AsyncExitStack() as first_context:
         first = await first_context.enter_async_context(
             running_operator(kubeconfig, leader_elect=True, lease=lease, identity='a'))
-        await eventually(lambda: first._scheduling is not None, what='a leads')
+        await eventually(lambda: first.leading, what='a leads')
         second = await second_context.__aenter__()
         try:
             await post(http, PODS, make_pod('p1', scheduler_name='kopfsched'))
             await eventually(lambda: node_of(emulator, 'p1'), what='p1 bound')
             uid = emulator.get_object('pods', 'default', 'p1')['metadata']['uid']
             await eventually(lambda: second.cache.get_pod(uid), what='the follower saw it')
-            follower_idle = second._scheduling is None
+            follower_idle = not second.leading
             await first_context.aclose()  # a stops cleanly and releases the lease
-            await eventually(lambda: second._scheduling is not None, what='b takes over')
+            await eventually(lambda: second.leading, what='b takes over')
             await post(http, PODS, make_pod('p2', scheduler_name='kopfsched'))
             await eventually(lambda: node_of(emulator, 'p2'), what='p2 bound')
         finally:

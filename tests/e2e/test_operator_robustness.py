@@ -12,7 +12,8 @@ import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.leader import LeaseConfig
-from kopfsched.kube.main import Operator, OperatorOptions, run_operator
+from kopfsched.kube.main import run_operator
+from kopfsched.kube.operator import Operator, OperatorOptions
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
 
@@ -50,16 +51,17 @@ async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(
     await post(http, '/api/v1/nodes', make_node('node-0'))
     lease = LeaseConfig(name='kopfsched', namespace='default', lease_duration=0.5, renew_deadline=0.3,
                         retry_period=0.05)
-    operator = Operator(OperatorOptions(kubeconfig=str(kubeconfig), leader_elect=True, lease=lease, identity='a',
-                                        metrics_port=None, status_interval=0.2))
-    task = asyncio.create_task(operator.run(asyncio.Event()))
-    await eventually(lambda: operator._scheduling is not None or task.done(), what='a leads')
-    # The 6th attempt would succeed, 1.55 s after the first (the client's backoff).
-    emulator.fail_next('POST', r'/pods/late/binding$', status=500, times=5)
-    await post(http, PODS, make_pod('late', scheduler_name='kopfsched'))
-    await eventually(lambda: binding_statuses(emulator, 'late'), what='the binding in flight')
-    emulator.fail_next('*', r'/leases/kopfsched', status=500, times=1_000_000)
-    code = await asyncio.wait_for(task, timeout=20)
+    options = OperatorOptions(kubeconfig=str(kubeconfig), leader_elect=True, lease=lease, identity='a',
+                              metrics_port=None, status_interval=0.2)
+    async with Operator.connected(options) as operator:
+        task = asyncio.create_task(operator.run(asyncio.Event()))
+        await eventually(lambda: operator.leading or task.done(), what='a leads')
+        # The 6th attempt would succeed, 1.55 s after the first (the client's backoff).
+        emulator.fail_next('POST', r'/pods/late/binding$', status=500, times=5)
+        await post(http, PODS, make_pod('late', scheduler_name='kopfsched'))
+        await eventually(lambda: binding_statuses(emulator, 'late'), what='the binding in flight')
+        emulator.fail_next('*', r'/leases/kopfsched', status=500, times=1_000_000)
+        code = await asyncio.wait_for(task, timeout=20)
     assert (code, operator.failure) == (1, 'leader election lost')
     assert 201 not in binding_statuses(emulator, 'late')
     assert (emulator.get_object('pods', 'default', 'late') or {})['spec'].get('nodeName') is None

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kopfsched.config.profiles import parse_kube_scheduler_configuration, parse_scheduler_profile
+from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import ExtenderConfig, ExtenderManagedResource
 from kopfsched.plugins.registry import in_tree_registry
 

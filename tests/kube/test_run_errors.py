@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from kopfsched.kube.main import run_operator
+from kopfsched.kube.main import options_from, run_operator
 
 KSC = 'apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n'
 
@@ -46,3 +46,18 @@ def test_a_malformed_client_connection_exits_1_naming_the_field(
     config.write_text(f'{KSC}clientConnection: {connection}\n')
     code, err = run(capsys, config_file=str(config))
     assert (code, err) == (1, f'invalid --config {config}: {problem}\n')
+
+
+@pytest.mark.parametrize(('section', 'expected'), [
+    pytest.param('', ('kopfsched', 'ops', 50.0, 100, True), id='defaults'),
+    pytest.param('leaderElection: {leaderElect: false, resourceName: mine, resourceNamespace: here}\n'
+                 'clientConnection: {qps: 5, burst: 7}\n', ('mine', 'here', 5.0, 7, False), id='from-the-file'),
+])
+def test_the_options_come_from_the_config_file_else_the_operator_defaults(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, section: str,
+        expected: tuple[str, str, float, int, bool]) -> None:
+    monkeypatch.setenv('POD_NAMESPACE', 'ops')
+    config = tmp_path / 'config.yaml'
+    config.write_text(f'{KSC}{section}')
+    options = options_from(kubeconfig=None, config_file=str(config), leader_elect=None, metrics_port=None)
+    assert (options.lease.name, options.lease.namespace, options.qps, options.burst, options.leader_elect) == expected

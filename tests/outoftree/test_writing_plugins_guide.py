@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from kopfsched import cli
-from kopfsched.config.profiles import parse_scheduler_profile
+from kopfsched.config.parse import parse_scheduler_profile
 from kopfsched.framework import Registry
 from kopfsched.plugins.entry_points import ENTRY_POINT_GROUP, as_factory
 from kopfsched.plugins.registry import full_registry

@@ -28,7 +28,7 @@ from kopfsched.plugins.defaultpreemption.evaluator import (
 )
 from kopfsched.plugins.registry import in_tree_registry
 from kopfsched.queue.nominator import Nominator
-from kopfsched.scheduler.profiles import build_framework
+from kopfsched.scheduler.framework_builder import build_framework
 from kopfsched.simulate.client import InMemoryClusterClient
 from tests.builders import make_node, make_pod, node_info, taint
 from tests.plugins.conftest import FakeSnapshot

@@ -9,14 +9,14 @@ from kopfsched.config.defaults import (
     UPSTREAM_DEFAULTS_NOT_IMPLEMENTED,
     default_profile,
 )
-from kopfsched.config.profiles import (
+from kopfsched.config.field_checks import check_profiles_consistent
+from kopfsched.config.parse import (
     parse_kube_scheduler_configuration,
     parse_profile_spec,
     parse_scheduler_profile,
 )
 from kopfsched.config.types import LeaderElectionConfig, PluginRef, Problem, ProfileConfig, SchedulerConfig
-from kopfsched.config.validate import validate_files
-from kopfsched.config.validation import check_profiles_consistent
+from kopfsched.config.validate_files import validate_files
 
 __all__ = [
     "UPSTREAM_DEFAULTS_NOT_IMPLEMENTED",

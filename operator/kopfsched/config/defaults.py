@@ -50,7 +50,7 @@ def default_multipoint(registry: Registry) -> list[PluginRef]:
 
 def default_profile(registry: Registry, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> ProfileConfig:
     """The profile kube-scheduler runs when nothing is configured, minus what `registry` lacks."""
-    from kopfsched.config.profiles import parse_profile_spec  # late: profiles imports this module
+    from kopfsched.config.parse import parse_profile_spec  # late: profiles imports this module
 
     profile, problems = parse_profile_spec({"schedulerName": scheduler_name}, registry, source="default")
     if profile is None:

@@ -17,15 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from kopfsched.config.types import (
-    DEFAULT_EXTENDER_TIMEOUT_SECONDS,
-    ExtenderConfig,
-    ExtenderManagedResource,
-    ExtenderTLSConfig,
-    Problem,
-    ProfileConfig,
-)
-from kopfsched.config.validation import (
+from kopfsched.config.field_checks import (
     check_known_fields,
     expect_list,
     expect_mapping,
@@ -34,6 +26,14 @@ from kopfsched.config.validation import (
     optional_int,
     optional_str,
     parse_duration,
+)
+from kopfsched.config.types import (
+    DEFAULT_EXTENDER_TIMEOUT_SECONDS,
+    ExtenderConfig,
+    ExtenderManagedResource,
+    ExtenderTLSConfig,
+    Problem,
+    ProfileConfig,
 )
 from kopfsched.plugins.noderesources.args import invalid, qualified_name_errors
 from kopfsched.plugins.noderesources.resource_allocation import is_extended_resource_name

@@ -1,7 +1,7 @@
 """Configuration objects: what a SchedulerProfile or KubeSchedulerConfiguration means once
 defaults are applied, multiPoint is expanded and every plugin's args are decoded.
 
-They are built only by `kopfsched.config.profiles` after validation, so whoever holds one
+They are built only by `kopfsched.config.parse` after validation, so whoever holds one
 may trust it: known plugins, each at a point it implements, weights >= 1, exactly one
 queueSort plugin and at least one bind plugin.
 """
@@ -177,11 +177,26 @@ class LeaderElectionConfig:
     resource_lock: str = "leases"
     """Lock kind; upstream accepts only "leases"."""
 
-    resource_name: str = "kube-scheduler"
-    """Name of the Lease object."""
+    resource_name: str | None = None
+    """Name of the Lease object; None: "kopfsched" (upstream's default, kube-scheduler,
+    is the default scheduler's own lease)."""
 
-    resource_namespace: str = "kube-system"
-    """Namespace of the Lease object."""
+    resource_namespace: str | None = None
+    """Namespace of the Lease object; None: the operator's own namespace."""
+
+
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+"""kube-scheduler's clientConnection defaults."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnectionConfig:
+    """clientConnection's rate limits (component-base ClientConnectionConfiguration); 0 or
+    absent means kube-scheduler's defaults."""
+
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +220,9 @@ class SchedulerConfig:
 
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     """Leader election settings."""
+
+    client_connection: ClientConnectionConfig = field(default_factory=ClientConnectionConfig)
+    """API client rate limits."""
 
     extenders: list[ExtenderConfig] = field(default_factory=list)
     """HTTP extenders, shared by every profile (each profile's `extenders` holds them too)."""

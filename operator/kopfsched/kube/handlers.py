@@ -3,7 +3,7 @@
 Only `@kopf.on.event` handlers, on a private OperatorRegistry: kopf keeps no state on
 the objects of such handlers (no annotations, finalizers, diff-base or status), so it
 never writes to pods, nodes, volumes — nor to SchedulerProfiles, whose status we write
-ourselves. kopf runs in its own thread and loop (see kube.main); every handler forwards
+ourselves. kopf runs in its own thread and loop (see kube.kopf_thread); every handler forwards
 the raw event to the scheduler's loop with `call_soon_threadsafe`, which keeps the events
 of one watch in order and never touches the scheduler from kopf's thread.
 """

@@ -11,7 +11,6 @@ clean stop the leader releases the lease so a follower takes over at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from typing import Any
 
 from kopfsched.framework.client import ClusterError, ConflictError, NotFoundError
 from kopfsched.kube.client import KubeClusterClient, micro_time
+from kopfsched.kube.waiting import stopped_within
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class LeaderElector:
                 self.is_leader = True
                 logger.info("%s acquired the lease %s/%s", self.identity, self.config.namespace, self.config.name)
                 return True
-            await _wait(stop, self.config.retry_period)
+            await stopped_within(stop, self.config.retry_period)
         return False
 
     async def hold(self, stop: asyncio.Event) -> None:
@@ -61,7 +61,7 @@ class LeaderElector:
         `release()`, after this task is done, so no renewal can race with it."""
         last_renewed = self.clock()
         while not stop.is_set():
-            await _wait(stop, self.config.retry_period)
+            await stopped_within(stop, self.config.retry_period)
             if stop.is_set():
                 break
             # One attempt may not outlive the deadline: a hung request (with the client's
@@ -164,8 +164,3 @@ class LeaderElector:
 
 def _with_spec(lease: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return {**lease, "spec": {**(lease.get("spec") or {}), **changes}}
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)

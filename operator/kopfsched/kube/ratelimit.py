@@ -6,9 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 100
-"""kube-scheduler's clientConnection defaults."""
+from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS
 
 
 class TokenBucket:

@@ -37,8 +37,8 @@ from kopfsched.queue.profile import QueueProfile
 from kopfsched.queue.scheduling_queue import SchedulingQueue
 from kopfsched.scheduler.extender import HTTPExtender, close_all
 from kopfsched.scheduler.extender_cycle import extenders_binding, schedule_one_with_extenders
+from kopfsched.scheduler.framework_builder import build_framework, queue_profile
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
-from kopfsched.scheduler.profiles import build_framework, queue_profile
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
 from kopfsched.scheduler.tasks import TaskSet
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from kopfsched.cache.cache import Cache
 from kopfsched.config.defaults import default_profile
-from kopfsched.config.profiles import parse_kube_scheduler_configuration, parse_scheduler_profile
+from kopfsched.config.field_checks import check_profiles_consistent
+from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
-from kopfsched.config.validation import check_profiles_consistent
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import PodInfo, parse_time, pod_key
 from kopfsched.plugins.registry import full_registry

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopfsched.config.profiles import parse_scheduler_profile
+from kopfsched.config.field_checks import profile_conflicts
+from kopfsched.config.parse import parse_scheduler_profile
 from kopfsched.config.types import Problem, ProfileConfig
-from kopfsched.config.validation import profile_conflicts
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import Obj
 from kopfsched.scheduler.scheduler import Scheduler
@@ -184,3 +184,17 @@ class ProfileManager:
 
 def _empty_depths() -> dict[str, int]:
     return {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, "pending": 0}
+
+
+class ProfileFeedHandlers:
+    """The profile feed's handler side: SchedulerProfiles go to the ProfileManager (so they
+    get the feed's ordering by resourceVersion and relist reconciling too)."""
+
+    def __init__(self, profiles: ProfileManager) -> None:
+        self.profiles = profiles
+
+    def on_object_upsert(self, kind: str, obj: Obj) -> None:
+        self.profiles.upsert(obj)
+
+    def on_object_delete(self, kind: str, obj: Obj) -> None:
+        self.profiles.delete(obj)

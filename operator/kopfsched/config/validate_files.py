@@ -11,14 +11,14 @@ from typing import Any
 
 import yaml
 
-from kopfsched.config.profiles import (
+from kopfsched.config.field_checks import profile_conflicts
+from kopfsched.config.parse import (
     KSC_KIND,
     SCHEDULER_PROFILE_KIND,
     parse_kube_scheduler_configuration,
     parse_scheduler_profile,
 )
 from kopfsched.config.types import ProfileConfig
-from kopfsched.config.validation import profile_conflicts
 from kopfsched.framework.registry import Registry
 
 

@@ -23,17 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from kopfsched.config.defaults import UPSTREAM_DEFAULTS_NOT_IMPLEMENTED, default_multipoint
 from kopfsched.config.extenders import parse_extenders, with_extenders
-from kopfsched.config.types import (
-    DEFAULT_SCHEDULER_NAME,
-    LeaderElectionConfig,
-    PluginRef,
-    Problem,
-    ProfileConfig,
-    SchedulerConfig,
-)
-from kopfsched.config.validation import (
+from kopfsched.config.field_checks import (
     KSC_PROFILE_SOURCE,
     SCHEDULER_PROFILE_SOURCE,
     check_backoff,
@@ -49,6 +43,17 @@ from kopfsched.config.validation import (
     parse_duration,
     profile_conflicts,
     type_name,
+)
+from kopfsched.config.types import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    DEFAULT_SCHEDULER_NAME,
+    ClientConnectionConfig,
+    LeaderElectionConfig,
+    PluginRef,
+    Problem,
+    ProfileConfig,
+    SchedulerConfig,
 )
 from kopfsched.framework.interface import EXTENSION_POINTS, implemented_points
 from kopfsched.framework.registry import ArgsError, PluginFactory, PluginLoadError, Registry
@@ -415,6 +420,7 @@ def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[Sc
     backoff = (initial or 1, maximum or 10)
     delay_cache = optional_bool(obj, "delayCacheUntilActive", "", problems)
     leader_election = _leader_election(obj.get("leaderElection"), problems)
+    client_connection = _client_connection(obj.get("clientConnection"), problems)
     extenders = parse_extenders(obj.get("extenders"), "extenders", problems)
 
     raw_profiles = expect_list(obj.get("profiles"), "profiles", problems) or [{}]
@@ -437,7 +443,8 @@ def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[Sc
     return SchedulerConfig(
         profiles=profiles, parallelism=parallelism or 16, percentage_of_nodes_to_score=percentage or 0,
         pod_initial_backoff_seconds=backoff[0], pod_max_backoff_seconds=backoff[1],
-        leader_election=leader_election, extenders=list(extenders), delay_cache_until_active=bool(delay_cache),
+        leader_election=leader_election, client_connection=client_connection, extenders=list(extenders),
+        delay_cache_until_active=bool(delay_cache),
     ), problems
 
 
@@ -475,4 +482,48 @@ def _leader_election(raw: Any, problems: list[Problem]) -> LeaderElectionConfig:
         resource_name=optional_str(config, "resourceName", path, problems) or defaults.resource_name,
         resource_namespace=optional_str(config, "resourceNamespace", path, problems) or defaults.resource_namespace,
     )
+
+
+def _client_connection(raw: Any, problems: list[Problem]) -> ClientConnectionConfig:
+    """qps and burst; the section's other fields (kubeconfig, contentType...) are accepted
+    and unused: the operator's --kubeconfig says where the API server is."""
+    path = "clientConnection"
+    config = expect_mapping(raw, path, problems)
+    if config is None:
+        return ClientConnectionConfig()
+    qps, burst = config.get("qps"), config.get("burst")
+    valid = True
+    if qps is not None and (isinstance(qps, bool) or not isinstance(qps, int | float)):
+        problems.append(Problem(join(path, "qps"), f"must be a number, got {qps!r}"))
+        valid = False
+    elif qps is not None and qps < 0:
+        problems.append(Problem(join(path, "qps"), f"must be non-negative, got {qps}"))
+        valid = False
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int)):
+        problems.append(Problem(join(path, "burst"), f"must be an integer, got {burst!r}"))
+        valid = False
+    elif burst is not None and burst < 0:
+        problems.append(Problem(join(path, "burst"), f"must be non-negative, got {burst}"))
+        valid = False
+    if not valid:
+        return ClientConnectionConfig()
+    return ClientConnectionConfig(qps=float(qps or DEFAULT_QPS), burst=int(burst or DEFAULT_BURST))
+
+
+class ConfigFileError(Exception):
+    """A --config file that cannot be read or is not a valid KubeSchedulerConfiguration;
+    the message is one line naming every problem."""
+
+
+def load_config_file(path: str, registry: Registry) -> SchedulerConfig:
+    """Read and parse a KubeSchedulerConfiguration file; raises ConfigFileError."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            raw = yaml.safe_load(file)
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigFileError(f"{path}: {' '.join(str(exc).split())}") from exc
+    parsed, problems = parse_kube_scheduler_configuration(raw, registry)
+    if parsed is None or problems:
+        raise ConfigFileError(f"{path}: " + "; ".join(str(p) for p in problems))
+    return parsed
 

@@ -1,0 +1,275 @@
+"""The operator assembled: one scheduler replica — kopf's watches feeding the scheduler
+core through the informer, acting through kubernetes-asyncio.
+
+Start-up: health server; kopf's thread (its watches start listing); the informer's own
+LIST of SchedulerProfiles, nodes, pods and the other kinds, fed to the cache and queue:
+from then on /readyz is ok. Then, with leader election, wait for the Lease; followers
+keep their cache warm meanwhile. The leader runs the scheduling loop, the queue's
+flushes, the status writer and the periodic reconcile.
+
+Shutdown (SIGTERM/SIGINT or a stop flag): close the queue and let in-flight bindings
+finish (waiting pods are rejected and unreserved), release the Lease, stop kopf.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from kopfsched.cache.cache import Cache
+from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS, SchedulerConfig
+from kopfsched.framework.client import ClusterError
+from kopfsched.kube.client import KubeClusterClient, reporting_instance
+from kopfsched.kube.feed import ClusterFeed
+from kopfsched.kube.handlers import build_registry
+from kopfsched.kube.informer import Informer
+from kopfsched.kube.kopf_thread import KopfThread
+from kopfsched.kube.leader import LeaderElector, LeaseConfig
+from kopfsched.kube.podgroups import PodGroupStatusWriter
+from kopfsched.kube.profile_manager import ProfileFeedHandlers, ProfileManager
+from kopfsched.kube.status_writer import StatusWriter
+from kopfsched.kube.waiting import first, stopped_within, wait_any
+from kopfsched.observability.health import HealthServer
+from kopfsched.observability.metrics import SchedulerMetrics
+from kopfsched.plugins.registry import full_registry
+from kopfsched.scheduler.event_handlers import EventHandlers
+from kopfsched.scheduler.observer import Observers
+from kopfsched.scheduler.scheduler import Scheduler
+from kopfsched.scheduler.stats import SchedulingStats
+from kopfsched.scheduler.tasks import TaskSet
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILED = 0, 1
+STUCK_AFTER = 30.0
+"""/healthz fails when pods wait in activeQ and no cycle ran for this long."""
+
+
+@dataclass(slots=True)
+class OperatorOptions:
+    kubeconfig: str | None = None
+    """kubeconfig file; None: in-cluster, then $KUBECONFIG / ~/.kube/config."""
+    scheduler_config: SchedulerConfig | None = None
+    """Profiles of the --config file (served beside the SchedulerProfiles)."""
+    leader_elect: bool = True
+    lease: LeaseConfig = field(default_factory=LeaseConfig)
+    metrics_port: int | None = 10259
+    """Port of /healthz, /readyz, /metrics; 0 picks a free one, None serves none."""
+    metrics_host: str = "0.0.0.0"
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+    status_interval: float = 5.0
+    """Seconds between SchedulerProfile and PodGroup status refreshes (written only when changed)."""
+    reconcile_interval: float = 300.0
+    """Seconds between full LIST reconciles of pods and nodes (ghost removal)."""
+    relist_reconcile_delay: float = 1.0
+    """After kopf relists (e.g. after 410 Gone), reconcile this many seconds later."""
+    identity: str = field(default_factory=reporting_instance)
+    seed_default_profile: bool = True
+    """Create SchedulerProfile/kopfsched when the cluster has no SchedulerProfile and
+    --config defines no profile, so a fresh install serves `schedulerName: kopfsched`."""
+
+
+class StartupError(Exception):
+    """A user error found while starting (kubeconfig, API server, port): one line, no traceback."""
+
+
+class Operator:
+    """One scheduler replica: watches, cache, queue, scheduling loop, status and health.
+
+    Every part is built here, in the event loop that will run it (kopf's thread forwards
+    events to that loop); `Operator.connected` builds one from the options' kubeconfig."""
+
+    def __init__(self, options: OperatorOptions, *, api: k8s.ApiClient, configuration: k8s.Configuration) -> None:
+        self.options = options
+        self.stats = SchedulingStats()
+        self.metrics = SchedulerMetrics()
+        self.cache = Cache()
+        self.client = KubeClusterClient(api, qps=options.qps, burst=options.burst, instance=options.identity)
+        config = options.scheduler_config
+        registry = full_registry()
+        for problem in registry.problems:
+            logger.warning("installed plugins: %s", problem)
+        self.scheduler = Scheduler(cache=self.cache, client=self.client, registry=registry,
+                                   observer=Observers(self.stats, self.metrics),
+                                   percentage_of_nodes_to_score=config.percentage_of_nodes_to_score if config else 0)
+        profiles_changed = asyncio.Event()
+        self.profiles = ProfileManager(scheduler=self.scheduler, registry=registry, stats=self.stats,
+                                       config_profiles=list(config.profiles) if config else [],
+                                       on_change=profiles_changed.set)
+        self.tasks = TaskSet(logger)
+        """The operator's own loops, cancelled on shutdown (bindings are the scheduler's)."""
+        self.informer = Informer(
+            client=self.client, feed=ClusterFeed(EventHandlers(self.scheduler)),
+            profile_feed=ClusterFeed(ProfileFeedHandlers(self.profiles)),  # type: ignore[arg-type]
+            tasks=self.tasks, seed_default_profile=options.seed_default_profile and not (config and config.profiles),
+            relist_reconcile_delay=options.relist_reconcile_delay, reconcile_interval=options.reconcile_interval)
+        self.pod_groups = PodGroupStatusWriter(scheduler=self.scheduler, client=self.client)
+        self.status_writer = StatusWriter(client=self.client, profiles=self.profiles, pod_groups=self.pod_groups,
+                                          interval=options.status_interval, profiles_changed=profiles_changed)
+        self.kopf = KopfThread(build_registry(forward=self._forward, configuration=configuration))
+        self.health = None if options.metrics_port is None else HealthServer(
+            port=options.metrics_port, host=options.metrics_host, healthy=self.healthy, ready=self.ready,
+            registry=self.metrics.registry)
+        self.elector = None if not options.leader_elect else LeaderElector(
+            self.client, config=options.lease, identity=options.identity)
+        self.failure: str | None = None
+        """Why the run ended badly (kopf stopped, the lease was lost); None while all is well."""
+        self._loop = asyncio.get_running_loop()
+        self._scheduling: asyncio.Task[None] | None = None
+        self._last_cycle = (0, time.monotonic())
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connected(cls, options: OperatorOptions) -> AsyncIterator[Operator]:
+        """An operator with an API client for the options' kubeconfig, closed on exit."""
+        configuration = await load_configuration(options.kubeconfig)
+        api = k8s.ApiClient(configuration)
+        try:
+            yield cls(options, api=api, configuration=configuration)
+        finally:
+            await api.close()
+
+    # -- probes ------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """The initial listing is done (the cache holds every node and pod)."""
+        return self.informer.listed
+
+    @property
+    def leading(self) -> bool:
+        """This replica runs the scheduling loop (it holds the Lease, or elects none)."""
+        return self._scheduling is not None
+
+    def healthy(self) -> bool:
+        """kopf's watches run and, on the leader, the scheduling loop is alive and not stuck."""
+        if not self.kopf.alive:
+            return False
+        if self._scheduling is None:
+            return True  # a follower, or still listing
+        if self._scheduling.done():
+            return False
+        cycle, since = self._last_cycle
+        active = self.scheduler.queue.pending_counts().get("active", 0)
+        return not active or self.scheduler.queue.scheduling_cycle != cycle or time.monotonic() - since < STUCK_AFTER
+
+    # -- the whole run -----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> int:
+        if self.health is not None:
+            try:
+                await self.health.start()
+            except OSError as exc:  # e.g. the port is in use
+                raise StartupError(f"--metrics-port {self.options.metrics_port}: {exc.strerror or exc}") from exc
+        self.kopf.start()
+        lost = asyncio.Event()
+        try:
+            try:
+                await self.informer.initial_listing()
+            except ClusterError as exc:  # unreachable, forbidden, ...: the Deployment restarts us
+                raise StartupError(str(exc)) from exc
+            self._spawn(self._metrics_loop(stop), "metrics")
+            self._spawn(self._watch_kopf(lost), "kopf watchdog")
+            if self.elector is not None:
+                if not await first(self.elector.acquire(stop), stop, lost):
+                    return self._exit_code()
+                self._spawn(self._hold_lease(self.elector, stop, lost), "lease")
+            self._start_scheduling(stop)
+            await wait_any(stop, lost)
+            return self._exit_code()
+        finally:
+            await self._shutdown()
+
+    def _exit_code(self) -> int:
+        if self.failure is not None:
+            logger.error("stopping: %s", self.failure)
+            return EXIT_FAILED
+        return EXIT_OK
+
+    def _start_scheduling(self, stop: asyncio.Event) -> None:
+        logger.info("scheduling starts")
+        self._scheduling = self._spawn(self.scheduler.run(), "scheduling loop")
+        self._spawn(self.scheduler.queue.run(stop), "queue flushes")
+        self._spawn(self.scheduler.run_permit_timeouts(stop), "permit timeouts")
+        self._spawn(self.status_writer.run(stop), "status writer")
+        self._spawn(self.informer.reconcile_loop(stop), "reconcile")
+
+    async def _shutdown(self) -> None:
+        # In-flight bindings finish; pods waiting on Permit are rejected and unreserved.
+        await self.scheduler.shutdown()
+        if self.leading:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.status_writer.write_profiles(), timeout=5)
+        await self.tasks.cancel()
+        if self.elector is not None:
+            await self.elector.release()
+        await self.kopf.stop()
+        if self.health is not None:
+            await self.health.stop()
+
+    # -- events from kopf's thread ---------------------------------------------------------
+
+    def _forward(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
+        """Called in kopf's thread: hand the event to the scheduler's loop, in order."""
+        self._loop.call_soon_threadsafe(self.informer.on_event, kind, type, obj)
+
+    # -- periodic work -----------------------------------------------------------------------
+
+    async def _metrics_loop(self, stop: asyncio.Event) -> None:
+        while True:
+            self.metrics.set_pending(self.scheduler.queue.pending_counts())
+            self.metrics.set_cache_size(**self.cache.stats())
+            cycle = self.scheduler.queue.scheduling_cycle
+            if cycle != self._last_cycle[0]:
+                self._last_cycle = (cycle, time.monotonic())
+            if await stopped_within(stop, 1.0):
+                return
+
+    async def _watch_kopf(self, lost: asyncio.Event) -> None:
+        while self.kopf.alive:
+            await asyncio.sleep(0.5)
+        self.failure = f"kopf stopped: {self.kopf.error!r}"
+        lost.set()
+
+    async def _hold_lease(self, elector: LeaderElector, stop: asyncio.Event, lost: asyncio.Event) -> None:
+        await elector.hold(stop)
+        if not stop.is_set():
+            self.failure = "leader election lost"
+            self.client.fence(self.failure)  # bindings in flight must not bind any more
+            lost.set()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        return self.tasks.spawn(coro, name)
+
+
+async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
+    """The kubeconfig given, else the in-cluster service account, else $KUBECONFIG."""
+    configuration = k8s.Configuration()
+    if kubeconfig:
+        try:
+            with open(kubeconfig, encoding="utf-8"):
+                pass  # kubernetes_asyncio reads a missing file as an empty one, with a misleading error
+            await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        except (OSError, k8s_config.ConfigException) as exc:
+            message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StartupError(f"--kubeconfig {kubeconfig}: {' '.join(message.split())}") from exc
+        return configuration
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    except k8s_config.ConfigException:
+        try:
+            await k8s_config.load_kube_config(client_configuration=configuration)
+        except (OSError, k8s_config.ConfigException) as exc:
+            raise StartupError(f"no in-cluster service account and no usable kubeconfig: {exc}") from exc
+    return configuration
+
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "Operator", "OperatorOptions", "StartupError", "load_configuration"]
