@@ -26,7 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=10259, help="port of /metrics, /healthz, /readyz")
 
     simulate = sub.add_parser("simulate", help="schedule a cluster snapshot offline")
-    simulate.add_argument("files", nargs="+", metavar="FILE")
+    simulate.add_argument("files", nargs="*", metavar="FILE", help="snapshot files (none: the live cluster)")
+    simulate.add_argument("--kubeconfig", help="with no FILE: read this cluster (default: in-cluster, then "
+                                               "$KUBECONFIG)")
     simulate.add_argument("--profile", action="append", default=[], metavar="F",
                           help="SchedulerProfile or KubeSchedulerConfiguration file (repeatable)")
     simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -34,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
 
     _explain_parser(sub)
+
+    snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input")
+    snapshot.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    snapshot.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    snapshot.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
     bench = sub.add_parser("bench", help="measure the scheduler core in-process")
     bench.add_argument("--nodes", type=int, default=500)
@@ -82,7 +89,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from kopfsched.simulate.output import to_json, to_table
     from kopfsched.simulate.runner import simulate
 
-    inputs = load_files(list(args.files))
+    inputs = _read_input(list(args.files), args.kubeconfig)
+    if not args.files and inputs.problems and not inputs.nodes:
+        _print_problems(inputs.problems)
+        return EXIT_INVALID
     profile_inputs = load_files(list(args.profile))
     inputs.problems.extend(profile_inputs.problems)
     inputs.problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in
@@ -172,6 +182,22 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    try:
+        from kopfsched.kube.snapshot import snapshot
+    except ImportError as exc:  # the kube layer is optional for offline use
+        print(f"kopfsched snapshot is unavailable: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.output is None:
+        return snapshot(args.kubeconfig, sys.stdout, quiet=args.quiet)
+    try:
+        with open(args.output, "w", encoding="utf-8") as out:
+            return snapshot(args.kubeconfig, out, quiet=args.quiet)
+    except OSError as exc:
+        print(f"{args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from kopfsched.config.validate_files import validate_files
 
@@ -233,12 +259,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port)
 
 
-COMMANDS = {"run": cmd_run, "simulate": cmd_simulate, "explain": cmd_explain, "bench": cmd_bench,
-            "validate": cmd_validate}
+COMMANDS = {"run": cmd_run, "simulate": cmd_simulate, "explain": cmd_explain, "snapshot": cmd_snapshot,
+            "bench": cmd_bench, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "simulate" and not args.files and not args.kubeconfig:
+        parser.error("simulate: give snapshot FILEs, or --kubeconfig F to read a live cluster")
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

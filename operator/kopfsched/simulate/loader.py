@@ -20,10 +20,10 @@ from kopfsched.framework.types import Obj
 OBJECT_KINDS = (
     "Namespace", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "PodDisruptionBudget",
     "PriorityClass", "CSINode", "VolumeAttachment", "Service", "ReplicaSet", "ReplicationController", "StatefulSet",
-    "PodGroup",
+    "PodGroup", "CSIDriver", "CSIStorageCapacity",
 )
 CONFIG_KINDS = ("SchedulerProfile", "KubeSchedulerConfiguration")
-CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode",
+CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode", "CSIDriver",
                   "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration")
 
 
