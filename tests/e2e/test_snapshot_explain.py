@@ -18,7 +18,7 @@ from kubernetes_asyncio import client as k8s
 from kopfsched.cli import main
 from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.client import KubeClusterClient
-from kopfsched.kube.main import load_configuration
+from kopfsched.kube.operator import load_configuration
 from kopfsched.kube.snapshot import LAST_APPLIED, write_snapshot
 from tests.builders import make_node, make_pod, taint
 from tests.e2e.operator_harness import eventually, post, running_operator

@@ -21,7 +21,7 @@ from kubernetes_asyncio import client as k8s
 from kopfsched.framework.client import ClusterError, NotFoundError
 from kopfsched.kube.client import KubeClusterClient
 from kopfsched.kube.handlers import POD_FIELD_SELECTOR, PROFILE_KIND, WATCHED, WatchedKind
-from kopfsched.kube.main import StartupError, load_configuration
+from kopfsched.kube.operator import StartupError, load_configuration
 
 PAGE_SIZE = 500
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
