@@ -2,8 +2,12 @@
 
 Pod states follow upstream: a pod the scheduler picked a node for is *assumed* (counted
 on the node at once, before Reserve); the watch later confirms it bound (it is then
-counted once, not twice), or the binding fails and the pod is *forgotten*. Assumed pods
-never expire: the watch or a failed bind always resolves them (upstream #106361).
+counted once, not twice), or the binding fails and the pod is *forgotten*, or the watch
+shows it deleted and it is removed. Assumed pods never expire on a timer, as upstream's
+cache: an expiry raced with slow binds and counted pods twice (kubernetes#106361), so its
+TTL became 0 and FinishBinding and the cleanup loop were removed. A bind call that times
+out fails the binding (forget); a bind that succeeded is shown by the watch or, after a
+relist, by the operator's reconcile.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from kopfsched.framework.types import ImageStateSummary, NodeInfo, Obj, PodInfo
 class _PodState:
     pod_info: PodInfo
     assumed: bool = False
-    binding_finished: bool = False
 
 
 class Cache:
@@ -111,11 +114,6 @@ class Cache:
         self._add_to_node(assumed)
         self._pods[assumed.uid] = _PodState(assumed, assumed=True)
         return assumed
-
-    def finish_binding(self, pod_info: PodInfo) -> None:
-        state = self._pods.get(pod_info.uid)
-        if state is not None and state.assumed:
-            state.binding_finished = True
 
     def forget_pod(self, pod_info: PodInfo) -> None:
         """Undo assume_pod after a failed Reserve, Permit or bind."""

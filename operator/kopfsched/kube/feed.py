@@ -17,7 +17,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from kopfsched.framework.types import Obj
 from kopfsched.scheduler.event_handlers import EventHandlers
@@ -51,6 +50,7 @@ class ClusterFeed:
         self.handlers = handlers
         self._known: dict[str, dict[str, _Known]] = {}
         self._tombstones: dict[str, OrderedDict[str, int | None]] = {}
+        self._failing: set[tuple[str, str]] = set()
         self.epoch = 0
 
     @staticmethod
@@ -70,36 +70,54 @@ class ClusterFeed:
     # -- events ----------------------------------------------------------------------------
 
     def upsert(self, kind: str, obj: Obj) -> None:
-        """ADDED, MODIFIED, or listed."""
+        """ADDED, MODIFIED, or listed. The object counts as known only once its handler
+        succeeded: a failing one is retried by its next event or the next relist."""
         key = self.key_of(kind, obj)
         known = self._known.setdefault(kind, {})
         entry = known.get(key)
         if self._stale(kind, key, obj, entry):
             return
-        self._tombstones.get(kind, {}).pop(key, None)
         old = entry.obj if entry is not None else None
-        known[key] = _Known(obj, self.epoch)
         try:
             self._dispatch_upsert(kind, obj, old)
         except Exception:  # one bad object must not stop the feed
-            logger.exception("failed to handle %s %s", kind, key)
+            self._report(kind, key, "handle")
+            return
+        self._tombstones.get(kind, {}).pop(key, None)
+        known[key] = _Known(obj, self.epoch)
+        self._failing.discard((kind, key))
 
     def delete(self, kind: str, obj: Obj) -> None:
+        """DELETED, or gone from a relist. The object stays known until its handler
+        succeeded, so the next relist's reconcile retries a deletion that failed."""
         key = self.key_of(kind, obj)
         known, rv = self._known.get(kind, {}), _rv(obj)
         current = known.get(key)
         if current is not None and rv is not None and (_rv(current.obj) or 0) > rv:
             return  # the DELETED of an earlier object of the same name (our LIST saw the new one first)
-        entry = known.pop(key, None)
+        try:
+            self._dispatch_delete(kind, obj if current is None else current.obj)
+        except Exception:
+            self._report(kind, key, "handle the deletion of")
+            return
+        known.pop(key, None)
+        self._failing.discard((kind, key))
         tombstones = self._tombstones.setdefault(kind, OrderedDict())
-        tombstones[key] = _rv(obj)
+        tombstones[key] = rv
         while len(tombstones) > TOMBSTONES:
             tombstones.popitem(last=False)
-        last = obj if entry is None else entry.obj
-        try:
-            self._dispatch_delete(kind, last)
-        except Exception:
-            logger.exception("failed to handle the deletion of %s %s", kind, key)
+
+    def failing(self) -> list[tuple[str, str]]:
+        """(kind, key) of the objects whose last event failed in its handler."""
+        return sorted(self._failing)
+
+    def _report(self, kind: str, key: str, what: str) -> None:
+        """Log a failing object's traceback once; its retries fail quietly until one succeeds."""
+        if (kind, key) in self._failing:
+            logger.debug("failed again to %s %s %s", what, kind, key, exc_info=True)
+            return
+        self._failing.add((kind, key))
+        logger.exception("failed to %s %s %s; retrying on its next event or relist", what, kind, key)
 
     def _stale(self, kind: str, key: str, obj: Obj, entry: _Known | None) -> bool:
         new_rv = _rv(obj)
@@ -155,6 +173,3 @@ class ClusterFeed:
             self.delete(kind, obj)
         return len(ghosts)
 
-    def upsert_all(self, kind: str, objects: Iterable[Any]) -> None:
-        for obj in objects:
-            self.upsert(kind, obj)

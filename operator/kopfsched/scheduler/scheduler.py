@@ -244,6 +244,10 @@ class Scheduler:
         except SchedulingError as err:
             self._fail(fwk, qpi, err.status, start)
             return
+        except Exception as exc:  # a bug of ours: the pod is retried, the loop goes on
+            logger.exception("scheduling cycle of pod %s failed", pod.key)
+            self._fail(fwk, qpi, Status.as_error(f"scheduling cycle: {exc!r}"), start)
+            return
         self._assume_and_bind(fwk, state, qpi, result, start)
 
     def _assume_and_bind(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, result: ScheduleResult,
@@ -260,10 +264,14 @@ class Scheduler:
             logger.info("not assuming pod %s: %s", pod.key, err)
             self.queue.done(pod.uid)
             return
-        self.queue.nominator.delete_nominated_pod(pod)
-        status = fwk.run_reserve_plugins_reserve(state, assumed, host)
-        if status is None:
-            status = fwk.run_permit_plugins(state, assumed, host)
+        try:
+            self.queue.nominator.delete_nominated_pod(pod)
+            status = fwk.run_reserve_plugins_reserve(state, assumed, host)
+            if status is None:
+                status = fwk.run_permit_plugins(state, assumed, host)
+        except Exception as exc:  # a bug of ours: the assumed pod must be forgotten all the same
+            logger.exception("reserving pod %s on %s failed", pod.key, host)
+            status = Status.as_error(f"scheduling cycle: {exc!r}")
         if status is not None and status.code is not Code.WAIT:
             fwk.run_reserve_plugins_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
@@ -289,33 +297,49 @@ class Scheduler:
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                              host: str, start: float, result: ScheduleResult, *,
                              extenders: tuple[HTTPExtender, ...] = ()) -> None:
+        try:
+            status = await self._bind(fwk, state, assumed, host, extenders)
+        except Exception as exc:
+            # A bug of ours (plugins' errors are statuses already): the pod must not stay
+            # assumed, holding its node, with the error lost in a task's log.
+            logger.exception("binding cycle of pod %s failed", assumed.key)
+            status = Status.as_error(f"binding cycle: {exc!r}")
+        if status is not None:
+            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
+            return
+        # Bound: what follows reports the success; a failure here cannot unbind the pod, and
+        # the watch confirms the assumed pod whatever happens.
+        try:
+            self.observer.attempted(Attempt(
+                pod=qpi.pod_info, profile=fwk.profile_name, result="scheduled", seconds=self.clock() - start,
+                node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts,
+                since_first_queued=self.clock() - qpi.initial_attempt_timestamp
+                if qpi.initial_attempt_timestamp is not None else None))
+            await self._call_api(self.client.record_event(
+                regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
+                message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name),
+                "Scheduled event")
+            fwk.run_post_bind_plugins(state, assumed, host)
+        except Exception:
+            logger.exception("reporting the binding of pod %s to %s failed", assumed.key, host)
+
+    async def _bind(self, fwk: Framework, state: CycleState, assumed: PodInfo, host: str,
+                    extenders: tuple[HTTPExtender, ...]) -> Status | None:
+        """WaitOnPermit, PreBind, Bind (a binder extender first); None when bound."""
         status = await fwk.wait_on_permit(assumed)
         if status is not None:
-            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
-            return
+            return status
         self.queue.done(assumed.uid)
         status = await fwk.run_pre_bind_plugins(state, assumed, host)
-        if status is None:
-            # As upstream's bind(): a binder extender goes before the Bind plugins.
-            bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
-            if not bound:
-                status = await fwk.run_bind_plugins(state, assumed, host)
-            if status is not None and status.code is Code.SKIP:
-                status = Status.as_error("no Bind plugin bound the pod")
         if status is not None:
-            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
-            return
-        self.cache.finish_binding(assumed)
-        self.observer.attempted(Attempt(
-            pod=qpi.pod_info, profile=fwk.profile_name, result="scheduled", seconds=self.clock() - start,
-            node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts,
-            since_first_queued=self.clock() - qpi.initial_attempt_timestamp
-            if qpi.initial_attempt_timestamp is not None else None))
-        await self._call_api(self.client.record_event(
-            regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
-            message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name),
-            "Scheduled event")
-        fwk.run_post_bind_plugins(state, assumed, host)
+            return status
+        # As upstream's bind(): a binder extender goes before the Bind plugins.
+        bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
+        if not bound:
+            status = await fwk.run_bind_plugins(state, assumed, host)
+        if status is not None and status.code is Code.SKIP:
+            status = Status.as_error("no Bind plugin bound the pod")
+        return status
 
     async def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                               host: str, start: float, status: Status, result: ScheduleResult) -> None:

@@ -1,0 +1,182 @@
+"""A fault of our own code anywhere between assume and Bind goes through the failure path
+(Unreserve, forget, requeue with backoff, PodScheduled condition, Event, metrics), and the
+pod binds on the retry; a fault after Bind (reporting, PostBind) leaves the pod bound.
+
+Faults are injected into the framework's runtime methods, where a plugin's own exception
+would already be a status: these stand for bugs of ours."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kopfsched.framework.registry import PluginFactory, Registry
+from kopfsched.framework.runtime import Framework
+from kopfsched.plugins.registry import in_tree_registry
+from kopfsched.simulate.client import InMemoryClusterClient
+from tests.builders import make_node, make_pod
+from tests.core.harness import Harness, profile_from_spec
+
+
+class RecordingReserve:
+    name = "RecordingReserve"
+
+    def __init__(self, args: Any, handle: Any) -> None:
+        self.calls: list[str] = []
+
+    def reserve(self, state: Any, pod: Any, node_name: str) -> None:
+        self.calls.append(f"reserve {node_name}")
+
+    def unreserve(self, state: Any, pod: Any, node_name: str) -> None:
+        self.calls.append(f"unreserve {node_name}")
+
+
+def harness(client: InMemoryClusterClient | None = None) -> tuple[Harness, Framework, RecordingReserve]:
+    custom = Registry()
+    custom.register(PluginFactory(name="RecordingReserve", factory=RecordingReserve))
+    registry = in_tree_registry().merged(custom)
+    profile = profile_from_spec({"schedulerName": "default-scheduler",
+                                 "plugins": {"reserve": {"enabled": [{"name": "RecordingReserve"}]}}}, registry)
+    h = Harness([make_node("n1", cpu="2")], profiles=[profile], registry=registry, client=client)
+    fwk = h.scheduler.profiles["default-scheduler"].framework
+    return h, fwk, fwk.plugins_by_name["RecordingReserve"]
+
+
+def fail_once(target: Any, method: str) -> None:
+    """Make `target.method` raise on its first call, then behave."""
+    original: Callable[..., Any] = getattr(target, method)
+    calls = {"n": 0}
+    fault = RuntimeError(f"injected at {method}")
+
+    if inspect.iscoroutinefunction(original):
+        async def faulty_async(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise fault
+            return await original(*args, **kwargs)
+        setattr(target, method, faulty_async)
+    else:
+        def faulty(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise fault
+            return original(*args, **kwargs)
+        setattr(target, method, faulty)
+
+
+@pytest.mark.parametrize(("step", "reserve_calls"), [
+    pytest.param("run_reserve_plugins_reserve", ["unreserve n1", "reserve n1"], id="reserve"),
+    pytest.param("run_permit_plugins", ["reserve n1", "unreserve n1", "reserve n1"], id="permit"),
+    pytest.param("wait_on_permit", ["reserve n1", "unreserve n1", "reserve n1"], id="wait-on-permit"),
+    pytest.param("run_pre_bind_plugins", ["reserve n1", "unreserve n1", "reserve n1"], id="pre-bind"),
+    pytest.param("run_bind_plugins", ["reserve n1", "unreserve n1", "reserve n1"], id="bind"),
+])
+async def test_a_fault_before_the_pod_is_bound_goes_through_the_failure_path(
+        step: str, reserve_calls: list[str]) -> None:
+    h, fwk, reserve = harness()
+    fail_once(fwk, step)
+    h.add_pods(make_pod("p", requests={"cpu": "1500m"}))
+    started = h.clock.now
+    await h.settle()
+
+    message = f"RuntimeError('injected at {step}')"
+    first, second = [(a.result, a.reason, a.message) for a in h.recorder.attempts]
+    assert first[:2] == ("error", "SchedulerError") and first[2].endswith(message)
+    assert second[0] == "scheduled"
+    assert reserve.calls == reserve_calls
+    failed = [e.message for e in h.client.events if e.reason == "FailedScheduling"]
+    assert len(failed) == 1 and failed[0].endswith(message)
+    assert h.clock.now >= started + 1  # retried after the initial backoff, not at once
+    assert h.node_of("p") == "n1"
+    uid = h.client.pods["default/p"]["metadata"]["uid"]
+    assert not h.scheduler.cache.is_assumed(uid)
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500  # counted once
+
+
+async def test_a_fault_in_the_scheduling_algorithm_fails_the_attempt_not_the_loop() -> None:
+    h, _, reserve = harness()
+    fail_once(h.scheduler.algorithm, "schedule_pod")
+    h.add_pods(make_pod("p", requests={"cpu": "1"}))
+    await h.settle()
+    assert [(a.result, a.reason) for a in h.recorder.attempts] == [("error", "SchedulerError"), ("scheduled", "")]
+    assert reserve.calls == ["reserve n1"]
+    assert h.node_of("p") == "n1"
+
+
+class FailingEvents(InMemoryClusterClient):
+    async def record_event(self, **kwargs: Any) -> None:
+        raise RuntimeError("injected at record_event")
+
+
+@pytest.mark.parametrize("step", ["run_post_bind_plugins", "record_event", "observer"])
+async def test_a_fault_after_the_pod_is_bound_leaves_it_bound_and_counted_once(step: str) -> None:
+    h, fwk, reserve = harness(client=FailingEvents() if step == "record_event" else None)
+    if step == "run_post_bind_plugins":
+        fail_once(fwk, step)
+    elif step == "observer":
+        fail_once(h.recorder, "attempted")
+    h.add_pods(make_pod("p", requests={"cpu": "1500m"}))
+    await h.settle()
+    assert h.node_of("p") == "n1"
+    assert reserve.calls == ["reserve n1"]
+    assert not [a for a in h.recorder.attempts if a.result != "scheduled"]
+    uid = h.client.pods["default/p"]["metadata"]["uid"]
+    assert h.scheduler.cache.get_pod(uid) is not None and not h.scheduler.cache.is_assumed(uid)
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500
+    assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+
+
+class HeldBind(InMemoryClusterClient):
+    """Binds only once `release` is set: a bind call whose outcome is late."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def bind(self, *, pod: Any, node_name: str) -> None:
+        self.started.set()
+        await self.release.wait()
+        await super().bind(pod=pod, node_name=node_name)
+
+
+async def assumed_with_a_held_bind() -> tuple[Harness, HeldBind, str]:
+    client = HeldBind()
+    h = Harness([make_node("n1", cpu="2")], client=client)
+    h.add_pods(make_pod("p", requests={"cpu": "1500m"}))
+    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await client.started.wait()
+    uid = h.client.pods["default/p"]["metadata"]["uid"]
+    h.clock.now += 3600  # an hour on the scheduler's clock: nothing expires (upstream's TTL is 0)
+    h.scheduler.queue.flush_backoff_completed()
+    assert h.scheduler.cache.is_assumed(uid)
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500
+    return h, client, uid
+
+
+async def test_an_assumed_pod_never_expires_and_the_watch_confirms_it_once() -> None:
+    h, client, uid = await assumed_with_a_held_bind()
+    # The bind went through at the API server; the watch shows it before the call returns.
+    bound = {**h.client.pods["default/p"], "spec": {**h.client.pods["default/p"]["spec"], "nodeName": "n1"}}
+    h.handlers.on_pod_upsert(bound, h.client.pods["default/p"])
+    assert not h.scheduler.cache.is_assumed(uid)
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500
+    client.release.set()
+    await h.scheduler.wait_for_tasks()
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500
+
+
+async def test_an_assumed_pod_deleted_meanwhile_frees_its_node_and_is_not_requeued() -> None:
+    h, client, uid = await assumed_with_a_held_bind()
+    deleted = h.client.pods.pop("default/p")
+    h.handlers.on_pod_delete(deleted)
+    assert h.scheduler.cache.get_pod(uid) is None
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+    client.release.set()  # the bind now fails: the pod is gone
+    await h.scheduler.wait_for_tasks()
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
+    assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
