@@ -34,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
     simulate.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
     simulate.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
+    simulate.add_argument("--compare", metavar="F", help="simulate again with the profiles of F replacing those of "
+                                                          "the same schedulerName, and report what changes")
+    simulate.add_argument("--reschedule-all", action="store_true",
+                          help="unbind every pod (but static, mirror and DaemonSet pods) and place them all again")
 
     _explain_parser(sub)
 
@@ -98,7 +102,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     inputs.problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in
                            profile_inputs.nodes + profile_inputs.pods + profile_inputs.objects)
     inputs.configs.extend(profile_inputs.configs)
-    sim = asyncio.run(simulate(inputs, registry=_plugin_registry(), seed=args.seed, explain=args.explain))
+    registry = _plugin_registry()
+    if args.reschedule_all:
+        from kopfsched.simulate.compare import unbind_all
+
+        unbind_all(inputs)
+    if args.compare:
+        return _simulate_compare(args, inputs, registry)
+    sim = asyncio.run(simulate(inputs, registry=registry, seed=args.seed, explain=args.explain))
     report = to_json(sim, explain=args.explain)
     if args.output == "json":
         print(json.dumps(report, indent=2))
@@ -196,6 +207,23 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INVALID
+
+
+def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
+    from kopfsched.simulate import compare
+
+    problems: list[str] = []
+    overrides = _override_profiles([args.compare], registry, problems)
+    if problems:
+        _print_problems(problems)
+        return EXIT_INVALID
+    report = asyncio.run(compare.compare(inputs, overrides, registry=registry, seed=args.seed, explain=args.explain))
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(compare.to_table(report))
+    _print_problems(inputs.problems)
+    return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
