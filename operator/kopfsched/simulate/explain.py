@@ -33,6 +33,7 @@ from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingError
 from kopfsched.simulate.loader import ClusterInput, apply_priority_classes
 from kopfsched.simulate.output import filter_explain, node_results
 from kopfsched.simulate.runner import Simulation, load_scheduler
+from kopfsched.simulate.workloads import expand_workloads
 
 
 @dataclass
@@ -65,6 +66,7 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     details only explain gives (weights, ranking, evaluated and feasible counts, the node
     the pod is bound to). `profile`, when given, is used for the pod whatever its schedulerName."""
     key = parse_pod_ref(ref)
+    expand_workloads(inputs)  # the pod may be one a controller would make
     apply_priority_classes(inputs)  # before the pod is taken out: it needs its priority too
     target = next((p for p in inputs.pods if pod_key(p.obj) == key), None)
     if target is None:

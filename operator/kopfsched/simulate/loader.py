@@ -23,6 +23,8 @@ OBJECT_KINDS = (
     "PodGroup", "CSIDriver", "CSIStorageCapacity",
 )
 CONFIG_KINDS = ("SchedulerProfile", "KubeSchedulerConfiguration")
+WORKLOAD_KINDS = ("Deployment", "Job", "DaemonSet")
+"""Made into pods as their controllers would (simulate.workloads), then left out."""
 CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode", "CSIDriver",
                   "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration")
 
@@ -48,6 +50,8 @@ class ClusterInput:
     pods: list[Loaded] = field(default_factory=list)
     objects: list[Loaded] = field(default_factory=list)
     configs: list[Loaded] = field(default_factory=list)
+    workloads: list[Loaded] = field(default_factory=list)
+    """Deployments, Jobs and DaemonSets not yet expanded into pods."""
     problems: list[str] = field(default_factory=list)
 
 
@@ -108,7 +112,7 @@ def _add(result: ClusterInput, doc: Any, path: str) -> None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         result.problems.append(f"{path}: {label}: metadata.name: required")
         return
-    if kind not in ("Node", "Pod", *CONFIG_KINDS, *OBJECT_KINDS):
+    if kind not in ("Node", "Pod", *CONFIG_KINDS, *OBJECT_KINDS, *WORKLOAD_KINDS):
         result.problems.append(f"{path}: {label}: kind: unsupported kind {kind!r}")
         return
     if kind not in CLUSTER_SCOPED:
@@ -122,6 +126,8 @@ def _add(result: ClusterInput, doc: Any, path: str) -> None:
         target = result.pods
     elif kind in CONFIG_KINDS:
         problem, target = None, result.configs
+    elif kind in WORKLOAD_KINDS:
+        problem, target = None, result.workloads
     else:
         problem, target = None, result.objects
     if problem:
@@ -202,7 +208,7 @@ def _check_shapes(pod: Obj) -> str | None:
 
 
 def _check_duplicates(result: ClusterInput) -> None:
-    for group in (result.nodes, result.pods, result.objects):
+    for group in (result.nodes, result.pods, result.objects, result.workloads):
         seen: dict[str, str] = {}
         kept: list[Loaded] = []
         for item in group:

@@ -26,6 +26,7 @@ from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
 from kopfsched.simulate.loader import ClusterInput, apply_priority_classes
+from kopfsched.simulate.workloads import expand_workloads
 
 MAX_ATTEMPTS_PER_POD = 20
 
@@ -99,6 +100,7 @@ def load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None
     """A scheduler holding the input as a cluster would show it to a starting scheduler:
     nodes, objects and bound pods in the cache, pending pods queued by creation time.
     Returns (the simulation, its clock, how many pods are pending); nothing is scheduled yet."""
+    expand_workloads(inputs)
     apply_priority_classes(inputs)
     profiles = replace_profiles(build_profiles(inputs, registry), overrides or [])
     pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]
