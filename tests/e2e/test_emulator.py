@@ -465,3 +465,51 @@ async def test_emulator_in_a_subprocess(remote_emulator: RemoteEmulator, remote_
             rest = await stream.content.read()
     assert (err.value.status, created.metadata.name, rest) == (503, 'n', b'')
     assert [m.status for m in remote_emulator.mutations()] == [503, 201]
+
+
+async def test_watch_error_ends_open_watches_and_fails_the_next_ones_until_healed(
+        http: aiohttp.ClientSession, emulator: FastKubernetesEmulator) -> None:
+    await http.post('/api/v1/nodes', json=make_node('n0'))
+    async with http.get('/api/v1/nodes', params={'watch': 'true'}) as stream:
+        await _read_event(stream)  # subscribed
+        emulator.watch_error('nodes', code=500, message='etcd cluster is unavailable', times=None)
+        error = await _read_event(stream)
+        rest = await stream.content.read()
+    async with http.get('/api/v1/nodes', params={'watch': 'true', 'resourceVersion': '1'}) as again:
+        status, next_error = again.status, await _read_event(again)
+    emulator.heal_watches()
+    async with http.get('/api/v1/nodes', params={'watch': 'true'}) as healed:
+        snapshot = await _read_event(healed)
+    assert error == {'type': 'ERROR', 'object': {
+        'kind': 'Status', 'apiVersion': 'v1', 'metadata': {}, 'status': 'Failure', 'code': 500,
+        'message': 'etcd cluster is unavailable', 'reason': 'InternalError'}}
+    assert rest == b''
+    assert (status, next_error['type'], next_error['object']['code']) == (200, 'ERROR', 500)
+    assert (snapshot['type'], snapshot['object']['metadata']['name']) == ('ADDED', 'n0')
+
+
+async def test_watch_ends_at_timeout_seconds(http: aiohttp.ClientSession) -> None:
+    await http.post('/api/v1/nodes', json=make_node('n0'))
+    async with http.get('/api/v1/nodes', params={'watch': 'true', 'timeoutSeconds': '1'}) as stream:
+        body = await stream.content.read()  # returns only once the server closes the stream
+    assert [json.loads(line)['type'] for line in body.splitlines()] == ['ADDED']
+
+
+@pytest.mark.emulator(min_request_timeout=0.2)
+async def test_watch_without_timeout_seconds_ends_after_the_minimum_request_timeout(
+        http: aiohttp.ClientSession) -> None:
+    async with http.get('/api/v1/nodes', params={'watch': 'true'}) as stream:
+        body = await stream.content.read()
+    assert body == b''
+
+
+async def test_remote_watch_error(remote_emulator: RemoteEmulator) -> None:
+    async with aiohttp.ClientSession(remote_emulator.url) as session:
+        async with session.get('/api/v1/pods', params={'watch': 'true'}) as stream:
+            remote_emulator.watch_error('pods', code=503, times=1)
+            first = await _read_event(stream)
+        async with session.get('/api/v1/pods', params={'watch': 'true'}) as again:
+            second = await _read_event(again)
+        remote_emulator.heal_watches()
+    assert (first['object']['code'], first['object']['reason']) == (503, 'ServiceUnavailable')
+    assert second['type'] == 'ERROR'

@@ -9,7 +9,8 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   bumped on changes outside metadata/status; create answers 201; lists carry a real resourceVersion;
 - watches subscribe before the snapshot, resume from a resourceVersion using a bounded per-resource
   event history (an ERROR event with code 410 when too old), send BOOKMARKs when allowed, honour
-  label and field selectors (objects leaving a selector are sent as DELETED, as the API does);
+  label and field selectors (objects leaving a selector are sent as DELETED, as the API does), end
+  at timeoutSeconds or else, as the API server does, after 1-2x `min_request_timeout` (1800 s);
 - pods/{name}/binding and namespaces/{ns}/bindings (201 + Status; 409 when bound; 404 without a pod);
 - status subresources: /status writes change only status; main writes never change status;
 - PATCH as merge, strategic merge (lists keyed per STRATEGIC_MERGE_KEYS; rejected for custom
@@ -21,6 +22,7 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   There is no OpenAPI document (/openapi/v2 and /openapi/v3 answer 404): run
   `kubectl apply --validate=false`.
 - test hooks: `fail_next()` injects failures, `drop_watches()` closes every open watch stream,
+  `watch_error()` ends watches with an ERROR event of any Status code (and `heal_watches()`),
   `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
 
 Deliberate leniencies: namespaces need not exist; no schema validation or defaults except a pod's
@@ -58,6 +60,7 @@ import dataclasses
 import datetime
 import json
 import pathlib
+import random
 import re
 import sys
 import threading
@@ -86,6 +89,8 @@ _REASONS = {
 _MUTATING = frozenset({'POST', 'PUT', 'PATCH', 'DELETE'})
 _DROP = object()  # a watch queue item: close the stream
 _BOOKMARK = object()  # a watch queue item: send a bookmark now
+MIN_REQUEST_TIMEOUT = 1800.0
+"""kube-apiserver's --min-request-timeout: a watch without timeoutSeconds lasts this times 1 to 2."""
 
 
 class ApiError(Exception):
@@ -165,6 +170,24 @@ class _Failure:
     message: str
 
 
+@dataclasses.dataclass(frozen=True)
+class _WatchError:
+    """A watch queue item: send an ERROR event with this Status, then close the stream."""
+
+    status: Obj
+
+    def line(self) -> bytes:
+        return _dumps({'type': 'ERROR', 'object': self.status}) + b'\n'
+
+
+@dataclasses.dataclass
+class _WatchFailure:
+    """New watches of a resource answer an ERROR event right away (`times` more, or all when None)."""
+
+    error: _WatchError
+    times: int | None
+
+
 class _Event:
     """A stored watch event; its serialized lines are cached per event type (shared by all watchers)."""
 
@@ -196,6 +219,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     mutation_log_size: int = 10_000  # mutating requests kept for assertions
     request_log_size: int = 1_000  # kmock Request objects kept, only while DSL reactions are registered
     bookmark_interval: float = 60.0  # seconds between BOOKMARKs on watches that allow them
+    # A watch without timeoutSeconds is closed after this times 1 to 2 (random), as the API server does
+    # with its --min-request-timeout; None: never.
+    min_request_timeout: float | None = MIN_REQUEST_TIMEOUT
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -208,6 +234,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     _watchers: dict[StoreKey, set[asyncio.Queue[Any]]] = attrs.field(factory=dict, init=False)
     _mutations: deque[Mutation] = attrs.field(init=False)
     _failures: list[_Failure] = attrs.field(factory=list, init=False)
+    _watch_failures: dict[StoreKey, _WatchFailure] = attrs.field(factory=dict, init=False)
     _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
@@ -264,6 +291,19 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         """Send a BOOKMARK now on every open watch that allowed bookmarks."""
         self._in_loop(lambda: self._broadcast(_BOOKMARK))
 
+    def watch_error(self, plural: str, *, group: str = '', code: int = 500, message: str = '',
+                    times: int | None = 0) -> None:
+        """Send an ERROR event with a `code` Status into every open watch of the resource, then close
+        it, as the API server does when its watch cache or etcd fails (e.g. 500 InternalError); the
+        next `times` watches of it (None: every one until `heal_watches()`) get the same right away."""
+        status = status_object(code, message or f'injected watch error {code}',
+                               reason=_REASONS.get(code, 'InternalError'))
+        self._in_loop(lambda: self._watch_error((group, plural), _WatchError(status), times))
+
+    def heal_watches(self) -> None:
+        """New watches succeed again after `watch_error(times=...)`."""
+        self._in_loop(self._watch_failures.clear)
+
     def mutations(self, method: str | None = None, path_regex: str | None = None) -> list[Mutation]:
         """The most recent mutating requests (bounded), oldest first, optionally filtered."""
         with self._guard:
@@ -311,6 +351,24 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
 
     def _drop_watches(self) -> None:
         self._broadcast(_DROP)
+
+    def _watch_error(self, key: StoreKey, error: _WatchError, times: int | None) -> None:
+        if key not in self._watchers:
+            raise ApiError(404, f'no resource {key[1]} in group {key[0]!r}')
+        if times is None or times > 0:
+            self._watch_failures[key] = _WatchFailure(error, times)
+        for queue in self._watchers[key]:
+            queue.put_nowait(error)
+
+    def _take_watch_failure(self, key: StoreKey) -> _WatchError | None:
+        failure = self._watch_failures.get(key)
+        if failure is None:
+            return None
+        if failure.times is not None:
+            failure.times -= 1
+            if failure.times <= 0:
+                del self._watch_failures[key]
+        return failure.error
 
     def _broadcast(self, item: object) -> None:
         for queues in self._watchers.values():
@@ -464,6 +522,12 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                 self._drop_watches()
             case 'POST', '/_emulator/send_bookmarks':
                 self._broadcast(_BOOKMARK)
+            case 'POST', '/_emulator/watch_error':
+                status = status_object(args.get('code', 500), args.get('message') or 'injected watch error',
+                                       reason=_REASONS.get(args.get('code', 500), 'InternalError'))
+                self._watch_error((args.get('group', ''), args['plural']), _WatchError(status), args.get('times', 0))
+            case 'POST', '/_emulator/heal_watches':
+                self._watch_failures.clear()
             case 'GET', '/_emulator/mutations':
                 return {'items': [dataclasses.asdict(m) for m in self.mutations()]}, 200
             case _:
@@ -534,14 +598,17 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         if not since.isdigit():
             raise ApiError(400, f'invalid resourceVersion {since!r}')
         key = resource.store_key
-        timeout = float(query['timeoutSeconds']) if query.get('timeoutSeconds') else None
+        timeout = self._watch_timeout(query.get('timeoutSeconds'))
         bookmarks = (query.get('allowWatchBookmarks') or '').lower() in ('true', '1')
 
         # Subscribe and read the snapshot or backlog in one synchronous step: nothing falls in between.
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._watchers[key].add(queue)
         try:
-            if since == '0':
+            if (error := self._take_watch_failure(key)) is not None:
+                lines = [error.line()]
+                queue.put_nowait(_DROP)
+            elif since == '0':
                 initial = [obj for obj in self._store[key].values() if matches(obj)]
                 lines = [_dumps({'type': 'ADDED', 'object': obj}) + b'\n' for obj in initial]
             elif int(since) < self._compacted_rv[key]:
@@ -564,6 +631,18 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         finally:
             self._watchers[key].discard(queue)
 
+    def _watch_timeout(self, timeout_seconds: str | None) -> float | None:
+        """How long a watch lasts: timeoutSeconds, else the API server's random 1-2x --min-request-timeout."""
+        try:
+            seconds = int(timeout_seconds or 0)
+        except ValueError:
+            raise ApiError(400, f'invalid timeoutSeconds {timeout_seconds!r}') from None
+        if seconds > 0:
+            return float(seconds)
+        if self.min_request_timeout is None:
+            return None
+        return self.min_request_timeout * (1.0 + random.random())
+
     async def _stream_events(self, response: aiohttp.web.StreamResponse, queue: asyncio.Queue[Any],
                              matches: Callable[[Obj], bool], *, last_rv: int, timeout: float | None,
                              bookmarks: bool, resource: ResourceDef) -> None:
@@ -581,6 +660,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             except TimeoutError:
                 item = _BOOKMARK if bookmarks else None
             if item is _DROP:
+                break
+            if isinstance(item, _WatchError):
+                await response.write(item.line())
                 break
             if item is None:
                 continue
@@ -924,6 +1006,14 @@ class RemoteEmulator:
 
     def send_bookmarks(self) -> None:
         self._call('POST', '/_emulator/send_bookmarks')
+
+    def watch_error(self, plural: str, *, group: str = '', code: int = 500, message: str = '',
+                    times: int | None = 0) -> None:
+        self._call('POST', '/_emulator/watch_error', {'plural': plural, 'group': group, 'code': code,
+                                                      'message': message, 'times': times})
+
+    def heal_watches(self) -> None:
+        self._call('POST', '/_emulator/heal_watches')
 
     def mutations(self) -> list[Mutation]:
         return [Mutation(**item) for item in self._call('GET', '/_emulator/mutations')['items']]

@@ -18,6 +18,8 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client as k8s
 
+from kopfsched.kube.watches import KopfschedSettings, WatchHealth
+
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 """kube-scheduler's pod informer leaves finished pods out."""
 
@@ -67,8 +69,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
         pass
 
 
-def operator_settings() -> kopf.OperatorSettings:
-    settings = kopf.OperatorSettings()
+def operator_settings(watch_health: WatchHealth | None = None) -> kopf.OperatorSettings:
+    """kopf's settings; with `watch_health`, watch errors back off and relist (kube.watches)."""
+    settings = KopfschedSettings(watch_health=watch_health)
     settings.posting.enabled = False  # no log lines (nor anything else) posted as Events
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.queueing.worker_limit = None

@@ -16,6 +16,7 @@ import threading
 import kopf
 
 from kopfsched.kube.handlers import operator_settings
+from kopfsched.kube.watches import WatchHealth
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +24,10 @@ logger = logging.getLogger(__name__)
 class KopfThread:
     """kopf.operator in a thread with its own event loop, stopped through a threading.Event."""
 
-    def __init__(self, registry: kopf.OperatorRegistry) -> None:
+    def __init__(self, registry: kopf.OperatorRegistry, *, watch_health: WatchHealth | None = None) -> None:
         self.registry = registry
+        self.watch_health = watch_health
+        """Where kopf's watches report their failures; with it, they back off instead of stopping kopf."""
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="kopf", daemon=True)
@@ -44,8 +47,8 @@ class KopfThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(kopf.operator(registry=self.registry, settings=operator_settings(), clusterwide=True,
-                                      standalone=True, stop_flag=self.stop_flag))
+            asyncio.run(kopf.operator(registry=self.registry, settings=operator_settings(self.watch_health),
+                                      clusterwide=True, standalone=True, stop_flag=self.stop_flag))
         except BaseException as exc:
             self.error = exc
             logger.exception("kopf stopped with an error")

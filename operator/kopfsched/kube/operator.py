@@ -37,6 +37,8 @@ from kopfsched.kube.podgroups import PodGroupStatusWriter
 from kopfsched.kube.profile_manager import ProfileFeedHandlers, ProfileManager
 from kopfsched.kube.status_writer import StatusWriter
 from kopfsched.kube.waiting import first, stopped_within, wait_any
+from kopfsched.kube.watches import DOWN_AFTER, MAX_BACKOFF, WatchHealth
+from kopfsched.kube.watches import install as install_watch_error_handling
 from kopfsched.observability.health import HealthServer
 from kopfsched.observability.metrics import SchedulerMetrics
 from kopfsched.plugins.registry import full_registry
@@ -51,6 +53,8 @@ logger = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED = 0, 1
 STUCK_AFTER = 30.0
 """/healthz fails when pods wait in activeQ and no cycle ran for this long."""
+POD_RESOURCE, NODE_RESOURCE = "pods", "nodes"
+"""kopf stops watching these only when it shuts down (unlike a CRD's resource, which may go)."""
 
 
 @dataclass(slots=True)
@@ -72,10 +76,18 @@ class OperatorOptions:
     """Seconds between full LIST reconciles of pods and nodes (ghost removal)."""
     relist_reconcile_delay: float = 1.0
     """After kopf relists (e.g. after 410 Gone), reconcile this many seconds later."""
+    watch_down_after: float = DOWN_AFTER
+    """/healthz fails once a watch has been failing (backing off and relisting) for this long."""
+    watch_max_backoff: float = MAX_BACKOFF
+    """Longest back-off (before jitter) between relists of a failing watch; client-go's is 30 s."""
     identity: str = field(default_factory=reporting_instance)
     seed_default_profile: bool = True
     """Create SchedulerProfile/kopfsched when the cluster has no SchedulerProfile and
     --config defines no profile, so a fresh install serves `schedulerName: kopfsched`."""
+
+
+class UnhealthyError(Exception):
+    """Why /healthz fails."""
 
 
 class StartupError(Exception):
@@ -115,9 +127,12 @@ class Operator:
         self.pod_groups = PodGroupStatusWriter(scheduler=self.scheduler, client=self.client)
         self.status_writer = StatusWriter(client=self.client, profiles=self.profiles, pod_groups=self.pod_groups,
                                           interval=options.status_interval, profiles_changed=profiles_changed)
-        self.kopf = KopfThread(build_registry(forward=self._forward, configuration=configuration))
+        self.watch_health = WatchHealth(down_after=options.watch_down_after, max_backoff=options.watch_max_backoff)
+        install_watch_error_handling()
+        self.kopf = KopfThread(build_registry(forward=self._forward, configuration=configuration),
+                               watch_health=self.watch_health)
         self.health = None if options.metrics_port is None else HealthServer(
-            port=options.metrics_port, host=options.metrics_host, healthy=self.healthy, ready=self.ready,
+            port=options.metrics_port, host=options.metrics_host, healthy=self._check_healthy, ready=self.ready,
             registry=self.metrics.registry)
         self.elector = None if not options.leader_elect else LeaderElector(
             self.client, config=options.lease, identity=options.identity)
@@ -151,7 +166,7 @@ class Operator:
 
     def healthy(self) -> bool:
         """kopf's watches run and, on the leader, the scheduling loop is alive and not stuck."""
-        if not self.kopf.alive:
+        if not self.kopf.alive or self.watch_problems():
             return False
         if self._scheduling is None:
             return True  # a follower, or still listing
@@ -160,6 +175,16 @@ class Operator:
         cycle, since = self._last_cycle
         active = self.scheduler.queue.pending_counts().get("active", 0)
         return not active or self.scheduler.queue.scheduling_cycle != cycle or time.monotonic() - since < STUCK_AFTER
+
+    def watch_problems(self) -> list[str]:
+        """Watches failing for longer than watch_down_after, or pods/nodes no longer watched."""
+        return self.watch_health.problems(required=(POD_RESOURCE, NODE_RESOURCE))
+
+    def _check_healthy(self) -> bool:
+        """/healthz: healthy(), with the failing watches named in the 503's body."""
+        if problems := self.watch_problems():
+            raise UnhealthyError("; ".join(problems))
+        return self.healthy()
 
     # -- the whole run -----------------------------------------------------------------------
 
@@ -234,9 +259,13 @@ class Operator:
                 return
 
     async def _watch_kopf(self, lost: asyncio.Event) -> None:
-        while self.kopf.alive:
+        # kopf stops watching pods and nodes only when it shuts down, here on its own (this task
+        # is cancelled before we stop kopf): its thread may then hang in shutdown, still alive.
+        stopped: list[str] = []
+        while self.kopf.alive and not (stopped := self.watch_health.stopped_of((POD_RESOURCE, NODE_RESOURCE))):
             await asyncio.sleep(0.5)
-        self.failure = f"kopf stopped: {self.kopf.error!r}"
+        self.failure = f"kopf stopped watching {', '.join(stopped)}" if stopped else \
+            f"kopf stopped: {self.kopf.error!r}"
         lost.set()
 
     async def _hold_lease(self, elector: LeaderElector, stop: asyncio.Event, lost: asyncio.Event) -> None:

@@ -1,0 +1,207 @@
+"""Errors inside kopf's watch streams, handled as client-go's reflector handles them.
+
+A real API server ends a watch with an ERROR event: 410 Expired when the resourceVersion is
+compacted, and other Status codes too (500 from the watch cache or etcd, 429, 503...). kopf 1.45
+restarts its list+watch on 410 only: any other ERROR event raises WatchingError out of
+`continuous_watch`, which kills that resource's watcher task, then kopf's orchestrator, then the
+whole operator — or leaves its thread stuck in shutdown. Likewise a list or watch request that still
+fails after kopf's own retries (`networking.error_backoffs`, ~54 s) raises an APIError.
+
+client-go's reflector treats both as the end of one ListAndWatch: it backs off (800 ms doubling to
+30 s, jittered up to twice that, reset after 2 minutes without a failure) and lists and watches
+again. `install()` gives kopf the same: kopf's `infinite_watch` calls `continuous_watch` (one
+list, then watches until an error) through its module's globals, so wrapping that one function
+turns those errors into a back-off and a relist, and keeps kopf's watcher, orchestrator and thread
+alive. The wrapper applies only to operators whose settings carry a `WatchHealth`
+(`KopfschedSettings`); any other kopf in the process keeps kopf's behaviour.
+
+`WatchHealth` also records, per resource, whether its list+watch works, so /healthz can fail when
+a watch is really gone (failing for longer than `down_after`, or stopped by kopf while we did not
+ask it to stop) instead of answering 200 while no event ever arrives again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import kopf
+from kopf._cogs.clients import errors as kopf_errors
+from kopf._cogs.clients import watching as kopf_watching
+
+logger = logging.getLogger(__name__)
+
+# client-go's reflector: wait.NewExponentialBackoffManager(800ms, 30s, 2m, 2.0, 1.0, clock).
+INITIAL_BACKOFF = 0.8
+MAX_BACKOFF = 30.0
+BACKOFF_RESET_AFTER = 120.0
+DOWN_AFTER = 60.0
+"""/healthz fails once a watch has been failing for this long without recovering."""
+SETTLE = 10.0
+"""A watch that has stayed open this long since its last failure counts as working again."""
+WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
+class Backoff:
+    """client-go's exponential backoff manager: each delay doubles up to `cap` and is jittered
+    up to twice itself; after `reset_after` seconds without a back-off it starts over."""
+
+    def __init__(self, *, initial: float = INITIAL_BACKOFF, cap: float = MAX_BACKOFF,
+                 reset_after: float = BACKOFF_RESET_AFTER, clock: Callable[[], float] = time.monotonic,
+                 jitter: Callable[[], float] = random.random) -> None:
+        self.initial, self.cap, self.reset_after = initial, cap, reset_after
+        self._clock, self._jitter = clock, jitter
+        self._next = initial
+        self._last: float | None = None
+
+    def next(self) -> float:
+        now = self._clock()
+        if self._last is None or now - self._last > self.reset_after:
+            self._next = self.initial
+        self._last = now
+        delay = self._next
+        self._next = min(self._next * 2.0, self.cap)
+        return delay + delay * self._jitter()
+
+
+@dataclasses.dataclass(slots=True)
+class _WatchState:
+    backoff: Backoff
+    failing_since: float | None = None
+    last_failure: float | None = None
+    last_error: str = ""
+    started: float | None = None  # when the current list succeeded and its watch began
+    stopped: bool = False
+    failures: int = 0
+
+
+class WatchHealth:
+    """Per watched resource: does its list+watch work? Fed by the wrapped `continuous_watch`
+    in kopf's thread, read by the operator's health check in the scheduler's: every update is
+    one attribute store, so no lock is needed."""
+
+    def __init__(self, *, down_after: float = DOWN_AFTER, settle: float = SETTLE,
+                 initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.down_after, self.settle = down_after, settle
+        self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
+        self._clock = clock
+        self._states: dict[str, _WatchState] = {}
+
+    def _state(self, resource: str) -> _WatchState:
+        state = self._states.get(resource)
+        if state is None:
+            backoff = Backoff(initial=self.initial_backoff, cap=self.max_backoff, clock=self._clock)
+            state = self._states[resource] = _WatchState(backoff=backoff)
+        return state
+
+    def listed(self, resource: str) -> None:
+        """The list succeeded; its watch starts now."""
+        state = self._state(resource)
+        state.started, state.stopped = self._clock(), False
+
+    def event(self, resource: str) -> None:
+        """A watch event arrived: the watch works."""
+        state = self._states.get(resource)
+        if state is not None and state.failing_since is not None:
+            logger.info("watch of %s works again after %d failure(s)", resource, state.failures)
+            state.failing_since, state.failures = None, 0
+
+    def failed(self, resource: str, error: BaseException) -> float:
+        """The list or watch failed: record it; the seconds to back off before listing again."""
+        state = self._state(resource)
+        now = self._clock()
+        if state.failing_since is None:
+            state.failing_since = now
+        state.last_failure, state.last_error, state.started = now, _describe(error), None
+        state.failures += 1
+        return state.backoff.next()
+
+    def stopped(self, resource: str) -> None:
+        """kopf cancelled the watch (its shutdown, or the resource is no longer served)."""
+        state = self._state(resource)
+        state.stopped, state.started, state.failing_since = True, None, None
+
+    def stopped_of(self, resources: tuple[str, ...]) -> list[str]:
+        """Which of `resources` kopf stopped watching."""
+        return [name for name in resources if (state := self._states.get(name)) is not None and state.stopped]
+
+    def problems(self, *, required: tuple[str, ...] = ()) -> list[str]:
+        """What is wrong with the watches now, one line each: those failing for longer than
+        `down_after`, and those of `required` that kopf stopped."""
+        now = self._clock()
+        found = [f"the watch of {name} was stopped" for name in self.stopped_of(required)]
+        for resource, state in sorted(self._states.items()):
+            if state.failing_since is None or now - state.failing_since <= self.down_after:
+                continue
+            if state.started is not None and now - state.started >= self.settle:
+                continue  # open without a failure for a while: a quiet watch, not a broken one
+            found.append(f"the watch of {resource} has failed for {now - state.failing_since:.0f}s "
+                         f"({state.failures} times; last: {state.last_error})")
+        return found
+
+
+@dataclasses.dataclass
+class KopfschedSettings(kopf.OperatorSettings):
+    """kopf's settings plus where our wrapped `continuous_watch` reports."""
+
+    watch_health: WatchHealth | None = None
+
+
+def resource_name(resource: Any) -> str:
+    group = getattr(resource, "group", "")
+    return f"{resource.plural}.{group}" if group else resource.plural
+
+
+_original_continuous_watch = kopf_watching.continuous_watch
+
+
+async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, namespace: Any,
+                            operator_pause_waiter: Any) -> AsyncIterator[Any]:
+    """kopf's continuous_watch (one list, then watches until an error), ending in a back-off
+    instead of an exception when the stream carries an ERROR other than 410 or a request fails."""
+    stream = _original_continuous_watch(settings=settings, resource=resource, namespace=namespace,
+                                        operator_pause_waiter=operator_pause_waiter)
+    health = getattr(settings, "watch_health", None)
+    if not isinstance(health, WatchHealth):
+        async for item in stream:
+            yield item
+        return
+    name = resource_name(resource)
+    finished = False
+    try:
+        async for item in stream:
+            if item is kopf_watching.Bookmark.LISTED:
+                health.listed(name)
+            elif isinstance(item, dict) and item.get("type") in WATCH_EVENT_TYPES:
+                health.event(name)
+            yield item
+        finished = True
+    except (kopf_watching.WatchingError, kopf_errors.APIError) as exc:
+        delay = health.failed(name, exc)
+        logger.warning("list+watch of %s failed: %s; listing again in %.1fs", name, _describe(exc), delay)
+        await asyncio.sleep(delay)
+        finished = True  # kopf's infinite_watch lists and watches again
+    finally:
+        if not finished:  # cancelled or closed: kopf stopped this watch
+            health.stopped(name)
+
+
+def install() -> None:
+    """Route kopf's watch streams through `_continuous_watch` (idempotent). kopf is pinned
+    (pyproject.toml): the e2e watch-error tests fail if a kopf upgrade moves this seam."""
+    if kopf_watching.continuous_watch is not _continuous_watch:
+        kopf_watching.continuous_watch = _continuous_watch
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, kopf_watching.WatchingError):
+        return str(error)
+    if isinstance(error, kopf_errors.APIError):
+        return f"{error.status} {' '.join(str(error).split())}"
+    return f"{type(error).__name__}: {error}"
