@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
-from kopfsched.kube.main import Operator
+from kopfsched.kube.operator import Operator
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
 
