@@ -74,7 +74,7 @@ class Harness:
         for _ in range(max_attempts):
             qpi = queue.pop()
             if qpi is not None:
-                self.scheduler.schedule_one(qpi)
+                await self.scheduler.schedule_one(qpi)
                 continue
             await self.scheduler.settle_tasks()
             if queue.pending_counts()["active"]:

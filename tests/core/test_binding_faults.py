@@ -148,7 +148,7 @@ async def assumed_with_a_held_bind() -> tuple[Harness, HeldBind, str]:
     client = HeldBind()
     h = Harness([make_node("n1", cpu="2")], client=client)
     h.add_pods(make_pod("p", requests={"cpu": "1500m"}))
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     await client.started.wait()
     uid = h.client.pods["default/p"]["metadata"]["uid"]
     h.clock.now += 3600  # an hour on the scheduler's clock: nothing expires (upstream's TTL is 0)

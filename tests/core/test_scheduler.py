@@ -257,7 +257,7 @@ async def test_permit_wait_until_allowed_by_another_pod():
     h = _custom_harness([make_node("n1")])
     h.add_pods(make_pod("waiter", labels={"gate": "wait"}, requests={"cpu": "1"}))
     queue = h.scheduler.queue
-    h.scheduler.schedule_one(queue.pop())
+    await h.scheduler.schedule_one(queue.pop())
     assert len(h.scheduler.waiting_pods) == 1
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1000  # assumed while waiting
     h.add_pods(make_pod("opener", labels={"gate": "open"}, requests={"cpu": "1"}))
@@ -284,7 +284,7 @@ async def test_a_stale_nomination_is_cleared_when_preemption_finds_nothing():
 async def test_shutdown_unreserves_waiting_pods_without_reporting_them():
     h = _custom_harness([make_node("n1")])
     h.add_pods(make_pod("waiter", labels={"gate": "wait"}, requests={"cpu": "1"}))
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1000
     await h.scheduler.shutdown()
     assert RecordingReserve.calls == [("reserve", "waiter", "n1"), ("unreserve", "waiter", "n1")]
@@ -296,7 +296,7 @@ async def test_shutdown_unreserves_waiting_pods_without_reporting_them():
 async def test_no_nodes_is_reported_as_unschedulable_and_retried_with_backoff():
     h = Harness([])
     h.add_pods(make_pod("p", requests={"cpu": "1"}))
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     await h.scheduler.wait_for_tasks()
     condition = h.condition("p")
     assert (condition["reason"], condition["message"]) == ("Unschedulable", "no nodes available to schedule pods")
@@ -343,7 +343,7 @@ async def test_an_update_of_a_pod_being_bound_does_not_queue_it_again():
     raw = make_pod("p", requests={"cpu": "1"})
     h.add_pods(raw)
     queue = h.scheduler.queue
-    h.scheduler.schedule_one(queue.pop())
+    await h.scheduler.schedule_one(queue.pop())
     await asyncio.sleep(0)  # the binding task is done with its attempt and waits in PreBind
     updated = {**raw, "metadata": {**raw["metadata"], "labels": {"extra": "x"}}}
     h.client.pods["default/p"] = updated

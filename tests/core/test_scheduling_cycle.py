@@ -103,7 +103,7 @@ async def test_a_pod_rejected_at_permit_is_not_woken_by_forgetting_itself():
         "permit": {"enabled": [{"name": "RejectingPermit"}]}}}, registry)
     h = Harness([make_node("n1")], profiles=[profile], registry=registry)
     h.add_pods(make_pod("p", requests={"cpu": "1"}))
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     waiting = h.scheduler.waiting_pods.get(h.client.pods["default/p"]["metadata"]["uid"])
     waiting.reject("RejectingPermit", "not now")
     await h.scheduler.settle_tasks()
@@ -147,8 +147,24 @@ async def test_a_failure_outside_filtering_clears_the_nomination(nodes, reason):
     pod = make_pod("pre", priority=100, requests={"cpu": "1"})
     pod["status"]["nominatedNodeName"] = "n1"
     h.add_pods(pod)
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     await h.scheduler.settle_tasks()
     assert h.condition("pre")["reason"] == reason
     assert "nominatedNodeName" not in h.client.pods["default/pre"]["status"]
     assert h.scheduler.queue.nominator.nominated_pods_for_node("n1") == []
+
+
+async def test_without_scoring_the_first_feasible_node_in_the_rotating_order_is_taken():
+    """Upstream's findNodesThatPassFilters: numNodesToFind = 1 when the profile has no Score
+    plugins and no extender filters, so nothing is filtered beyond the first feasible node."""
+    registry = in_tree_registry()
+    profile = profile_from_spec({"schedulerName": "default-scheduler", "plugins": {
+        "preScore": {"disabled": [{"name": "*"}]}, "score": {"disabled": [{"name": "*"}]}}}, registry)
+    h = Harness([make_node(f"n{i:03}", cpu="1") for i in range(200)], profiles=[profile], registry=registry)
+    h.add_pods(make_pod("big", requests={"cpu": "2"}))  # fits nowhere: every node is examined
+    await h.settle()
+    assert h.scheduler.algorithm.next_start_node_index == 0  # 200 examined: once around
+    h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "1"}) for i in range(3)))
+    await h.settle()
+    assert [h.node_of(f"p{i}") for i in range(3)] == ["n000", "n001", "n002"]
+    assert h.scheduler.algorithm.next_start_node_index == 3

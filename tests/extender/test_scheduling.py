@@ -23,9 +23,9 @@ async def harness() -> AsyncIterator[Callable[..., Harness]]:
     """Harness(es) with one profile calling `extenders`; their HTTP sessions closed after."""
     made: list[Harness] = []
 
-    def make(extenders: list[dict[str, Any]], nodes: int = 3) -> Harness:
+    def make(extenders: list[dict[str, Any]], nodes: int = 3, **spec: Any) -> Harness:
         registry = in_tree_registry()
-        profile = profile_from_spec({"extenders": extenders}, registry, name=PROFILE)
+        profile = profile_from_spec({"extenders": extenders, **spec}, registry, name=PROFILE)
         made.append(Harness([make_node(f"n{i}") for i in range(1, nodes + 1)], profiles=[profile], registry=registry))
         return made[-1]
 
@@ -40,7 +40,7 @@ async def settle(h: Harness, *, max_attempts: int = 50) -> None:
     for _ in range(max_attempts):
         qpi = queue.pop()
         if qpi is not None:
-            await h.scheduler.schedule_one_async(qpi)
+            await h.scheduler.schedule_one(qpi)
             continue
         await h.scheduler.wait_for_tasks()
         if not queue.pending_counts()["active"]:
@@ -213,3 +213,42 @@ async def test_a_pod_bound_by_someone_else_while_extenders_answer_is_dropped_not
     assert h.scheduler.cache.get_node("n3").requested.milli_cpu == 1000
     assert h.scheduler.queue.is_settled()
     assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+
+
+async def test_a_deleting_pod_of_an_extender_profile_is_skipped_with_upstreams_event(harness, extender: FakeExtender):
+    h = harness([{"urlPrefix": extender.url, "filterVerb": "filter"}])
+    pod = make_pod("leaving", scheduler_name=PROFILE)
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    h.add_pods(pod)
+    await settle(h)
+    assert extender.bodies("filter") == []
+    assert [(e.reason, e.message) for e in h.client.events] == [
+        ("FailedScheduling", "skip schedule deleting pod: default/leaving")]
+
+
+NO_SCORING = {"plugins": {"preScore": {"disabled": [{"name": "*"}]}, "score": {"disabled": [{"name": "*"}]}}}
+
+
+async def test_a_filter_extender_gets_the_usual_share_of_nodes_even_without_scoring(harness, extender: FakeExtender):
+    """Upstream stops at the first feasible node only when nothing scores and no extender filters."""
+    extender.on("filter", lambda body: {"NodeNames": body["NodeNames"], "FailedNodes": {}, "Error": ""})
+    h = harness([{"urlPrefix": extender.url, "filterVerb": "filter", "nodeCacheCapable": True}], nodes=200,
+                **NO_SCORING)
+    h.add_pods(make_pod("p", scheduler_name=PROFILE))
+    await settle(h)
+    [body] = extender.bodies("filter")
+    assert len(body["NodeNames"]) == 100  # numFeasibleNodesToFind(0, 200)
+    assert h.node_of("p") is not None
+
+
+async def test_a_nominated_node_the_extender_rejects_falls_back_to_the_other_nodes(harness, extender: FakeExtender):
+    """As upstream's evaluateNominatedNode: the extenders judge the nominated node too."""
+    extender.on("filter", lambda body: {"NodeNames": [n for n in body["NodeNames"] if n != "n1"],
+                                        "FailedNodes": {"n1": "n1 is draining"}, "Error": ""})
+    h = harness([{"urlPrefix": extender.url, "filterVerb": "filter", "nodeCacheCapable": True}])
+    pod = make_pod("p", scheduler_name=PROFILE)
+    pod["status"] = {"nominatedNodeName": "n1"}
+    h.add_pods(pod)
+    await settle(h)
+    assert [sorted(body["NodeNames"]) for body in extender.bodies("filter")] == [["n1"], ["n1", "n2", "n3"]]
+    assert h.node_of("p") in {"n2", "n3"}

@@ -44,8 +44,8 @@ async def test_gang_of_min_member_binds_together():
     h.add_objects("PodGroup", pod_group("g", 3))
     h.add_pods(member("p1", "g"), member("p2", "g"), member("p3", "g"))
     queue = h.scheduler.queue
-    h.scheduler.schedule_one(queue.pop())
-    h.scheduler.schedule_one(queue.pop())
+    await h.scheduler.schedule_one(queue.pop())
+    await h.scheduler.schedule_one(queue.pop())
     await h.scheduler.settle_tasks()
     assert sorted(w.pod.name for w in h.scheduler.waiting_pods) == ["p1", "p2"]
     assert h.client.bindings == []  # nobody binds before the quorum
@@ -206,7 +206,7 @@ async def test_operator_loop_expires_permit_waits_on_the_scheduler_clock():
     h = harness([make_node("n1", cpu="8")])
     h.add_objects("PodGroup", pod_group("g", 2, timeout=10))
     h.add_pods(member("p1", "g"), member("p2", "g", scheduling_gates=["wait"]))
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     await h.scheduler.settle_tasks()
     stop = asyncio.Event()
     loop = asyncio.ensure_future(h.scheduler.run_permit_timeouts(stop, interval=0))

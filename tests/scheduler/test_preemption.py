@@ -39,7 +39,7 @@ async def test_preemptor_is_nominated_victims_deleted_then_bound_and_its_node_re
     h.add_pods(pending("p", cpu="3", priority=10))
 
     # First attempt: no node fits, preemption picks node-a (lowest-priority victims).
-    h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
     await h.scheduler.wait_for_tasks()
     attempt = h.recorder.last("p")
     assert (attempt.result, attempt.nominated_node, attempt.victims) == (

@@ -2,15 +2,28 @@
 
 As upstream's schedule_one.go: PreFilter (which may narrow the nodes), the pod's
 nominated node tried alone first, Filter over the nodes in a rotating order that stops
-once enough feasible nodes were found (percentageOfNodesToScore), PreScore, Score,
-NormalizeScore times weight, and a random choice among the best. The Filter and Score loops
-run over NodeTable rows, so plugins with vectorised methods judge all nodes at once.
+once enough feasible nodes were found (percentageOfNodesToScore; one is enough when
+nothing scores and no extender filters), the filter extenders one after another on the
+shrinking list (findNodesThatPassExtenders), PreScore, Score, NormalizeScore times
+weight plus each interested prioritize extender's `score * weight * (MaxNodeScore /
+MaxExtenderPriority)` (prioritizeNodes), and a random choice among the best. The Filter
+and Score loops run over NodeTable rows, so plugins with vectorised methods judge all
+nodes at once.
+
+The cycle is a coroutine, but it suspends only at the HTTP extender calls: a profile
+without extenders runs it from start to end without yielding to the event loop, so the
+cache cannot change under it. Around an extender call it never carries snapshot rows
+across the await (the snapshot shares NodeInfo objects with the cache): it refreshes the
+snapshot and goes on by node name, so a node deleted meanwhile drops out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +34,15 @@ from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, Fit
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
+from kopfsched.scheduler.extender import (
+    EXTENDER_NAME,
+    MAX_EXTENDER_PRIORITY,
+    MAX_NODE_SCORE,
+    ExtenderError,
+    HTTPExtender,
+)
+
+logger = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -42,7 +64,6 @@ class ScheduleResult:
     diagnosis: Diagnosis
     scores: dict[str, dict[str, int]] | None = None
     """With explain: node -> {plugin: normalized score, "total": weighted sum}."""
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -66,8 +87,8 @@ class SchedulingAlgorithm:
         self.next_start_node_index = 0
         self.explain = explain
 
-    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
-                     exhaustive: bool = False) -> ScheduleResult:
+    async def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
+                           extenders: Sequence[HTTPExtender] = (), exhaustive: bool = False) -> ScheduleResult:
         """Raises FitError when no node fits and SchedulingError on errors.
 
         `exhaustive` (kopfsched explain): every node is filtered, in snapshot order, with no
@@ -77,22 +98,24 @@ class SchedulingAlgorithm:
         num_nodes = self.snapshot.num_nodes()
         if num_nodes == 0:
             raise SchedulingError(Status.unresolvable(ERR_NO_NODES_AVAILABLE))
-        feasible, diagnosis = self.find_nodes_that_fit_pod(fwk, state, pod, exhaustive=exhaustive)
+        feasible, diagnosis = await self.find_nodes_that_fit_pod(fwk, state, pod, extenders=extenders,
+                                                                 exhaustive=exhaustive)
         nodes = self.snapshot.table.nodes
         if not len(feasible):
             raise FitError(pod_key=pod.key, num_all_nodes=num_nodes, diagnosis=diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
         if len(feasible) == 1 and not exhaustive:
             return ScheduleResult(nodes[int(feasible[0])].name, evaluated, 1, diagnosis)
-        totals, per_plugin = self.prioritize_nodes(fwk, state, pod, feasible)
+        totals, per_plugin = await self.prioritize_nodes(fwk, state, pod, feasible, extenders=extenders)
         best = self.select_host(totals)
         result = ScheduleResult(nodes[int(feasible[best])].name, evaluated, len(feasible), diagnosis)
         if self.explain or exhaustive:
             result.scores = _explain_scores(nodes, feasible, totals, per_plugin)
         return result
 
-    def find_nodes_that_fit_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
-                                exhaustive: bool = False) -> tuple[np.ndarray, Diagnosis]:
+    async def find_nodes_that_fit_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
+                                      extenders: Sequence[HTTPExtender] = (),
+                                      exhaustive: bool = False) -> tuple[np.ndarray, Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.node_infos()
         pre_result, status, narrowing = fwk.run_pre_filter_plugins(state, pod, all_nodes)
@@ -110,7 +133,9 @@ class SchedulingAlgorithm:
         nominated = (pod.pod.get("status") or {}).get("nominatedNodeName")
         if nominated and nominated in index and not exhaustive:
             feasible, _ = self.find_nodes_that_pass_filters(
-                fwk, state, pod, diagnosis, np.array([index[nominated]], dtype=np.int64))
+                fwk, state, pod, diagnosis, np.array([index[nominated]], dtype=np.int64), extenders=extenders)
+            if len(feasible) and extenders:
+                feasible = await self.find_nodes_that_pass_extenders(extenders, pod, feasible, diagnosis)
             if len(feasible):
                 return feasible, diagnosis
         if pre_result is not None and pre_result.node_names is not None:
@@ -120,16 +145,57 @@ class SchedulingAlgorithm:
         else:
             rows = np.arange(len(all_nodes), dtype=np.int64)
         feasible, processed = self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows,
-                                                                exhaustive=exhaustive)
-        if exhaustive:
-            return feasible, diagnosis
-        # As upstream: advance over all the snapshot's nodes, whatever subset was filtered, and
-        # only here (the nominated node alone does not move the start).
-        self.next_start_node_index = (self.next_start_node_index + processed) % len(all_nodes)
+                                                                extenders=extenders, exhaustive=exhaustive)
+        if not exhaustive:
+            # As upstream: advance over all the snapshot's nodes, whatever subset was filtered, and
+            # only here (the nominated node alone does not move the start).
+            self.next_start_node_index = (self.next_start_node_index + processed) % len(all_nodes)
+        if len(feasible) and extenders:
+            feasible = await self.find_nodes_that_pass_extenders(extenders, pod, feasible, diagnosis)
         return feasible, diagnosis
+
+    async def find_nodes_that_pass_extenders(self, extenders: Sequence[HTTPExtender], pod: PodInfo,
+                                             rows: np.ndarray, diagnosis: Diagnosis) -> np.ndarray:
+        """Upstream's findNodesThatPassExtenders: the interested filter extenders called one
+        after another on a shrinking list; failed nodes get Unschedulable (or
+        UnschedulableAndUnresolvable, which wins) statuses of the pseudo plugin "Extender",
+        which any cluster event requeues. Returns rows of the snapshot as it is afterwards."""
+        filters = [e for e in extenders if e.is_filter() and e.is_interested(pod)]
+        if not filters:
+            return rows
+        table = self.snapshot.table
+        nodes = [table.nodes[r] for r in rows.tolist()]
+        statuses = diagnosis.node_to_status.statuses
+        for extender in filters:
+            if not nodes:
+                break
+            try:
+                result = await extender.filter(pod, nodes)
+            except ExtenderError as error:
+                if extender.is_ignorable():
+                    logger.info("skipping extender %s as it returned error and has ignorable flag set: %s",
+                                extender.name, error)
+                    continue
+                raise SchedulingError(Status.as_error(str(error))) from error
+            for name, message in result.failed_and_unresolvable.items():
+                statuses[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), EXTENDER_NAME)
+            for name, message in result.failed.items():
+                if name not in result.failed_and_unresolvable:
+                    statuses[name] = Status(Code.UNSCHEDULABLE, (message,), EXTENDER_NAME)
+            by_name = {node.name: node for node in nodes}
+            kept = [by_name[name] for name in result.node_names]
+            if len(kept) != len(nodes):
+                # Extenders register no events: any cluster event may help the pod (as upstream).
+                diagnosis.unschedulable_plugins.add(EXTENDER_NAME)
+            nodes = kept
+        # The cache moved on while the extenders answered: go on with the nodes still there.
+        self.cache.update_snapshot(self.snapshot)
+        index = self.snapshot.table.index
+        return np.array([index[n.name] for n in nodes if n.name in index], dtype=np.int64)
 
     def find_nodes_that_pass_filters(self, fwk: Framework, state: CycleState, pod: PodInfo,
                                      diagnosis: Diagnosis, rows: np.ndarray, *,
+                                     extenders: Sequence[HTTPExtender] = (),
                                      exhaustive: bool = False) -> tuple[np.ndarray, int]:
         """(feasible rows, how many nodes were examined), starting at the rotating start index."""
         num_all = len(rows)
@@ -138,7 +204,12 @@ class SchedulingAlgorithm:
         percentage = fwk.percentage_of_nodes_to_score
         if percentage is None:
             percentage = self.percentage_of_nodes_to_score
-        to_find = num_all if exhaustive else num_feasible_nodes_to_find(percentage, num_all)
+        if exhaustive:
+            to_find = num_all
+        elif not _has_scoring(fwk, extenders) and not any(e.is_filter() for e in extenders):
+            to_find = 1  # as upstream: without scoring, the first feasible node is as good as any
+        else:
+            to_find = num_feasible_nodes_to_find(percentage, num_all)
         start = 0 if exhaustive else self.next_start_node_index % num_all
         order = np.roll(rows, -start) if start else rows
         if not fwk.has_filter_plugins():
@@ -200,23 +271,52 @@ class SchedulingAlgorithm:
                 rejected[row] = status
         return mask, rejected
 
-    def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                         feasible: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        if not fwk.has_score_plugins():
-            return np.ones(len(feasible), dtype=np.int64), {}
-        nodes = self.snapshot.table.nodes
-        status = fwk.run_pre_score_plugins(state, pod, [nodes[r] for r in feasible.tolist()])
-        if status is not None:
-            raise SchedulingError(status)
-        totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
-        if status is not None:
-            raise SchedulingError(status)
+    async def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: np.ndarray, *,
+                               extenders: Sequence[HTTPExtender] = ()) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(total per feasible row, score per plugin and extender): PreScore, Score plugins,
+        then the interested prioritize extenders (called concurrently; one that fails
+        gives no scores, as upstream)."""
+        if fwk.has_score_plugins():
+            nodes = self.snapshot.table.nodes
+            status = fwk.run_pre_score_plugins(state, pod, [nodes[r] for r in feasible.tolist()])
+            if status is not None:
+                raise SchedulingError(status)
+            totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
+            if status is not None:
+                raise SchedulingError(status)
+        else:
+            totals, per_plugin = np.ones(len(feasible), dtype=np.int64), {}
+        prioritizers = [e for e in extenders if e.is_prioritizer() and e.is_interested(pod)]
+        if not prioritizers:
+            return totals, per_plugin
+        nodes = [self.snapshot.table.nodes[r] for r in feasible.tolist()]
+        names = [node.name for node in nodes]
+        totals = totals.astype(np.int64, copy=True)
+        answers = await asyncio.gather(*(e.prioritize(pod, nodes) for e in prioritizers), return_exceptions=True)
+        scale = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
+        for extender, answer in zip(prioritizers, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, ExtenderError):
+                    raise answer
+                logger.debug("extender %s failed to prioritize pod %s: %s", extender.name, pod.key, answer)
+                continue
+            scores: dict[str, int] = {}
+            for host, score in answer:
+                scores[host] = scores.get(host, 0) + score * scale
+            column = np.array([scores.get(host, 0) for host in names], dtype=np.int64)
+            totals += column * extender.weight
+            per_plugin[extender.name] = per_plugin[extender.name] + column if extender.name in per_plugin else column
         return totals, per_plugin
 
     def select_host(self, totals: np.ndarray) -> int:
         """Index of a best-scored node, chosen uniformly at random among ties."""
         best = np.flatnonzero(totals == totals.max())
         return int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
+
+
+def _has_scoring(fwk: Framework, extenders: Sequence[HTTPExtender]) -> bool:
+    """Upstream's hasScoring: Score plugins or a prioritize extender."""
+    return fwk.has_score_plugins() or any(e.is_prioritizer() for e in extenders)
 
 
 def _has_nominated_pods(nominator) -> bool:

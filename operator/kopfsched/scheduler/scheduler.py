@@ -1,8 +1,11 @@
 """The scheduler: one serialized scheduling cycle, concurrent binding cycles.
 
-`schedule_one` runs a whole scheduling cycle without awaiting — pop, PreFilter..Score,
-assume, Reserve, Permit — so the cache cannot change under it; it then hands the pod to
-a binding task (WaitOnPermit, PreBind, Bind, PostBind) and returns. A failure anywhere
+`schedule_one` runs a whole scheduling cycle — pop, PreFilter..Score (with the HTTP
+extenders' steps where upstream has them), assume, Reserve, Permit — suspending only at
+extender calls, so for a profile without extenders the cache cannot change under it; it
+then hands the pod to a binding task (WaitOnPermit, PreBind, Bind, PostBind) and returns.
+When the cycle did await extenders, the chosen node is filtered again against the cache
+as it is now before assuming, and the cycle runs once more should it no longer fit. A failure anywhere
 after assume runs Unreserve, forgets the assumed pod and requeues the pod with backoff.
 Side effects (condition patches, events, binds) go through the ClusterClient in
 supervised tasks whose failures are logged, never lost.
@@ -15,7 +18,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +38,7 @@ from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
 from kopfsched.queue.profile import QueueProfile
 from kopfsched.queue.scheduling_queue import SchedulingQueue
-from kopfsched.scheduler.extender import HTTPExtender, close_all
-from kopfsched.scheduler.extender_cycle import extenders_binding, schedule_one_with_extenders
+from kopfsched.scheduler.extender import ExtenderError, HTTPExtender, close_all
 from kopfsched.scheduler.framework_builder import build_framework, queue_profile
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
@@ -45,6 +47,8 @@ from kopfsched.scheduler.tasks import TaskSet
 logger = logging.getLogger(__name__)
 
 EVENT_NOTE_LENGTH_LIMIT = 1024
+MAX_CYCLE_ATTEMPTS = 2
+"""Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
 
 @dataclass(slots=True)
@@ -204,25 +208,18 @@ class Scheduler:
             qpi = await self.queue.pop_wait()
             if qpi is None:
                 return
-            await self.schedule_one_async(qpi)
+            await self.schedule_one(qpi)
             await asyncio.sleep(0)  # let binding tasks and watch events in between cycles
 
-    async def schedule_one_async(self, qpi: QueuedPodInfo) -> None:
-        """One scheduling cycle: `schedule_one` (never awaits) unless the pod's profile calls
-        HTTP extenders; then the cycle awaits their answers (see extender_cycle)."""
-        profile = self.profiles.get(qpi.pod_info.scheduler_name)
-        if profile is None or not profile.extenders:
-            self.schedule_one(qpi)
-        else:
-            await schedule_one_with_extenders(self, qpi, profile.extenders)
-
-    def schedule_one(self, qpi: QueuedPodInfo) -> None:
-        """One scheduling cycle for one popped pod; never awaits."""
+    async def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        """One scheduling cycle for one popped pod. It suspends only at HTTP extender calls,
+        so a profile without extenders runs it whole between two event-loop steps."""
         pod = qpi.pod_info
-        fwk = self.framework_for(pod)
-        if fwk is None:
+        profile = self.profiles.get(pod.scheduler_name)
+        if profile is None:
             self.queue.done(pod.uid)
             return
+        fwk = profile.framework
         if pod.is_terminating:
             self.queue.done(pod.uid)
             self.spawn(self._call_api(self.client.record_event(
@@ -234,21 +231,45 @@ class Scheduler:
             self.queue.done(pod.uid)
             return
         start = self.clock()
-        state = CycleState()
-        try:
-            result = self.algorithm.schedule_pod(fwk, state, pod)
-        except FitError as fit:
-            nominated, victims = self._run_post_filter(fwk, state, pod, fit)
-            self._fail(fwk, qpi, fit, start, nominated_node=nominated, victims=victims)
+        for _ in range(MAX_CYCLE_ATTEMPTS):
+            state = CycleState()
+            try:
+                result = await self.algorithm.schedule_pod(fwk, state, pod, extenders=profile.extenders)
+            except FitError as fit:
+                if profile.extenders:  # preemption looks at the cluster as it is now
+                    self.cache.update_snapshot(self.snapshot)
+                nominated, victims = self._run_post_filter(fwk, state, pod, fit)
+                self._fail(fwk, qpi, fit, start, nominated_node=nominated, victims=victims)
+                return
+            except SchedulingError as err:
+                self._fail(fwk, qpi, err.status, start)
+                return
+            except Exception as exc:  # a bug of ours: the pod is retried, the loop goes on
+                logger.exception("scheduling cycle of pod %s failed", pod.key)
+                self._fail(fwk, qpi, Status.as_error(f"scheduling cycle: {exc!r}"), start)
+                return
+            if not profile.extenders:
+                break
+            status = self._recheck_host(fwk, state, pod, result.suggested_host)
+            if status is None:
+                break
+            logger.info("node %s stopped fitting pod %s while extenders answered: %s",
+                        result.suggested_host, pod.key, status.message)
+        else:
+            self._fail(fwk, qpi, _single_node_failure(pod, result.suggested_host, status), start, result=result)
             return
-        except SchedulingError as err:
-            self._fail(fwk, qpi, err.status, start)
-            return
-        except Exception as exc:  # a bug of ours: the pod is retried, the loop goes on
-            logger.exception("scheduling cycle of pod %s failed", pod.key)
-            self._fail(fwk, qpi, Status.as_error(f"scheduling cycle: {exc!r}"), start)
-            return
-        self._assume_and_bind(fwk, state, qpi, result, start)
+        self._assume_and_bind(fwk, state, qpi, result, start, extenders=profile.extenders)
+
+    def _recheck_host(self, fwk: Framework, state: CycleState, pod: PodInfo, host: str) -> Status | None:
+        """The Filter plugins again on the chosen node, as the cache is after the extenders'
+        awaits: a pod placed there meanwhile by someone else must not overcommit it."""
+        self.cache.update_snapshot(self.snapshot)
+        node = self.snapshot.get(host)
+        if node is None or node.node is None:
+            return Status.unresolvable(f'nodeinfo not found for node name "{host}"')
+        if not fwk.has_filter_plugins():
+            return None
+        return fwk.run_filter_plugins_with_nominated_pods(state, pod, node)
 
     def _assume_and_bind(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, result: ScheduleResult,
                          start: float, *, extenders: tuple[HTTPExtender, ...] = ()) -> None:
@@ -484,6 +505,24 @@ class _KnownPods:
                 if namespace is None or pod.namespace == namespace:
                     seen.setdefault(pod.uid, pod)
         return list(seen.values())
+
+
+async def extenders_binding(extenders: Sequence[HTTPExtender], pod: PodInfo, node: str) -> tuple[bool, Status | None]:
+    """(bound, status): the first interested binder extender binds; an ignorable one that
+    fails lets the next binder (or the Bind plugins) try."""
+    for extender in extenders:
+        if not extender.is_binder() or not extender.is_interested(pod):
+            continue
+        try:
+            await extender.bind(pod, node)
+        except ExtenderError as error:
+            if extender.is_ignorable():
+                logger.info("skipping extender %s in bind as it returned error and has ignorable flag set: %s",
+                            extender.name, error)
+                continue
+            return True, Status.as_error(str(error))
+        return True, None
+    return False, None
 
 
 def _priority_then_timestamp(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:

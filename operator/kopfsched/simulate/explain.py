@@ -111,7 +111,7 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     state = CycleState()
     node_names = [n.name for n in scheduler.snapshot.node_infos()]
     try:
-        result = scheduler.algorithm.schedule_pod(fwk, state, pod, exhaustive=True)
+        result = await scheduler.algorithm.schedule_pod(fwk, state, pod, exhaustive=True)
     except FitError as fit:
         entry["filter"] = filter_explain(fit.diagnosis, node_names)
         entry["evaluatedNodes"] = fit.num_all_nodes

@@ -162,7 +162,7 @@ async def _drain(scheduler: Scheduler, clock: VirtualClock, sim: Simulation, *, 
             if qpi.key not in seen:
                 seen.add(qpi.key)
                 sim.order.append(qpi.key)
-            await scheduler.schedule_one_async(qpi)  # awaits only for profiles with extenders
+            await scheduler.schedule_one(qpi)  # suspends only for profiles with extenders
             await asyncio.sleep(0)
             continue
         await scheduler.settle_tasks()
