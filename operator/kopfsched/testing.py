@@ -215,6 +215,10 @@ class FakeObjects:
         return [o for o in self._objects if o.get("kind") == kind
                 and (namespace is None or (o.get("metadata") or {}).get("namespace", "") == namespace)]
 
+    def changes(self, kind: str, since: int | None) -> tuple[int, list[tuple[str, str]] | None]:
+        """The objects never change: everything is new on the first call, nothing after."""
+        return 0, None if since is None else []
+
 
 class RecordingClient:
     """A ClusterClient that records every call as (method, kwargs) in `calls`, and binds

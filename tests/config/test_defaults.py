@@ -18,25 +18,25 @@ UPSTREAM = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
     ("VolumeRestrictions", None), ("NodeVolumeLimits", None), ("VolumeBinding", None), ("VolumeZone", None),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", 2), ("DefaultPreemption", None),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", None), ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
-# Upstream's ExpandedPluginsV1 without DynamicResources.
+# Upstream's ExpandedPluginsV1 (DynamicResources as the DynamicResourceAllocation gate adds it).
 EXPANDED = {
     "queueSort": ["PrioritySort"],
-    "preEnqueue": ["SchedulingGates"],
+    "preEnqueue": ["SchedulingGates", "DynamicResources"],
     "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
+                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources"],
     "filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
                "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-               "InterPodAffinity"],
-    "postFilter": ["DefaultPreemption"],
+               "InterPodAffinity", "DynamicResources"],
+    "postFilter": ["DynamicResources", "DefaultPreemption"],
     "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
                  "InterPodAffinity", "NodeResourcesBalancedAllocation"],
     "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
               "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"],
-    "reserve": ["VolumeBinding"], "permit": [], "preBind": ["VolumeBinding"],
+    "reserve": ["VolumeBinding", "DynamicResources"], "permit": [], "preBind": ["VolumeBinding", "DynamicResources"],
     "bind": ["DefaultBinder"],
     "postBind": [],
 }

@@ -114,7 +114,13 @@ def test_plugin_config_of_a_disabled_plugin_is_validated_but_not_kept():
     assert "NodeResourcesFit" not in profile.plugin_args
 
 
-def test_upstream_plugins_kopfsched_lacks_may_be_disabled_and_configured():
-    profile = parse({"plugins": {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}},
-                     "pluginConfig": [{"name": "DynamicResources", "args": {"filterTimeout": "10s"}}]})
+def test_dynamic_resources_may_be_disabled_and_configured_as_upstream():
+    from kopfsched.plugins.registry import in_tree_registry
+
+    spec = {"plugins": {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}},
+            "pluginConfig": [{"name": "DynamicResources", "args": {"filterTimeout": "10s"}}]}
+    profile, problems = parse_scheduler_profile(scheduler_profile(spec), in_tree_registry())
+    assert problems == []
     assert "DynamicResources" not in profile.plugin_names()
+    default, _ = parse_scheduler_profile(scheduler_profile({}), in_tree_registry())
+    assert default.enabled("postFilter") == ["DynamicResources", "DefaultPreemption"]

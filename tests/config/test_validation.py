@@ -20,9 +20,6 @@ def problems_of(obj: Any) -> list[str]:
     pytest.param({"plugins": {"score": {"enabled": [{"name": "Foo"}]}}},
                  ['spec.plugins.score.enabled[0].name: unknown plugin "Foo": neither built in nor installed'],
                  id="unknown-plugin"),
-    pytest.param({"plugins": {"multiPoint": {"enabled": [{"name": "DynamicResources"}]}}},
-                 ['spec.plugins.multiPoint.enabled[0].name: unknown plugin "DynamicResources"'
-                  " (an upstream plugin kopfsched does not implement yet)"], id="upstream-plugin-not-implemented"),
     pytest.param({"plugins": {"score": {"enabled": [{"name": "NodeName"}]}}},
                  ['spec.plugins.score.enabled[0].name: plugin "NodeName" does not implement the score extension point'],
                  id="point-not-implemented"),

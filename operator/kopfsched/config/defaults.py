@@ -27,7 +27,7 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[PluginRef, ...] = (
     PluginRef("VolumeZone"),
     PluginRef("PodTopologySpread", 2),
     PluginRef("InterPodAffinity", 2),
-    PluginRef("DynamicResources", 2),
+    PluginRef("DynamicResources"),
     PluginRef("DefaultPreemption"),
     PluginRef("NodeResourcesBalancedAllocation", 1),
     PluginRef("ImageLocality", 1),
@@ -35,9 +35,7 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[PluginRef, ...] = (
 )
 """The multiPoint defaults in upstream's order, with upstream's score weights."""
 
-UPSTREAM_DEFAULTS_NOT_IMPLEMENTED: tuple[str, ...] = (
-    "DynamicResources",
-)
+UPSTREAM_DEFAULTS_NOT_IMPLEMENTED: tuple[str, ...] = ()
 """Upstream defaults kopfsched does not implement yet: left out of the default profile.
 Disabling them in a pasted configuration, or giving them pluginConfig, is accepted and
 has no effect."""

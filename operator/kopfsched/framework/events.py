@@ -25,6 +25,9 @@ class EventResource(enum.StrEnum):
     VOLUME_ATTACHMENT = "VolumeAttachment"
     NAMESPACE = "Namespace"
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
+    RESOURCE_CLAIM = "ResourceClaim"
+    RESOURCE_SLICE = "ResourceSlice"
+    DEVICE_CLASS = "DeviceClass"
     POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
     """scheduler-plugins' PodGroup, named as upstream names a custom resource's events (GVK)."""
     WILDCARD = "*"
@@ -42,11 +45,12 @@ class ActionType(enum.Flag):
     UPDATE_POD_SCALE_DOWN = enum.auto()
     UPDATE_POD_TOLERATION = enum.auto()
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = enum.auto()
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = enum.auto()
     UPDATE_OTHER = enum.auto()
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT | UPDATE_NODE_CONDITION
         | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL | UPDATE_POD_SCALE_DOWN | UPDATE_POD_TOLERATION
-        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_OTHER
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_GENERATED_RESOURCE_CLAIM | UPDATE_OTHER
     )
     ALL = ADD | DELETE | UPDATE
 

@@ -44,6 +44,12 @@ class ObjectLister(Protocol):
 
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
 
+    def changes(self, kind: str, since: int | None) -> tuple[int, list[tuple[str, str]] | None]:
+        """What changed in a kind since a cursor, for plugins that keep derived state
+        incrementally: (new cursor, changed (namespace, name) keys), or keys None when the
+        caller must rebuild from `list` (first call with since=None, or too far behind)."""
+        ...
+
 
 class PodLister(Protocol):
     """Every pod the scheduler knows of (upstream's pod informer lister): bound, assumed and
@@ -79,6 +85,9 @@ class _NoObjects:
 
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
         return []
+
+    def changes(self, kind: str, since: int | None) -> tuple[int, list[tuple[str, str]] | None]:
+        return 0, None if since is None else []
 
 
 class _NoPods:

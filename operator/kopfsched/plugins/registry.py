@@ -31,6 +31,7 @@ IN_TREE_MODULES: dict[str, str] = {
     "DefaultBinder": "kopfsched.plugins.defaultbinder",
     "InterPodAffinity": "kopfsched.plugins.interpodaffinity",
     "PodTopologySpread": "kopfsched.plugins.podtopologyspread",
+    "DynamicResources": "kopfsched.plugins.dynamicresources",
     "DefaultPreemption": "kopfsched.plugins.defaultpreemption",
     "Coscheduling": "kopfsched.plugins.coscheduling",
 }

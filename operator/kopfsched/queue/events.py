@@ -37,6 +37,7 @@ _LABELS = {
     ActionType.UPDATE_POD_SCALE_DOWN: "UpdatePodScaleDown",
     ActionType.UPDATE_POD_TOLERATION: "UpdatePodToleration",
     ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED: "UpdatePodSchedulingGatesEliminated",
+    ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM: "UpdatePodGeneratedResourceClaim",
     ActionType.UPDATE_OTHER: "UpdatePodOther",
 }
 
@@ -126,6 +127,8 @@ def pod_update_actions(old: Obj, new: Obj) -> ActionType:
     # The API only lets tolerations be added, so a different count is a change.
     if len(_spec(old).get("tolerations") or ()) != len(_spec(new).get("tolerations") or ()):
         actions |= ActionType.UPDATE_POD_TOLERATION
+    if _status(old).get("resourceClaimStatuses") != _status(new).get("resourceClaimStatuses"):
+        actions |= ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM
     return actions or ActionType.UPDATE_OTHER
 
 

@@ -21,6 +21,9 @@ OBJECT_RESOURCES: dict[str, EventResource] = {
     "Namespace": EventResource.NAMESPACE,
     "PodDisruptionBudget": EventResource.POD_DISRUPTION_BUDGET,
     "PodGroup": EventResource.POD_GROUP,
+    "ResourceClaim": EventResource.RESOURCE_CLAIM,
+    "ResourceSlice": EventResource.RESOURCE_SLICE,
+    "DeviceClass": EventResource.DEVICE_CLASS,
 }
 
 

@@ -7,6 +7,8 @@ and the object it concerns is left out while everything else is kept.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,13 +22,14 @@ from kopfsched.framework.types import Obj
 OBJECT_KINDS = (
     "Namespace", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "PodDisruptionBudget",
     "PriorityClass", "CSINode", "VolumeAttachment", "Service", "ReplicaSet", "ReplicationController", "StatefulSet",
-    "PodGroup", "CSIDriver", "CSIStorageCapacity",
+    "PodGroup", "CSIDriver", "CSIStorageCapacity", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
+    "ResourceSlice",
 )
 CONFIG_KINDS = ("SchedulerProfile", "KubeSchedulerConfiguration")
 WORKLOAD_KINDS = ("Deployment", "Job", "DaemonSet")
 """Made into pods as their controllers would (simulate.workloads), then left out."""
 CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode", "CSIDriver",
-                  "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration")
+                  "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration", "DeviceClass", "ResourceSlice")
 
 
 @dataclass(slots=True)
@@ -245,3 +248,37 @@ def apply_priority_classes(result: ClusterInput) -> None:
                 spec["priority"] = 2000001000
         kept.append(loaded)
     result.pods[:] = kept
+
+
+def generate_resource_claims(result: ClusterInput) -> None:
+    """What the resourceclaim controller does for pods that use a ResourceClaimTemplate: a
+    claim made from the template, owned by the pod, named in the pod's
+    status.resourceClaimStatuses. Claims and statuses already in the input are kept; a
+    template that is not in the input leaves the pod waiting for its claim, as in a cluster."""
+    templates = {(o.obj["metadata"].get("namespace"), o.obj["metadata"]["name"]): o.obj
+                 for o in result.objects if o.obj.get("kind") == "ResourceClaimTemplate"}
+    for loaded in result.pods:
+        pod = loaded.obj
+        meta = pod["metadata"]
+        statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        named = {s.get("name") for s in statuses}
+        for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
+            template_name = pod_claim.get("resourceClaimTemplateName")
+            template = templates.get((meta.get("namespace"), template_name)) if template_name else None
+            if template is None or pod_claim.get("name") in named:
+                continue
+            digest = hashlib.sha256(f"{meta.get('namespace')}/{meta['name']}/{pod_claim.get('name')}".encode())
+            name = f"{meta['name']}-{pod_claim.get('name')}-{digest.hexdigest()[:5]}"
+            template_spec = template.get("spec") or {}
+            claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+                **copy.deepcopy(template_spec.get("metadata") or {}), "name": name, "namespace": meta.get("namespace"),
+                "annotations": {"resource.kubernetes.io/pod-claim-name": pod_claim.get("name")},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                     "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}",
+                                     "controller": True, "blockOwnerDeletion": True}]},
+                "spec": copy.deepcopy(template_spec.get("spec") or {})}
+            result.objects.append(Loaded(claim, loaded.source))
+            statuses.append({"name": pod_claim.get("name"), "resourceClaimName": name})
+            named.add(pod_claim.get("name"))
+        if statuses:
+            pod.setdefault("status", {})["resourceClaimStatuses"] = statuses

@@ -25,7 +25,7 @@ from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
-from kopfsched.simulate.loader import ClusterInput, apply_priority_classes
+from kopfsched.simulate.loader import ClusterInput, apply_priority_classes, generate_resource_claims
 from kopfsched.simulate.workloads import expand_workloads
 
 MAX_ATTEMPTS_PER_POD = 20
@@ -102,6 +102,7 @@ def load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None
     Returns (the simulation, its clock, how many pods are pending); nothing is scheduled yet."""
     expand_workloads(inputs)
     apply_priority_classes(inputs)
+    generate_resource_claims(inputs)
     profiles = replace_profiles(build_profiles(inputs, registry), overrides or [])
     pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]
     stamps = [parse_time((p.obj.get("metadata") or {}).get("creationTimestamp")) for p in pending]

@@ -1,0 +1,460 @@
+"""The structured-parameters allocator (upstream's dynamic-resource-allocation/structured,
+the stable channel): which devices on one node satisfy every pending claim of a pod.
+
+The search is upstream's: claims in order, each claim's requests in order, each request's
+devices one at a time; for every device slot it tries each eligible device (not in use, all
+selectors true, every constraint still satisfied) and recurses; the first complete
+solution wins, and a dead end backtracks. `firstAvailable` requests try their sub-requests
+in order and keep the first that leads to a solution. `allocationMode: All` takes every
+matching device of the node, and fails if any of them is in use.
+
+Features as upstream v1.34 has them on by default: prioritized lists (firstAvailable) and
+admin access. Off, as upstream by default: device taints, partitionable devices (counters,
+per-device node selection), binding conditions, consumable capacity.
+
+Where ours is incomplete: no per-allocation timeout (upstream's filterTimeout, 10s), no
+`distinctAttribute` constraint (alpha in v1.34, not served by v1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfsched.plugins.dynamicresources.cel import CELError, compile_expression
+from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
+
+ALLOCATION_RESULTS_MAX_SIZE = 32
+"""resourceapi.AllocationResultsMaxSize: devices per claim."""
+
+
+class AllocationError(Exception):
+    """Something is wrong with a claim or class: scheduling the pod stops with an error."""
+
+
+class InvalidPoolsError(AllocationError):
+    """No allocation on this node, and some of its pools are invalid (upstream's
+    ErrFailedAllocationOnNode): the node is unschedulable, the pod is not in error."""
+
+
+class _MaxSizeExceeded(Exception):
+    """Internal: the claim would get more than ALLOCATION_RESULTS_MAX_SIZE devices."""
+
+
+def claim_ref(claim: Mapping[str, Any]) -> str:
+    """klog.KObj: namespace/name."""
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}" if meta.get("namespace") else meta.get("name", "")
+
+
+@dataclass(slots=True)
+class _Request:
+    """One request without sub-requests, or one sub-request."""
+
+    name: str
+    """The request's name, or "request/sub-request"."""
+    base_name: str
+    sub_name: str
+    class_name: str
+    device_class: Mapping[str, Any]
+    mode: str
+    count: int
+    admin_access: bool
+    admin_access_set: bool
+    selectors: list[tuple[str, Any, str]]
+    """(source, compiled expression or None, where): class selectors first, then the request's."""
+    key: tuple[str, ...]
+    all_devices: list[Device] = field(default_factory=list)
+    num_devices: int = 0
+
+
+@dataclass(slots=True)
+class _Slot:
+    """A request of a claim: one _Request, or the sub-requests to try in order."""
+
+    options: list[_Request]
+    chosen: int = 0
+
+
+@dataclass(slots=True)
+class _Constraint:
+    requests: frozenset[str]
+    attribute: str
+    value: tuple[str, Any] | None = None
+    count: int = 0
+
+    def applies(self, base: str, sub: str) -> bool:
+        return not self.requests or base in self.requests or (bool(sub) and f"{base}/{sub}" in self.requests)
+
+    def add(self, request: _Request, device: Device) -> bool:
+        if not self.applies(request.base_name, request.sub_name):
+            return True
+        value = device.attribute(self.attribute)
+        if value is None:
+            return False
+        if self.count == 0:
+            self.value, self.count = value, 1
+            return True
+        if value != self.value:
+            return False
+        self.count += 1
+        return True
+
+    def remove(self, request: _Request) -> None:
+        if self.applies(request.base_name, request.sub_name):
+            self.count -= 1
+
+
+@dataclass(slots=True)
+class _Chosen:
+    request: _Request
+    device: Device
+
+
+class Allocator:
+    """Built once per cycle (PreFilter) for the pod's unallocated claims; `allocate` per node.
+
+    `classes` looks up a DeviceClass by name; `in_use` holds the devices allocated to other
+    claims (including those this scheduler has assumed but not yet written)."""
+
+    def __init__(self, *, claims: list[Mapping[str, Any]], classes: Callable[[str], Mapping[str, Any] | None],
+                 inventory: Inventory, in_use: Container[DeviceID]) -> None:
+        self.claims = claims
+        self.inventory = inventory
+        self.in_use = in_use
+        self._classes = classes
+        self.error: AllocationError | None = None
+        self._slots: list[list[_Slot]] = []
+        self._constraint_specs: list[list[tuple[frozenset[str], str]]] = []
+        try:
+            for claim in claims:
+                self._slots.append(self._claim_slots(claim))
+                self._constraint_specs.append(self._claim_constraints(claim))
+        except AllocationError as exc:
+            self.error = exc
+
+    # -- validation (once per cycle) -----------------------------------------------------------
+
+    def _claim_slots(self, claim: Mapping[str, Any]) -> list[_Slot]:
+        slots = []
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            name = request.get("name") or ""
+            if request.get("firstAvailable"):
+                options = [self._request(claim, sub, f"{name}/{sub.get('name') or ''}", name, sub.get("name") or "",
+                                         admin=False) for sub in request["firstAvailable"]]
+            elif request.get("exactly") is not None:
+                options = [self._request(claim, request["exactly"], name, name, "", admin=True)]
+            else:
+                raise AllocationError(f"claim {claim_ref(claim)}, request {name}: missing device class name "
+                                      "(unsupported request type?)")
+            slots.append(_Slot(options))
+        return slots
+
+    def _request(self, claim: Mapping[str, Any], spec: Mapping[str, Any], name: str, base: str, sub: str, *,
+                 admin: bool) -> _Request:
+        ref = claim_ref(claim)
+        class_name = spec.get("deviceClassName") or ""
+        if not class_name:
+            raise AllocationError(f"claim {ref}, request {name}: missing device class name (unsupported request type?)")
+        device_class = self._classes(class_name)
+        if device_class is None:
+            raise AllocationError(f"claim {ref}, request {name}: could not retrieve device class {class_name}: "
+                                  f'deviceclass.resource.k8s.io "{class_name}" not found')
+        selectors: list[tuple[str, Any, str]] = []
+        for where, source_list in ((f"class {(device_class.get('metadata') or {}).get('name', class_name)}",
+                                    (device_class.get("spec") or {}).get("selectors") or ()),
+                                   (f"claim {ref}", spec.get("selectors") or ())):
+            for index, selector in enumerate(source_list):
+                expression = ((selector or {}).get("cel") or {}).get("expression")
+                if expression is None:
+                    raise AllocationError(f"claim {ref}, request {name}, selector #{index}: CEL expression empty "
+                                          "(unsupported selector type?)")
+                try:
+                    compiled: Any = compile_expression(expression)
+                except CELError as exc:
+                    compiled = f"{where}: selector #{index}: CEL compile error: {exc}"
+                selectors.append((expression, compiled, f"{where}: selector #{index}"))
+        mode = spec.get("allocationMode") or "ExactCount"
+        count = int(spec.get("count") or 1) if mode == "ExactCount" else 0
+        if mode not in ("ExactCount", "All"):
+            raise AllocationError(f"claim {ref}, request {name}: unsupported count mode {mode}")
+        admin_set = admin and spec.get("adminAccess") is not None
+        return _Request(name=name, base_name=base, sub_name=sub, class_name=class_name, device_class=device_class,
+                        mode=mode, count=count, admin_access=bool(admin and spec.get("adminAccess")),
+                        admin_access_set=admin_set, selectors=selectors,
+                        key=(class_name, *(source for source, _, _ in selectors)), num_devices=count)
+
+    def _claim_constraints(self, claim: Mapping[str, Any]) -> list[tuple[frozenset[str], str]]:
+        constraints = []
+        for index, spec in enumerate(((claim.get("spec") or {}).get("devices") or {}).get("constraints") or ()):
+            attribute = (spec or {}).get("matchAttribute")
+            if not attribute:
+                raise AllocationError(f"claim {claim_ref(claim)}, constraint #{index}: empty constraint "
+                                      "(unsupported constraint type?)")
+            constraints.append((frozenset(spec.get("requests") or ()), attribute))
+        return constraints
+
+    # -- selection --------------------------------------------------------------------------------
+
+    def selectable(self, request: _Request, device: Device) -> bool:
+        """All class and request selectors accept the device (memoized per device)."""
+        known = device.memo.get(request.key)
+        if known is not None:
+            return known
+        result = device.usable and self._selectors_match(request, device)
+        device.memo[request.key] = result
+        return result
+
+    def _selectors_match(self, request: _Request, device: Device) -> bool:
+        for _, compiled, where in request.selectors:
+            if isinstance(compiled, str):
+                raise AllocationError(compiled)
+            try:
+                if not compiled.matches(device.variable()):
+                    return False
+            except CELError as exc:
+                raise AllocationError(f"{where}: CEL runtime error: {exc}") from None
+        return True
+
+    # -- allocation per node ------------------------------------------------------------------
+
+    def allocate(self, node_name: str, labels: Mapping[str, str]) -> list[dict[str, Any]] | None:
+        """One AllocationResult per claim (claim order), or None when the node cannot hold
+        them. Raises AllocationError when the claims cannot be allocated anywhere."""
+        if self.error is not None:
+            raise self.error
+        try:
+            self._prepare_node(node_name, labels)
+        except ValueError as exc:
+            raise AllocationError(str(exc)) from None
+        run = _Run(self, node_name, labels)
+        try:
+            found = run.claim(0)
+        except _MaxSizeExceeded:
+            found = False
+        if not found:
+            if any(pool.invalid for pool, _ in self.inventory.node_devices(node_name, labels)):
+                # Not fatal for other nodes; surfaced as this node's reason.
+                raise InvalidPoolsError("invalid resource pools were encountered")
+            return None
+        return [self._result(index, chosen) for index, chosen in enumerate(run.results)]
+
+    def _prepare_node(self, node_name: str, labels: Mapping[str, str]) -> None:
+        """Per-node request data: how many devices "All" means here, and the claim-size check."""
+        node_pools = None
+        for claim, slots in zip(self.claims, self._slots, strict=True):
+            minimum = 0
+            for slot in slots:
+                least = None
+                for request in slot.options:
+                    if request.mode == "All":
+                        if node_pools is None:
+                            node_pools = self.inventory.node_devices(node_name, labels)
+                        request.all_devices = []
+                        for pool, devices in node_pools:
+                            if pool.incomplete:
+                                raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
+                                                      f"devices, but resource pool {pool.pool_id} is currently being "
+                                                      "updated")
+                            if pool.invalid:
+                                raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
+                                                      f"devices, but resource pool {pool.pool_id} is currently invalid")
+                            request.all_devices.extend(d for d in devices if self.selectable(request, d))
+                        request.num_devices = len(request.all_devices)
+                    least = request.num_devices if least is None else min(least, request.num_devices)
+                minimum += least or 0
+            if minimum > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(f"claim {claim_ref(claim)}: number of requested devices {minimum} exceeds the "
+                                      f"claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
+
+    def _result(self, claim_index: int, chosen: list[_Chosen]) -> dict[str, Any]:
+        claim = self.claims[claim_index]
+        results = []
+        for item in chosen:
+            result: dict[str, Any] = {"request": item.request.name, "driver": item.device.id[0],
+                                      "pool": item.device.id[1], "device": item.device.id[2]}
+            if item.request.admin_access:
+                result["adminAccess"] = True
+            results.append(result)
+        allocation: dict[str, Any] = {"devices": {"results": results}}
+        config = self._config(claim, claim_index)
+        if config:
+            allocation["devices"]["config"] = config
+        node_selector = _node_selector([item.device for item in chosen])
+        if node_selector is not None:
+            allocation["nodeSelector"] = node_selector
+        return allocation
+
+    def _config(self, claim: Mapping[str, Any], claim_index: int) -> list[dict[str, Any]]:
+        """Class configs once per class, then the claim's configs for the chosen requests."""
+        config: list[dict[str, Any]] = []
+        by_class: dict[str, tuple[int, int]] = {}
+        slots = self._slots[claim_index]
+        for slot in slots:
+            request = slot.options[slot.chosen]
+            if request.class_name in by_class:
+                start, end = by_class[request.class_name]
+                for entry in config[start:end]:
+                    entry["requests"].append(request.name)
+                continue
+            start = len(config)
+            for entry in (request.device_class.get("spec") or {}).get("config") or ():
+                config.append({"source": "FromClass", "requests": [request.name],
+                               **{k: v for k, v in entry.items() if k != "requests"}})
+            by_class[request.class_name] = (start, len(config))
+        requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
+        chosen_names = {slot.options[slot.chosen].name for slot in slots}
+        for entry in ((claim.get("spec") or {}).get("devices") or {}).get("config") or ():
+            wanted = entry.get("requests") or []
+            body = {k: v for k, v in entry.items() if k != "requests"}
+            if not wanted:
+                config.append({"source": "FromClaim", **body})
+                continue
+            for request in requests:
+                if request.get("name") in wanted or any(name in chosen_names for name in wanted
+                                                        if name.startswith(f"{request.get('name')}/")):
+                    config.append({"source": "FromClaim", "requests": list(wanted), **body})
+        for entry in config:
+            if len(entry.get("requests") or ()) == len(requests):
+                entry.pop("requests", None)
+        return config
+
+
+class _Run:
+    """One `allocate` call's search state (upstream's allocator struct)."""
+
+    def __init__(self, allocator: Allocator, node_name: str, labels: Mapping[str, str]) -> None:
+        self.a = allocator
+        self.node_name = node_name
+        self.labels = labels
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.results: list[list[_Chosen]] = [[] for _ in allocator.claims]
+        self.constraints = [[_Constraint(requests, attribute) for requests, attribute in specs]
+                            for specs in allocator._constraint_specs]
+
+    def claim(self, claim_index: int) -> bool:
+        if claim_index >= len(self.a.claims):
+            return True
+        try:
+            return self.request(claim_index, 0)
+        except _MaxSizeExceeded:
+            # Not fatal: another solution for an earlier claim may pick smaller sub-requests.
+            return False
+
+    def request(self, claim_index: int, slot_index: int) -> bool:
+        slots = self.a._slots[claim_index]
+        if slot_index >= len(slots):
+            return self.claim(claim_index + 1)
+        slot = slots[slot_index]
+        if len(slot.options) == 1:
+            return self.device(claim_index, slot_index, slot.options[0], 0)
+        all_exceeded = True
+        for option_index, option in enumerate(slot.options):
+            try:
+                found = self.device(claim_index, slot_index, option, 0)
+            except _MaxSizeExceeded:
+                continue
+            all_exceeded = False
+            if found:
+                slot.chosen = option_index
+                return True
+        if all_exceeded:
+            raise _MaxSizeExceeded
+        return False
+
+    def device(self, claim_index: int, slot_index: int, request: _Request, device_index: int) -> bool:
+        if request.mode == "All" and not request.all_devices:
+            return False
+        if device_index >= request.num_devices:
+            return self.request(claim_index, slot_index + 1)
+        if len(self.results[claim_index]) + request.num_devices - device_index > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSizeExceeded
+        if request.mode == "All":
+            device = request.all_devices[device_index]
+            undo = self.take(claim_index, request, device, must=True)
+            if undo is None:
+                return False
+            if self.device(claim_index, slot_index, request, device_index + 1):
+                return True
+            undo()
+            return False
+        selectable = self.a.selectable
+        candidates = self.a.inventory.candidates(self.node_name, self.labels, request.key,
+                                                 lambda d: selectable(request, d))
+        for device in candidates:
+            if self.busy(claim_index, request, device.id):
+                continue
+            undo = self.take(claim_index, request, device, must=False)
+            if undo is None:
+                continue
+            if self.device(claim_index, slot_index, request, device_index + 1):
+                return True
+            undo()
+        return False
+
+    def busy(self, claim_index: int, request: _Request, device_id: DeviceID) -> bool:
+        if request.admin_access:
+            # Admin access may share a device with other claims, never within one claim.
+            return claim_index in self.allocating.get(device_id, ())
+        return device_id in self.a.in_use or bool(self.allocating.get(device_id))
+
+    def take(self, claim_index: int, request: _Request, device: Device, *, must: bool) -> Callable[[], None] | None:
+        if self.busy(claim_index, request, device.id) or not device.usable:
+            return None
+        constraints = self.constraints[claim_index]
+        for index, constraint in enumerate(constraints):
+            if not constraint.add(request, device):
+                if must:
+                    raise AllocationError(f"claim {claim_ref(self.a.claims[claim_index])}, request {request.name}: "
+                                          f"cannot add device {'/'.join(device.id)} because a claim constraint would "
+                                          "not be satisfied")
+                for earlier in constraints[:index]:
+                    earlier.remove(request)
+                return None
+        self.allocating.setdefault(device.id, set()).add(claim_index)
+        results = self.results[claim_index]
+        results.append(_Chosen(request, device))
+        size = len(results) - 1
+
+        def undo() -> None:
+            for constraint in constraints:
+                constraint.remove(request)
+            self.allocating[device.id].discard(claim_index)
+            del results[size:]
+
+        return undo
+
+
+def _node_selector(devices: list[Device]) -> dict[str, Any] | None:
+    """Where the allocation is usable (upstream's createNodeSelector): the node of a
+    node-local device, else the union of the slices' node selectors, else nowhere in particular."""
+    fields: list[dict[str, Any]] = []
+    expressions: list[dict[str, Any]] = []
+    for device in devices:
+        spec = device.slice.get("spec") or {}
+        if spec.get("nodeName"):
+            return {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [spec["nodeName"]]}]}]}
+        terms = (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+        if len(terms) > 1:
+            raise AllocationError(f"create NodeSelector for claim: unsupported ResourceSlice.NodeSelector with "
+                                  f"{len(terms)} terms")
+        if terms:
+            _add_new(terms[0].get("matchFields") or (), fields)
+            _add_new(terms[0].get("matchExpressions") or (), expressions)
+    if not fields and not expressions:
+        return None
+    term: dict[str, Any] = {}
+    if expressions:
+        term["matchExpressions"] = expressions
+    if fields:
+        term["matchFields"] = fields
+    return {"nodeSelectorTerms": [term]}
+
+
+def _add_new(source: Any, into: list[dict[str, Any]]) -> None:
+    for requirement in source:
+        if not any(r.get("key") == requirement.get("key") and r.get("operator") == requirement.get("operator")
+                   and set(r.get("values") or ()) == set(requirement.get("values") or ()) for r in into):
+            into.append(requirement)

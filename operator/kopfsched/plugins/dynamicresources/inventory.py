@@ -1,0 +1,189 @@
+"""The devices that ResourceSlices publish, grouped into pools and indexed by node
+(upstream's structured.GatherPools, done once per change of the slices instead of once per
+node and cycle).
+
+A pool is (driver, pool name); only the slices of its newest generation count. It is
+incomplete while fewer slices of that generation exist than `resourceSliceCount` says, and
+invalid when two of its devices share a name: nothing is allocated from such a pool. A
+slice reaches a node by `nodeName`, `nodeSelector` or `allNodes`. Slices with
+`perDeviceNodeSelection` and devices that consume counters need the alpha
+DRAPartitionableDevices gate, devices with binding conditions the alpha
+DRADeviceBindingConditions gate: as upstream with those gates off, they are never allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
+from kopfsched.plugins.dynamicresources.cel import device_variable
+
+DeviceID = tuple[str, str, str]
+"""(driver, pool, device name), as upstream's DeviceID."""
+
+
+@dataclass(slots=True, eq=False)
+class Device:
+    id: DeviceID
+    raw: dict[str, Any]
+    pool: Pool
+    slice: dict[str, Any]
+    usable: bool
+    """False for what the alpha gates kopfsched leaves off would need (see the module doc)."""
+    memo: dict[Any, bool] = field(default_factory=dict)
+    """Selector results by selector key: a device's selectors never change its answer."""
+    _variable: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.id[2]
+
+    def variable(self) -> dict[str, Any]:
+        """The CEL `device` variable, built on first use."""
+        if self._variable is None:
+            self._variable = device_variable(self.id[0], self.raw)
+        return self._variable
+
+    def attribute(self, qualified: str) -> tuple[str, Any] | None:
+        """(type, value) of a fully qualified attribute (upstream's lookupAttribute)."""
+        attributes = self.raw.get("attributes") or {}
+        raw = attributes.get(qualified)
+        if raw is None:
+            domain, slash, ident = qualified.partition("/")
+            if not slash or domain != self.id[0]:
+                return None
+            raw = attributes.get(ident)
+        if not isinstance(raw, dict):
+            return None
+        for kind in ("string", "int", "bool", "version"):
+            if kind in raw:
+                return kind, raw[kind]
+        return None
+
+
+@dataclass(slots=True, eq=False)
+class Pool:
+    driver: str
+    name: str
+    generation: int
+    slice_count: int
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    incomplete: bool = False
+    invalid: bool = False
+    invalid_reason: str = ""
+
+    @property
+    def pool_id(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+@dataclass(slots=True)
+class _Target:
+    """Where one slice's devices are reachable from."""
+
+    node_name: str = ""
+    all_nodes: bool = False
+    selector: NodePredicate | None = None
+    selector_error: str = ""
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("spec") or {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("name") or ""
+
+
+class Inventory:
+    """Every pool and device of a set of ResourceSlices, and which reach which node."""
+
+    def __init__(self, slices: list[dict[str, Any]]) -> None:
+        self.pools: dict[tuple[str, str], Pool] = {}
+        for slice_obj in sorted(slices, key=_name):
+            spec = _spec(slice_obj)
+            if spec.get("perDeviceNodeSelection"):
+                continue
+            pool_spec = spec.get("pool") or {}
+            key = (spec.get("driver") or "", pool_spec.get("name") or "")
+            generation = int(pool_spec.get("generation") or 0)
+            pool = self.pools.get(key)
+            if pool is None or generation > pool.generation:
+                pool = self.pools[key] = Pool(key[0], key[1], generation, int(pool_spec.get("resourceSliceCount") or 0))
+            elif generation < pool.generation:
+                continue  # outdated
+            pool.slices.append(slice_obj)
+        self._by_node: dict[str, list[tuple[Pool, list[Device]]]] = {}
+        self._elsewhere: list[tuple[_Target, Pool, list[Device]]] = []
+        self.devices: dict[DeviceID, Device] = {}
+        for pool in sorted(self.pools.values(), key=lambda p: (p.driver, p.name)):
+            pool.incomplete = len(pool.slices) != pool.slice_count
+            seen: set[str] = set()
+            for slice_obj in pool.slices:
+                devices = []
+                for raw in _spec(slice_obj).get("devices") or ():
+                    name = raw.get("name") or ""
+                    if name in seen and not pool.invalid:
+                        pool.invalid, pool.invalid_reason = True, f"duplicate device name {name}"
+                    seen.add(name)
+                    usable = not raw.get("consumesCounters") and not raw.get("bindingConditions")
+                    device = Device((pool.driver, pool.name, name), raw, pool, slice_obj, usable)
+                    devices.append(device)
+                    self.devices.setdefault(device.id, device)
+                target = _target(_spec(slice_obj))
+                if target is None:
+                    continue  # a future way of selecting nodes: not ours to guess
+                if target.node_name:
+                    self._by_node.setdefault(target.node_name, []).append((pool, devices))
+                else:
+                    self._elsewhere.append((target, pool, devices))
+        self._candidates: dict[tuple[str, Any], list[Device]] = {}
+
+    def node_devices(self, node_name: str, labels: Mapping[str, str]) -> list[tuple[Pool, list[Device]]]:
+        """(pool, devices of one slice) for every slice that reaches the node, pools in
+        (driver, pool) order. Raises ValueError for a node selector that cannot be parsed."""
+        local = self._by_node.get(node_name, [])
+        if not self._elsewhere:
+            return local
+        found = list(local)
+        for target, pool, devices in self._elsewhere:
+            if target.all_nodes:
+                found.append((pool, devices))
+            elif target.selector_error:
+                slice_name = _name(devices[0].slice) if devices else ""
+                raise ValueError(f"failed to perform node selection for slice {slice_name}: {target.selector_error}")
+            elif target.selector is not None and target.selector(labels, node_name):
+                found.append((pool, devices))
+        found.sort(key=lambda entry: (entry[0].driver, entry[0].name))
+        return found
+
+    def candidates(self, node_name: str, labels: Mapping[str, str], key: Any,
+                   selectable: Any) -> list[Device]:
+        """The devices on the node for which `selectable(device)` holds, from complete and
+        valid pools, in pool and slice order. Cached by (node, key) for nodes that only
+        nodeName slices reach: `key` must identify what `selectable` checks."""
+        cache_key = (node_name, key)
+        if not self._elsewhere and (cached := self._candidates.get(cache_key)) is not None:
+            return cached
+        found = [device for pool, devices in self.node_devices(node_name, labels)
+                 if not pool.incomplete and not pool.invalid
+                 for device in devices if selectable(device)]
+        if not self._elsewhere:
+            self._candidates[cache_key] = found
+        return found
+
+
+def _target(spec: Mapping[str, Any]) -> _Target | None:
+    if spec.get("nodeName"):
+        return _Target(node_name=spec["nodeName"])
+    if spec.get("allNodes"):
+        return _Target(all_nodes=True)
+    selector = spec.get("nodeSelector")
+    if selector is not None:
+        try:
+            return _Target(selector=node_selector((selector or {}).get("nodeSelectorTerms") or ()))
+        except SelectorError as exc:
+            return _Target(selector_error=str(exc))
+    return None

@@ -1,0 +1,170 @@
+"""DRA state shared by every profile of one scheduler (upstream's DefaultDRAManager): the
+device inventory from ResourceSlices, the devices in use, and the claims this scheduler
+has allocated in memory but not yet written (the in-flight, "assumed" claims).
+
+Both are kept incrementally from the object store's change log, so a cycle costs what
+changed since the last one, not the size of the cluster.
+
+An assumed claim (Reserve) counts with its in-memory allocation until Unreserve forgets
+it, or until the API's version of that claim changes (PreBind's write came back through
+the watch, or someone else changed it): then the API object is the truth again.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kopfsched.framework.handle import ObjectLister
+from kopfsched.framework.types import Obj
+from kopfsched.plugins.dynamicresources.inventory import DeviceID, Inventory
+
+RESOURCE_CLAIM = "ResourceClaim"
+RESOURCE_SLICE = "ResourceSlice"
+DEVICE_CLASS = "DeviceClass"
+
+ClaimKey = tuple[str, str]
+"""(namespace, name)."""
+
+
+def allocated_devices(claim: Mapping[str, Any] | None) -> frozenset[DeviceID]:
+    """The devices a claim's allocation holds exclusively (admin access shares, so it
+    holds none), as upstream's GatherAllocatedState."""
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    return frozenset((r.get("driver") or "", r.get("pool") or "", r.get("device") or "")
+                     for r in (allocation.get("devices") or {}).get("results") or () if not r.get("adminAccess"))
+
+
+@dataclass(slots=True)
+class _Assumed:
+    claim: Obj
+    base: Obj | None
+    """The API object the assumption was made over (identity: a new version voids it)."""
+
+
+class InUse:
+    """Device ID → how many claims hold it; `in` is the question the allocator asks."""
+
+    def __init__(self) -> None:
+        self.counts: dict[DeviceID, int] = {}
+
+    def __contains__(self, device: object) -> bool:
+        return device in self.counts
+
+    def add(self, devices: frozenset[DeviceID]) -> None:
+        for device in devices:
+            self.counts[device] = self.counts.get(device, 0) + 1
+
+    def remove(self, devices: frozenset[DeviceID]) -> None:
+        for device in devices:
+            left = self.counts.get(device, 0) - 1
+            if left > 0:
+                self.counts[device] = left
+            else:
+                self.counts.pop(device, None)
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        return iter(self.counts)
+
+
+class DraManager:
+    def __init__(self, objects: ObjectLister) -> None:
+        self.objects = objects
+        self.in_use = InUse()
+        self._held: dict[ClaimKey, frozenset[DeviceID]] = {}
+        self._claims_cursor: int | None = None
+        self._assumed: dict[ClaimKey, _Assumed] = {}
+        self._slices_cursor: int | None = None
+        self._inventory: Inventory | None = None
+
+    # -- inventory ---------------------------------------------------------------------------
+
+    def inventory(self) -> Inventory:
+        cursor, changed = self.objects.changes(RESOURCE_SLICE, self._slices_cursor)
+        if self._inventory is None or changed is None or changed:
+            self._inventory = Inventory(self.objects.list(RESOURCE_SLICE))
+        self._slices_cursor = cursor
+        return self._inventory
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def sync(self) -> InUse:
+        """Bring the in-use devices up to date with the claims; returns them."""
+        cursor, changed = self.objects.changes(RESOURCE_CLAIM, self._claims_cursor)
+        self._claims_cursor = cursor
+        if changed is None:
+            self.in_use = InUse()
+            self._held = {}
+            for claim in self.objects.list(RESOURCE_CLAIM):
+                meta = claim.get("metadata") or {}
+                self._refresh((meta.get("namespace") or "", meta.get("name") or ""))
+        else:
+            for key in dict.fromkeys(changed):
+                self._refresh(key)
+        return self.in_use
+
+    def _refresh(self, key: ClaimKey) -> None:
+        api = self.objects.get(RESOURCE_CLAIM, key[1], key[0])
+        assumed = self._assumed.get(key)
+        if assumed is not None and assumed.base is not api:
+            del self._assumed[key]  # the cluster moved on
+            assumed = None
+        self._hold(key, allocated_devices(assumed.claim if assumed is not None else api))
+
+    def _hold(self, key: ClaimKey, devices: frozenset[DeviceID]) -> None:
+        before = self._held.get(key, frozenset())
+        if before == devices:
+            return
+        self.in_use.remove(before)
+        self.in_use.add(devices)
+        if devices:
+            self._held[key] = devices
+        else:
+            self._held.pop(key, None)
+
+    def get_claim(self, namespace: str, name: str) -> Obj | None:
+        """The claim as this scheduler believes it is: assumed if in flight, else the API's."""
+        api = self.objects.get(RESOURCE_CLAIM, name, namespace)
+        assumed = self._assumed.get((namespace, name))
+        if assumed is not None:
+            if assumed.base is api:
+                return assumed.claim
+            del self._assumed[(namespace, name)]
+            self._hold((namespace, name), allocated_devices(api))
+        return api
+
+    def assume(self, claim: Obj) -> None:
+        """Reserve: the claim is allocated as `claim` says until written or forgotten."""
+        meta = claim.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        self.sync()
+        self._assumed[key] = _Assumed(claim, self.objects.get(RESOURCE_CLAIM, key[1], key[0]))
+        self._hold(key, allocated_devices(claim))
+
+    def forget(self, namespace: str, name: str) -> bool:
+        """Unreserve: drop an in-flight allocation; True when there was one."""
+        assumed = self._assumed.pop((namespace, name), None)
+        if assumed is None:
+            return False
+        self._hold((namespace, name), allocated_devices(self.objects.get(RESOURCE_CLAIM, name, namespace)))
+        return True
+
+    def assumed_claims(self) -> list[Obj]:
+        return [assumed.claim for assumed in self._assumed.values()]
+
+
+_MANAGERS: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
+
+
+def manager_for(objects: ObjectLister) -> DraManager:
+    """The one manager of an object store: profiles that share the store (one scheduler)
+    share the in-flight allocations, so two profiles never hand out one device twice."""
+    try:
+        manager = _MANAGERS.get(objects)
+        if manager is None:
+            manager = _MANAGERS[objects] = DraManager(objects)
+        return manager
+    except TypeError:  # not weak-referenceable: a manager of its own
+        return DraManager(objects)

@@ -1,0 +1,425 @@
+"""DynamicResources: pods with ResourceClaims go where their devices can be allocated, and
+the scheduler allocates them (upstream's dynamicresources.go, resource.k8s.io/v1).
+
+Extension points:
+
+- PreEnqueue: every claim the pod names must exist ("pod \"ns/name\": ResourceClaim not
+  created yet" while the claim of a template is not generated), must not be deleting, and a
+  generated claim must be owned by the pod; otherwise the pod waits outside the active queue.
+- PreFilter: Skip for pods without claims (their cycles cost nothing more). An allocated
+  claim must be reservable for the pod ("resourceclaim in use"); an unallocated one needs
+  its device classes ("request <r>: device class <c> does not exist"). Then one allocator
+  (allocator.py) is built for the unallocated claims against the ResourceSlices' devices,
+  minus the devices other claims hold, including claims assumed by this scheduler.
+- Filter: an allocated claim's node selector must match the node ("resourceclaim not
+  available on the node"); the unallocated claims must fit the node's devices ("cannot
+  allocate all claims"). Both UnschedulableAndUnresolvable: preemption does not free devices.
+- PostFilter: deallocates one allocated claim that is not available on any node and not in
+  use by another pod ("deallocation of ResourceClaim completed"), else "still not schedulable".
+- Reserve/Unreserve: assume (or forget) the chosen allocation in memory, shared by every
+  profile, so no other pod gets those devices before the API write lands.
+- PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
+
+Args: `filterTimeout` (upstream's, a duration) is accepted and not enforced.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopfsched.framework.client import ClusterError
+from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
+from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
+from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.plugins.dynamicresources.allocator import AllocationError, Allocator, InvalidPoolsError, claim_ref
+from kopfsched.plugins.dynamicresources.manager import DEVICE_CLASS, RESOURCE_CLAIM, DraManager, manager_for
+from kopfsched.plugins.helper import objects
+
+NAME = "DynamicResources"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+RESERVED_FOR_MAX_SIZE = 256
+"""resourceapi.ResourceClaimReservedForMaxSize."""
+
+
+@dataclass(frozen=True)
+class DynamicResourcesArgs:
+    """Upstream's DynamicResourcesArgs."""
+
+    filter_timeout: str = "10s"
+    """How long Filter may spend allocating for one node (not enforced by kopfsched)."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> DynamicResourcesArgs:
+        problems: list[tuple[str, str]] = []
+        check_known_fields(raw, {"filterTimeout", "bindingTimeout"}, problems)
+        if problems:
+            raise ArgsError(problems)
+        return cls(filter_timeout=str(raw.get("filterTimeout", "10s")))
+
+
+class ClaimError(Exception):
+    """A pod's claim is missing, deleting or not the pod's: the message is upstream's."""
+
+
+# --- claims of a pod ----------------------------------------------------------------------
+
+
+def pod_claim_names(pod: Obj) -> list[tuple[str, bool]]:
+    """(claim name, generated from a template) per pod claim that has one (upstream's
+    resourceclaim.Name); raises ClaimError while a template's claim is not generated."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    names = []
+    for pod_claim in spec.get("resourceClaims") or ():
+        if pod_claim.get("resourceClaimName"):
+            names.append((pod_claim["resourceClaimName"], False))
+        elif pod_claim.get("resourceClaimTemplateName"):
+            status = statuses.get(pod_claim.get("name"))
+            if status is None:
+                raise ClaimError(f'pod "{meta.get("namespace", "default")}/{meta.get("name", "")}": '
+                                 "ResourceClaim not created yet")
+            if status.get("resourceClaimName"):  # none generated: nothing to allocate
+                names.append((status["resourceClaimName"], True))
+        else:
+            raise ClaimError(f'pod "{meta.get("namespace", "default")}/{meta.get("name", "")}", spec.resourceClaim '
+                             f'"{pod_claim.get("name", "")}": none of the supported fields are set')
+    return names
+
+
+def _controlled_by(claim: Obj, pod: PodInfo) -> bool:
+    return any(ref.get("controller") and ref.get("uid") == pod.uid
+               for ref in (claim.get("metadata") or {}).get("ownerReferences") or ())
+
+
+def reserved_for(claim: Obj, pod_uid: str) -> bool:
+    return any(ref.get("uid") == pod_uid for ref in (claim.get("status") or {}).get("reservedFor") or ())
+
+
+def _allocation(claim: Obj) -> Obj | None:
+    return (claim.get("status") or {}).get("allocation")
+
+
+def _key(claim: Obj) -> tuple[str, str]:
+    meta = claim.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def _versioned(claim: Obj, patch: dict[str, Any]) -> dict[str, Any]:
+    """The patch with the claim's resourceVersion: the API server answers 409 Conflict when
+    the claim changed since we read it (upstream updates with the same precondition)."""
+    version = (claim.get("metadata") or {}).get("resourceVersion")
+    if version:
+        patch.setdefault("metadata", {})["resourceVersion"] = version
+    return patch
+
+
+# --- cycle state --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _StateData:
+    claims: list[Obj]
+    available_on: list[NodePredicate | None] = field(default_factory=list)
+    """Per claim: the allocated claim's node selector (None: any node, or not allocated)."""
+    pending: list[int] = field(default_factory=list)
+    """Indices of the claims to allocate."""
+    allocator: Allocator | None = None
+    node_allocations: dict[str, list[Obj]] = field(default_factory=dict)
+    unavailable: set[int] = field(default_factory=set)
+    allocations: dict[int, Obj] = field(default_factory=dict)
+    """Claim index → the allocation Reserve assumed for it."""
+    rejected: bool = False
+    """PreFilter turned the pod away: nothing for PostFilter to deallocate."""
+
+    def clone(self) -> _StateData:
+        return self  # shared with preemption's dry runs, as upstream
+
+
+STATE_KEY = StateKey[_StateData](NAME, "stateData")
+
+
+class DynamicResources:
+    name = NAME
+
+    def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
+        self.args = args or DynamicResourcesArgs()
+        self.handle = handle
+        self.manager: DraManager = manager_for(handle.objects)
+
+    def _claims(self, pod: PodInfo) -> list[Obj]:
+        """The pod's claims as this scheduler sees them (assumed allocations included);
+        raises ClaimError with upstream's words (foreachPodResourceClaim)."""
+        claims = []
+        for name, generated in pod_claim_names(pod.pod):
+            claim = self.manager.get_claim(pod.namespace, name)
+            if claim is None:
+                raise ClaimError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                raise ClaimError(f'resourceclaim "{name}" is being deleted')
+            if generated and not _controlled_by(claim, pod):
+                raise ClaimError(f"ResourceClaim {claim_ref(claim)} was not created for pod {pod.key} "
+                                 "(pod is not owner)")
+            claims.append(claim)
+        return claims
+
+    # PreEnqueue
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        if not pod.spec.get("resourceClaims"):
+            return None
+        try:
+            self._claims(pod)
+        except ClaimError as exc:
+            return Status.unresolvable(str(exc))
+        return None
+
+    # PreFilter / Filter
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        if not pod.spec.get("resourceClaims"):
+            state.write(STATE_KEY, _StateData(claims=[]))
+            return SKIP  # the common case: one dict lookup
+        try:
+            claims = self._claims(pod)
+        except ClaimError as exc:
+            return Status.unresolvable(str(exc))
+        data = _StateData(claims=claims)
+        state.write(STATE_KEY, data)
+        if not claims:
+            return SKIP
+        for index, claim in enumerate(claims):
+            allocation = _allocation(claim)
+            if allocation is not None:
+                reserved = (claim.get("status") or {}).get("reservedFor") or ()
+                if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(claim, pod.uid):
+                    data.rejected = True
+                    return Status.unresolvable("resourceclaim in use")
+                data.available_on.append(self._selector(allocation))
+                continue
+            data.available_on.append(None)
+            data.pending.append(index)
+            problem = self._check_requests(claim)
+            if problem is not None:
+                data.rejected = True
+                return problem
+        if data.pending:
+            objects = self.handle.objects
+            data.allocator = Allocator(claims=[claims[i] for i in data.pending],
+                                       classes=lambda name: objects.get(DEVICE_CLASS, name),
+                                       inventory=self.manager.inventory(), in_use=self.manager.sync())
+        return None
+
+    @staticmethod
+    def _selector(allocation: Obj) -> NodePredicate | None:
+        terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms")
+        if terms is None:
+            return None
+        try:
+            return node_selector(terms)
+        except SelectorError:
+            return lambda labels, name: False
+
+    def _check_requests(self, claim: Obj) -> Status | None:
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            name = request.get("name") or ""
+            if request.get("exactly") is not None:
+                problem = self._check_class(request["exactly"].get("deviceClassName") or "", name)
+            elif request.get("firstAvailable"):
+                problem = next((p for sub in request["firstAvailable"]
+                                if (p := self._check_class(sub.get("deviceClassName") or "",
+                                                           f"{name}/{sub.get('name') or ''}")) is not None), None)
+            else:
+                problem = Status.unresolvable(f"resource claim {claim_ref(claim)}, request {name}: "
+                                              "unsupported request type")
+            if problem is not None:
+                return problem
+        return None
+
+    def _check_class(self, class_name: str, request_name: str) -> Status | None:
+        if not class_name:
+            return Status.as_error(f"request {request_name}: unsupported request type")
+        if self.handle.objects.get(DEVICE_CLASS, class_name) is None:
+            # Waits in the unschedulable pool until a DeviceClass event.
+            return Status.unresolvable(f"request {request_name}: device class {class_name} does not exist")
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        data = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return None
+        labels = node.labels
+        unavailable = [index for index, selector in enumerate(data.available_on)
+                       if selector is not None and not selector(labels, node.name)]
+        if data.allocator is not None:
+            try:
+                allocations = data.allocator.allocate(node.name, labels)
+            except InvalidPoolsError as exc:
+                return Status.unresolvable(str(exc))
+            except AllocationError as exc:
+                return Status.as_error(str(exc))
+            if allocations is None:
+                return Status.unresolvable("cannot allocate all claims")
+            data.node_allocations[node.name] = allocations
+        if unavailable:
+            data.unavailable.update(unavailable)
+            return Status.unresolvable("resourceclaim not available on the node")
+        return None
+
+    # PostFilter
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        data = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return None, Status.unschedulable()
+        if data.rejected:
+            return None, Status.unschedulable("no new claims to deallocate")
+        for index in sorted(data.unavailable):
+            claim = data.claims[index]
+            reserved = (claim.get("status") or {}).get("reservedFor") or ()
+            if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
+                self.handle.spawn(self._deallocate(claim), f"deallocate ResourceClaim {claim_ref(claim)}")
+                return None, Status.unschedulable("deallocation of ResourceClaim completed")
+        return None, Status.unschedulable("still not schedulable")
+
+    async def _deallocate(self, claim: Obj) -> None:
+        await self.handle.client.patch_object(kind=RESOURCE_CLAIM, obj=claim, patch=_versioned(claim, {
+            "status": {"allocation": None, "reservedFor": None}}))
+
+    # Reserve / Unreserve
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        data = state.get(STATE_KEY)
+        if data is None or not data.pending:
+            return None
+        allocations = data.node_allocations.get(node_name)
+        if allocations is None:
+            return Status.as_error("claim allocation not found for node")
+        if len(allocations) != len(data.pending):
+            return Status.as_error(f"internal error, have {len(allocations)} allocations, "
+                                   f"{len(data.pending)} claims")
+        for index, allocation in zip(data.pending, allocations, strict=True):
+            data.allocations[index] = allocation
+            claim = copy.deepcopy(data.claims[index])
+            finalizers = claim.setdefault("metadata", {}).setdefault("finalizers", [])
+            if FINALIZER not in finalizers:
+                finalizers.append(FINALIZER)
+            claim.setdefault("status", {})["allocation"] = allocation
+            self.manager.assume(claim)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        data = state.get(STATE_KEY)
+        if data is None:
+            return
+        for claim in data.claims:
+            namespace, name = _key(claim)
+            self.manager.forget(namespace, name)
+            api = self.handle.objects.get(RESOURCE_CLAIM, name, namespace)
+            if api is not None and _allocation(api) is not None and reserved_for(api, pod.uid):
+                self.handle.spawn(self._unreserve_claim(api, pod), f"unreserve ResourceClaim {claim_ref(api)}")
+
+    async def _unreserve_claim(self, claim: Obj, pod: PodInfo) -> None:
+        remaining = [ref for ref in (claim.get("status") or {}).get("reservedFor") or () if ref.get("uid") != pod.uid]
+        await self.handle.client.patch_object(kind=RESOURCE_CLAIM, obj=claim, patch=_versioned(claim, {
+            "status": {"reservedFor": remaining}}))
+
+    # PreBind
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        data = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return None
+        for index, claim in enumerate(data.claims):
+            if reserved_for(claim, pod.uid):
+                continue
+            try:
+                data.claims[index] = await self._bind_claim(claim, data.allocations.get(index), pod)
+            except (ClusterError, ClaimError) as exc:
+                return Status.as_error(str(exc))
+        return None
+
+    async def _bind_claim(self, claim: Obj, allocation: Obj | None, pod: PodInfo) -> Obj:
+        """Write the allocation (if this cycle made one) and add the pod to reservedFor; the
+        resourceVersion in each patch makes a concurrent change a conflict, not an overwrite."""
+        namespace, name = _key(claim)
+        current = self.handle.objects.get(RESOURCE_CLAIM, name, namespace) or claim
+        client = self.handle.client
+        if allocation is not None:
+            if _allocation(current) is not None:
+                raise ClaimError(f"claim {claim_ref(current)} got allocated elsewhere in the meantime")
+            finalizers = list((current.get("metadata") or {}).get("finalizers") or ())
+            if FINALIZER not in finalizers:
+                current = await client.patch_object(kind=RESOURCE_CLAIM, obj=current, patch=_versioned(current, {
+                    "metadata": {"finalizers": [*finalizers, FINALIZER]}}))
+        status: dict[str, Any] = {"reservedFor": [
+            *((current.get("status") or {}).get("reservedFor") or ()),
+            {"resource": "pods", "name": pod.name, "uid": pod.uid}]}
+        if allocation is not None:
+            status["allocation"] = allocation
+        return await client.patch_object(kind=RESOURCE_CLAIM, obj=current, patch=_versioned(current, {
+            "status": status}))
+
+    # Queueing
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+                                              | ActionType.UPDATE_NODE_TAINT)),
+            ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_claim_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
+                                 self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)),
+            ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_slice_change),
+        ]
+
+    def is_schedulable_after_claim_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """A claim of the pod was created or its status changed, or any claim freed its devices."""
+        pod_info = PodInfo(objects.raw(pod) or {})
+        old, new = objects.raw(old), objects.raw(new)
+        if new is None:
+            return QueueingHint.SKIP
+        try:
+            names = {name for name, _ in pod_claim_names(pod_info.pod)}
+            self._claims(pod_info)
+        except ClaimError:
+            return QueueingHint.SKIP  # the pod still waits for something else
+        if old is not None and _allocation(old) is not None and _allocation(new) is None:
+            return QueueingHint.QUEUE  # deallocated: devices became free
+        namespace, name = _key(new)
+        if namespace != pod_info.namespace or name not in names:
+            return QueueingHint.SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP if (old.get("status") or {}) == (new.get("status") or {}) else QueueingHint.QUEUE
+
+    def is_schedulable_after_pod_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """The pod's own claim statuses changed and every claim now exists."""
+        if new is None:
+            return QueueingHint.SKIP
+        pod_info, new_info = PodInfo(objects.raw(pod) or {}), PodInfo(objects.raw(new) or {})
+        if new_info.uid != pod_info.uid:
+            return QueueingHint.SKIP
+        try:
+            self._claims(new_info)
+        except ClaimError:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+    def is_schedulable_after_slice_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """New or changed devices may fit any pod with claims."""
+        return QueueingHint.QUEUE if objects.spec(objects.raw(pod)).get("resourceClaims") else QueueingHint.SKIP
+
+
+PLUGIN = PluginFactory(name=NAME, factory=DynamicResources, args_type=DynamicResourcesArgs)
