@@ -26,9 +26,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cel_expr_python import cel
-from cel_expr_python.ext import ext_strings
-
 from kopfsched.framework.quantity import QuantityError, parse_quantity
 
 
@@ -93,10 +90,14 @@ def _semver_compare(a: str, b: str) -> int:
 
 
 def _overload(name: str, ident: str, result: Any, params: list[Any], impl: Any, *, member: bool) -> Any:
+    from cel_expr_python import cel
+
     return cel.FunctionDecl(name, [cel.Overload(ident, result, params, is_member=member, impl=impl)])
 
 
 def _functions() -> list[Any]:
+    from cel_expr_python import cel
+
     T = cel.Type
     decls = [
         _overload("quantity", "quantity_string", T.INT, [T.STRING], _quantity, member=False),
@@ -129,6 +130,10 @@ _ENV: Any = None
 def _env() -> Any:
     global _ENV
     if _ENV is None:
+        # Imported on the first selector: pods without claims never load the CEL runtime.
+        from cel_expr_python import cel
+        from cel_expr_python.ext import ext_strings
+
         _ENV = cel.NewEnv(variables={"device": cel.Type.DYN}, functions=_functions(),
                           extensions=[ext_strings.ExtStrings()])
     return _ENV

@@ -186,8 +186,7 @@ class DynamicResources:
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         if not pod.spec.get("resourceClaims"):
-            state.write(STATE_KEY, _StateData(claims=[]))
-            return SKIP  # the common case: one dict lookup
+            return SKIP  # the common case: one dict lookup, no state (PostFilter reads none as "no claims")
         try:
             claims = self._claims(pod)
         except ClaimError as exc:
