@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
                                                "$KUBECONFIG)")
     simulate.add_argument("--profile", action="append", default=[], metavar="F",
                           help="SchedulerProfile or KubeSchedulerConfiguration file (repeatable)")
-    simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    simulate.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
     simulate.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
     simulate.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
     simulate.add_argument("--compare", metavar="F", help="simulate again with the profiles of F replacing those of "
@@ -69,7 +69,7 @@ def _explain_parser(sub) -> None:
                          help="explain with this profile instead of the pod's own (repeatable: the one of the "
                               "pod's schedulerName wins)")
     explain.add_argument("--node", metavar="N", help="show one node's verdict and scores in full")
-    explain.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
     explain.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
 
 
@@ -113,6 +113,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     report = to_json(sim, explain=args.explain)
     if args.output == "json":
         print(json.dumps(report, indent=2))
+    elif args.output == "html":
+        from kopfsched.simulate.html import simulate_html
+
+        sys.stdout.write(simulate_html(sim, report))
     else:
         sys.stdout.write(to_table(report))
     _print_problems(inputs.problems)
@@ -187,6 +191,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.output == "json":
         print(json.dumps(entry, indent=2))
+    elif args.output == "html":
+        from kopfsched.simulate.html import explain_html
+
+        sys.stdout.write(explain_html(explanation))
     else:
         sys.stdout.write(to_table(entry, node=args.node))
     _print_problems(inputs.problems)
@@ -217,11 +225,16 @@ def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
     if problems:
         _print_problems(problems)
         return EXIT_INVALID
-    report = asyncio.run(compare.compare(inputs, overrides, registry=registry, seed=args.seed, explain=args.explain))
+    comparison = asyncio.run(compare.compare(inputs, overrides, registry=registry, seed=args.seed,
+                                             explain=args.explain))
     if args.output == "json":
-        print(json.dumps(report, indent=2))
+        print(json.dumps(comparison.report, indent=2))
+    elif args.output == "html":
+        from kopfsched.simulate.html import compare_html
+
+        sys.stdout.write(compare_html(comparison))
     else:
-        sys.stdout.write(compare.to_table(report))
+        sys.stdout.write(compare.to_table(comparison.report))
     _print_problems(inputs.problems)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 

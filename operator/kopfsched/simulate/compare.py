@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import copy
 import textwrap
+from dataclasses import dataclass
 from typing import Any
 
 from kopfsched.config.types import ProfileConfig
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.resources import quantity_value
 from kopfsched.framework.types import Obj
+from kopfsched.simulate.html import cluster_view
 from kopfsched.simulate.loader import ClusterInput
 from kopfsched.simulate.output import _table, to_json
 from kopfsched.simulate.runner import Simulation, simulate
@@ -77,15 +79,24 @@ def empty_nodes(sim: Simulation) -> list[str]:
             if not any(placed_by_a_scheduler(p.pod) for p in cache.get_node(name).iter_pods())]
 
 
+@dataclass
+class Comparison:
+    report: dict[str, Any]
+    """{"before", "after", "changes", "emptyNodes": {"before", "after"}}: what -o json prints."""
+    before_view: dict[str, Any]
+    after_view: dict[str, Any]
+    """What the HTML page draws of each run."""
+
+
 async def compare(inputs: ClusterInput, overrides: list[ProfileConfig], *, registry: Registry, seed: int | None,
-                  explain: bool = False) -> dict[str, Any]:
-    """{"before", "after", "changes", "emptyNodes": {"before", "after"}}."""
+                  explain: bool = False) -> Comparison:
     second = copy.deepcopy(inputs)
     sim_before = await simulate(inputs, registry=registry, seed=seed, explain=explain)
     sim_after = await simulate(second, registry=registry, seed=seed, explain=explain, overrides=overrides)
     before, after = to_json(sim_before, explain=explain), to_json(sim_after, explain=explain)
-    return {"before": before, "after": after, "changes": changes(before, after),
-            "emptyNodes": {"before": empty_nodes(sim_before), "after": empty_nodes(sim_after)}}
+    report = {"before": before, "after": after, "changes": changes(before, after),
+              "emptyNodes": {"before": empty_nodes(sim_before), "after": empty_nodes(sim_after)}}
+    return Comparison(report, cluster_view(sim_before, before["pods"]), cluster_view(sim_after, after["pods"]))
 
 
 def _percent(requested: str, allocatable: str, resource: str) -> str:

@@ -30,6 +30,7 @@ from kopfsched.plugins.defaultpreemption.evaluator import Evaluator, pick_one_no
 from kopfsched.plugins.defaultpreemption.plugin import DefaultPreemption
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingError
+from kopfsched.simulate.html import cluster_view
 from kopfsched.simulate.loader import ClusterInput, apply_priority_classes
 from kopfsched.simulate.output import filter_explain, node_results
 from kopfsched.simulate.runner import Simulation, load_scheduler
@@ -42,6 +43,8 @@ class Explanation:
     """What `-o json` prints."""
     nodes: list[dict[str, Any]] = field(default_factory=list)
     """Every node's requested and allocatable resources without the pod (as simulate's "nodes")."""
+    view: dict[str, Any] = field(default_factory=dict)
+    """What the HTML page draws (simulate.html.cluster_view)."""
 
 
 class ExplainError(Exception):
@@ -137,6 +140,7 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     if gate is not None:
         entry["message"] = gate.message
     explanation.nodes = node_results(sim)
+    explanation.view = cluster_view(sim, [])
     return explanation
 
 
