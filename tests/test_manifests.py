@@ -177,6 +177,10 @@ EXPECTED_CLUSTER_RULES = {
     ("kopfsched.dev", "schedulerprofiles/status"): {"patch"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
+    ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
+    ("resource.k8s.io", "resourceslices"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaims"): {"list", "watch", "patch"},
+    ("resource.k8s.io", "resourceclaims/status"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
 }
 EXPECTED_NAMESPACE_RULES = {

@@ -86,6 +86,11 @@ BUILTIN_RESOURCES: tuple[ResourceDef, ...] = (
     _res('storage.k8s.io', 'v1', 'csidrivers', 'CSIDriver', namespaced=False),
     _res('policy', 'v1', 'poddisruptionbudgets', 'PodDisruptionBudget', status=True, short_names=('pdb',)),
     _res('scheduling.k8s.io', 'v1', 'priorityclasses', 'PriorityClass', namespaced=False, short_names=('pc',)),
+    # Dynamic Resource Allocation, as v1.34 serves it (GA).
+    _res('resource.k8s.io', 'v1', 'deviceclasses', 'DeviceClass', namespaced=False),
+    _res('resource.k8s.io', 'v1', 'resourceclaims', 'ResourceClaim', status=True),
+    _res('resource.k8s.io', 'v1', 'resourceclaimtemplates', 'ResourceClaimTemplate'),
+    _res('resource.k8s.io', 'v1', 'resourceslices', 'ResourceSlice', namespaced=False),
     _res('apiextensions.k8s.io', 'v1', 'customresourcedefinitions', 'CustomResourceDefinition',
          namespaced=False, status=True, short_names=('crd', 'crds')),
 )

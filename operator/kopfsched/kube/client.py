@@ -178,6 +178,12 @@ class KubeClusterClient:
             path = f"/api/v1/persistentvolumes/{meta['name']}"
         elif kind == "PersistentVolumeClaim":
             path = f"/api/v1/namespaces/{meta.get('namespace')}/persistentvolumeclaims/{meta['name']}"
+        elif kind == "ResourceClaim":
+            # A patch of the status goes to the status subresource (allocation, reservedFor);
+            # anything else (the finalizer) to the claim itself.
+            path = f"/apis/resource.k8s.io/v1/namespaces/{meta.get('namespace')}/resourceclaims/{meta['name']}"
+            if "status" in patch:
+                path += "/status"
         else:
             raise ValueError(f"cannot patch a {kind}")
         return await self.request("PATCH", path, body=dict(patch), content_type=MERGE_PATCH,

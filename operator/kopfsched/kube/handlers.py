@@ -46,6 +46,10 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("ReplicaSet", "apps/v1", "replicasets"),
     WatchedKind("StatefulSet", "apps/v1", "statefulsets"),
     WatchedKind("ReplicationController", "v1", "replicationcontrollers"),
+    # DynamicResources: devices (slices), their classes, and the claims it allocates.
+    WatchedKind("DeviceClass", "resource.k8s.io/v1", "deviceclasses"),
+    WatchedKind("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
+    WatchedKind("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
     # Coscheduling's gangs (scheduler-plugins' CRD, optional: unserved until it is installed).
     WatchedKind("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
 )

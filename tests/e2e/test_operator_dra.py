@@ -1,0 +1,96 @@
+"""DynamicResources end to end: the operator watches DeviceClasses, ResourceSlices and
+ResourceClaims from the API emulator, keeps a pod whose claim is missing out of the active
+queue until the claim is created, allocates, and writes the claim's finalizer, allocation
+and reservedFor through the API before binding; a pod that wants a device already taken
+waits until a new ResourceSlice brings one."""
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from kopfsched.emulator.server import FastKubernetesEmulator
+from tests.builders import make_node, make_pod
+from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
+
+ROOT = pathlib.Path(__file__).parents[2]
+PODS = '/api/v1/namespaces/default/pods'
+DRA = '/apis/resource.k8s.io/v1'
+CLAIMS = f'{DRA}/namespaces/default/resourceclaims'
+DRIVER = 'gpu.example.com'
+
+
+@pytest.fixture
+async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
+    serve_controller_kinds(emulator)
+    async with aiohttp.ClientSession(emulator.url) as session:
+        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
+        await post(session, PROFILES, profile('kopfsched'))
+        yield session
+
+
+def gpu_slice(node: str, *devices: str) -> dict[str, Any]:
+    return {'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceSlice', 'metadata': {'name': f'{node}-gpus'},
+            'spec': {'driver': DRIVER, 'nodeName': node, 'pool': {'name': node, 'generation': 1,
+                                                                  'resourceSliceCount': 1},
+                     'devices': [{'name': d, 'attributes': {'model': {'string': 'A100'}}} for d in devices]}}
+
+
+def gpu_claim(name: str) -> dict[str, Any]:
+    return {'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceClaim', 'metadata': {'name': name},
+            'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {
+                'deviceClassName': 'gpu', 'selectors': [{'cel': {
+                    'expression': f'device.attributes["{DRIVER}"].model == "A100"'}}]}}]}}}
+
+
+def gpu_pod(name: str, claim: str) -> dict[str, Any]:
+    return make_pod(name, scheduler_name='kopfsched', resourceClaims=[{'name': 'gpu', 'resourceClaimName': claim}])
+
+
+def claim_of(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:
+    return emulator.get_object('resourceclaims', 'default', name, group='resource.k8s.io') or {}
+
+
+def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
+    return ((emulator.get_object('pods', 'default', name) or {}).get('spec') or {}).get('nodeName')
+
+
+async def test_claims_are_allocated_written_and_then_the_pods_bound(
+        emulator: FastKubernetesEmulator, kubeconfig: Any, http: aiohttp.ClientSession) -> None:
+    await post(http, '/api/v1/nodes', make_node('gpu-1'))
+    await post(http, '/api/v1/nodes', make_node('cpu-1'))
+    await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
+                                              'metadata': {'name': 'gpu'}, 'spec': {'selectors': [
+                                                  {'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    await post(http, f'{DRA}/resourceslices', gpu_slice('gpu-1', 'gpu-0'))
+    await post(http, CLAIMS, gpu_claim('first'))
+
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, gpu_pod('trainer', 'first'))
+        # Its claim does not exist yet: PreEnqueue keeps it out until the claim is created.
+        await post(http, PODS, gpu_pod('late', 'second'))
+        await eventually(lambda: node_of(emulator, 'trainer'), what='trainer bound')
+        assert node_of(emulator, 'trainer') == 'gpu-1'
+        first = claim_of(emulator, 'first')
+        assert first['metadata']['finalizers'] == ['resource.kubernetes.io/delete-protection']
+        assert first['status']['allocation']['devices']['results'] == [
+            {'request': 'gpu', 'driver': DRIVER, 'pool': 'gpu-1', 'device': 'gpu-0'}]
+        assert [(r['resource'], r['name']) for r in first['status']['reservedFor']] == [('pods', 'trainer')]
+        assert node_of(emulator, 'late') is None
+
+        await post(http, CLAIMS, gpu_claim('second'))
+        await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 1, what='late tried, no device')
+        assert node_of(emulator, 'late') is None
+        # A new slice brings a second GPU (on the other node): the pod comes back and fits there.
+        await post(http, f'{DRA}/resourceslices', gpu_slice('cpu-1', 'gpu-0'))
+        await eventually(lambda: node_of(emulator, 'late'), what='late bound after the new slice')
+        assert node_of(emulator, 'late') == 'cpu-1'
+        assert claim_of(emulator, 'second')['status']['allocation']['devices']['results'][0]['pool'] == 'cpu-1'
+    # Allocation and reservation went to the status subresource, the finalizer to the claim.
+    paths = sorted({m.path for m in emulator.mutations('PATCH', r'/resourceclaims/')})
+    assert paths == [f'{CLAIMS}/first', f'{CLAIMS}/first/status', f'{CLAIMS}/second', f'{CLAIMS}/second/status']
