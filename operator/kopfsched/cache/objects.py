@@ -7,6 +7,8 @@ through `handle.objects` (framework.handle.ObjectLister).
 
 from __future__ import annotations
 
+import builtins
+
 from kopfsched.framework.types import Obj
 
 
@@ -75,5 +77,5 @@ class ObjectStore:
             return list(bucket.values())
         return [obj for (ns, _), obj in bucket.items() if ns == namespace]
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> builtins.list[str]:  # `list` is the method above, here
         return list(self._objects)

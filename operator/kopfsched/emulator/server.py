@@ -242,7 +242,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self._requests = deque(maxlen=self.request_log_size)  # kmock keeps every request otherwise
+        # kmock keeps every request in a list otherwise; a bounded deque serves its readers as well.
+        self._requests = deque(maxlen=self.request_log_size)  # type: ignore[assignment]
         self._mutations = deque(maxlen=self.mutation_log_size)
         self._builtin_payloads = {id(payload) for payload in self._payloads}
         for resource in BUILTIN_RESOURCES:
@@ -381,6 +382,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         body = await raw.read()
         self.request_count += 1
         failure = self._take_failure(raw.method, raw.path_qs)
+        response: aiohttp.web.StreamResponse
         if failure is not None:
             response = _json_response(ApiError(failure.status, failure.message).status(), failure.status)
         elif self._has_user_reactions():

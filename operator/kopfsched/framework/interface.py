@@ -232,25 +232,23 @@ EXTENSION_POINTS: dict[str, type] = {
 }
 """Config field name → protocol, in the order the cycle runs them."""
 
-EXTENSION_POINT_METHODS: dict[str, str] = {
-    "queueSort": "less",
-    "preEnqueue": "pre_enqueue",
-    "preFilter": "pre_filter",
-    "filter": "filter",
-    "postFilter": "post_filter",
-    "preScore": "pre_score",
-    "score": "score",
-    "reserve": "reserve",
-    "permit": "permit",
-    "preBind": "pre_bind",
-    "bind": "bind",
-    "postBind": "post_bind",
-}
+def protocol_methods(protocol: type) -> tuple[str, ...]:
+    """The methods a plugin protocol requires, its bases' included (`name` is not one)."""
+    methods: dict[str, None] = {}
+    for klass in reversed(protocol.__mro__):
+        if getattr(klass, "_is_protocol", False) and klass is not Protocol:
+            methods.update((n, None) for n, v in vars(klass).items() if callable(v) and not n.startswith("_"))
+    return tuple(methods)
+
+
+def class_implements(plugin_type: type, protocol: type) -> bool:
+    """Whether a plugin class defines `protocol`'s methods: config validation sorts classes
+    into extension points before any plugin is built."""
+    return all(callable(getattr(plugin_type, method, None)) for method in protocol_methods(protocol))
 
 
 def implemented_points(plugin: object) -> list[str]:
-    """The extension points a plugin class (or instance) implements, in cycle order.
-
-    Checked by method name, so it works on classes before any plugin is built (for
-    multiPoint expansion and config validation)."""
-    return [point for point, method in EXTENSION_POINT_METHODS.items() if callable(getattr(plugin, method, None))]
+    """The extension points a plugin class (or instance) implements, in cycle order."""
+    if isinstance(plugin, type):
+        return [point for point, protocol in EXTENSION_POINTS.items() if class_implements(plugin, protocol)]
+    return [point for point, protocol in EXTENSION_POINTS.items() if isinstance(plugin, protocol)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,26 @@ from kopfsched.framework.handle import Handle, WaitingPod
 from kopfsched.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    BindPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
     NodeToStatus,
+    NormalizeScorePlugin,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
     PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
 )
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.status import SKIP, Code, Status
@@ -75,27 +92,26 @@ class Framework:
             return [plugin for plugin, _ in plugins.get(point, ())]
 
         queue_sort = at("queueSort")
-        self.queue_sort_plugin = queue_sort[0] if queue_sort else None
-        self.pre_enqueue_plugins = at("preEnqueue")
-        self.pre_filter_plugins = at("preFilter")
-        self.filter_plugins = at("filter")
-        self.post_filter_plugins = at("postFilter")
-        self.pre_score_plugins = at("preScore")
-        self.score_plugins: list[tuple[Any, int]] = list(plugins.get("score", ()))
-        self.reserve_plugins = at("reserve")
-        self.permit_plugins = at("permit")
-        self.pre_bind_plugins = at("preBind")
-        self.bind_plugins = at("bind")
-        self.post_bind_plugins = at("postBind")
-        self.pre_filter_extensions = [
-            p for p in self.pre_filter_plugins if callable(getattr(p, "add_pod", None))
-            and callable(getattr(p, "remove_pod", None))
-        ]
-        self._batch_filter = {p.name for p in self.filter_plugins if callable(getattr(p, "filter_nodes", None))}
-        self._batch_score = {p.name for p, _ in self.score_plugins if callable(getattr(p, "score_nodes", None))}
-        self._normalizers = {
-            p.name: p.normalize_score for p, _ in self.score_plugins if callable(getattr(p, "normalize_score", None))
-        }
+        self.queue_sort_plugin: QueueSortPlugin | None = queue_sort[0] if queue_sort else None
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = at("preEnqueue")
+        self.pre_filter_plugins: list[PreFilterPlugin] = at("preFilter")
+        self.filter_plugins: list[FilterPlugin] = at("filter")
+        self.post_filter_plugins: list[PostFilterPlugin] = at("postFilter")
+        self.pre_score_plugins: list[PreScorePlugin] = at("preScore")
+        self.score_plugins: list[tuple[ScorePlugin, int]] = list(plugins.get("score", ()))
+        self.reserve_plugins: list[ReservePlugin] = at("reserve")
+        self.permit_plugins: list[PermitPlugin] = at("permit")
+        self.pre_bind_plugins: list[PreBindPlugin] = at("preBind")
+        self.bind_plugins: list[BindPlugin] = at("bind")
+        self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
+        self.pre_filter_extensions: list[PreFilterExtensions] = [
+            p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
+        self._batch_filter: dict[str, BatchFilterPlugin] = {
+            p.name: p for p in self.filter_plugins if isinstance(p, BatchFilterPlugin)}
+        self._batch_score: dict[str, BatchScorePlugin] = {
+            p.name: p for p, _ in self.score_plugins if isinstance(p, BatchScorePlugin)}
+        self._normalizers = {p.name: p.normalize_score for p, _ in self.score_plugins
+                             if isinstance(p, NormalizeScorePlugin)}
         seen: dict[str, Any] = {}
         for point_plugins in plugins.values():
             for plugin, _ in point_plugins:
@@ -121,14 +137,13 @@ class Framework:
         """Each plugin's registered events; plugins that register none get every event."""
         hints: dict[str, list[ClusterEventWithHint]] = {}
         for name, plugin in self.plugins_by_name.items():
-            register = getattr(plugin, "events_to_register", None)
-            if callable(register):
-                hints[name] = list(register())
+            if isinstance(plugin, EnqueueExtensions):
+                hints[name] = list(plugin.events_to_register())
         return hints
 
-    def effective_plugins(self, weights_for: Iterable[str] = ("score",)) -> dict[str, list[dict[str, Any]]]:
+    def effective_plugins(self) -> dict[str, list[dict[str, Any]]]:
         """Extension point -> [{name, weight?}], for the profile's status."""
-        points = {
+        points: dict[str, Sequence[Any]] = {
             "queueSort": [self.queue_sort_plugin] if self.queue_sort_plugin else [],
             "preEnqueue": self.pre_enqueue_plugins, "preFilter": self.pre_filter_plugins,
             "filter": self.filter_plugins, "postFilter": self.post_filter_plugins,
@@ -217,11 +232,13 @@ class Framework:
     def _run_pre_filter_extension(self, which: str, state: CycleState, pod: PodInfo, other: PodInfo,
                                   node: NodeInfo) -> Status | None:
         """AddPod/RemovePod of every PreFilter plugin that did not Skip this cycle."""
-        method = "add_pod" if which == "AddPod" else "remove_pod"
         for plugin in self.pre_filter_extensions:
             if plugin.name in state.skip_filter_plugins:
                 continue
-            status = getattr(plugin, method)(state, pod, other, node)
+            if which == "AddPod":
+                status = plugin.add_pod(state, pod, other, node)
+            else:
+                status = plugin.remove_pod(state, pod, other, node)
             if status is not None and status.code is not Code.SUCCESS:
                 return Status.as_error(f'running {which} on PreFilter plugin "{plugin.name}": {status.message}')
         return None
@@ -304,24 +321,25 @@ class Framework:
             if plugin.name in skipped:
                 continue
             alive = rows[alive_pos]
-            if plugin.name in self._batch_filter:
+            batch = self._batch_filter.get(plugin.name)
+            if batch is not None:
                 try:
-                    passed = np.asarray(plugin.filter_nodes(state, pod, table, alive), dtype=bool)
+                    passed = np.asarray(batch.filter_nodes(state, pod, table, alive), dtype=bool)
                 except Exception as exc:
-                    status = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
-                    rejected[int(alive[0])] = status.with_plugin(plugin.name)
+                    error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
+                    rejected[int(alive[0])] = error.with_plugin(plugin.name)
                     alive_pos = alive_pos[:0]
                     break
                 if passed.all():
                     continue
                 for row in alive[~passed].tolist():
-                    status = self._filter_one(plugin, state, pod, nodes[row])
-                    rejected[row] = status if status is not None else Status.as_error(
+                    one = self._filter_one(plugin, state, pod, nodes[row])
+                    rejected[row] = one if one is not None else Status.as_error(
                         f'"{plugin.name}" batch filter rejected node {nodes[row].name} but its filter accepted it'
                     ).with_plugin(plugin.name)
                 alive_pos = alive_pos[passed]
             else:
-                keep = []
+                keep: list[int] = []
                 for pos, row in zip(alive_pos.tolist(), alive.tolist(), strict=True):
                     status = self._filter_one(plugin, state, pod, nodes[row])
                     if status is None:
@@ -396,8 +414,9 @@ class Framework:
             if name in skipped:
                 continue
             try:
-                if name in self._batch_score:
-                    scores = np.asarray(plugin.score_nodes(state, pod, table, rows), dtype=np.int64)
+                batch = self._batch_score.get(name)
+                if batch is not None:
+                    scores = np.asarray(batch.score_nodes(state, pod, table, rows), dtype=np.int64)
                 else:
                     scores = np.fromiter((plugin.score(state, pod, nodes[r]) for r in rows.tolist()),
                                          dtype=np.int64, count=len(rows))

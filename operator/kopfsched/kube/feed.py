@@ -83,7 +83,9 @@ class ClusterFeed:
         except Exception:  # one bad object must not stop the feed
             self._report(kind, key, "handle")
             return
-        self._tombstones.get(kind, {}).pop(key, None)
+        tombstones = self._tombstones.get(kind)
+        if tombstones is not None:
+            tombstones.pop(key, None)
         known[key] = _Known(obj, self.epoch)
         self._failing.discard((kind, key))
 

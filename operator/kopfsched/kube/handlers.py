@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes_asyncio import client as k8s
@@ -105,8 +105,8 @@ def build_registry(*, forward: Forward, configuration: k8s.Configuration) -> kop
 def _register(registry: kopf.OperatorRegistry, watched: WatchedKind, forward: Forward) -> None:
     kind = watched.kind
 
-    async def on_event(event: dict[str, Any], **_: Any) -> None:
-        forward(kind, event.get("type"), event["object"])
+    async def on_event(event: kopf.RawEvent, **_: Any) -> None:
+        forward(kind, event.get("type"), cast(dict[str, Any], event["object"]))  # a plain dict at run time
 
     kopf.on.event(*_selector(watched), registry=registry, id=f"feed-{watched.plural}")(on_event)
 
@@ -114,13 +114,12 @@ def _register(registry: kopf.OperatorRegistry, watched: WatchedKind, forward: Fo
 async def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:
     """kopf's credentials from a loaded kubernetes_asyncio Configuration (as kopf's own
     login_via_async_client does, but for this configuration rather than the global one)."""
-    header = configuration.get_api_key_with_prefix("BearerToken")
-    if asyncio.iscoroutine(header):
-        header = await header
+    raw_header = configuration.get_api_key_with_prefix("BearerToken")
+    header: str | None = (await raw_header) if asyncio.iscoroutine(raw_header) else raw_header
     parts = header.split(" ", 1) if header else []
     scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
     return kopf.ConnectionInfo(
-        server=configuration.host, ca_path=configuration.ssl_ca_cert, insecure=not configuration.verify_ssl,
+        server=configuration.host or "", ca_path=configuration.ssl_ca_cert, insecure=not configuration.verify_ssl,
         username=configuration.username or None, password=configuration.password or None, scheme=scheme,
         token=token, certificate_path=configuration.cert_file, private_key_path=configuration.key_file,
     )

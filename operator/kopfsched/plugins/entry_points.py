@@ -68,7 +68,7 @@ def as_factory(name: str, obj: Any) -> PluginFactory:
         args_type = getattr(obj, "Args", None)
         if args_type is not None and not callable(getattr(args_type, "from_dict", None)):
             raise PluginLoadError(f'plugin "{name}": its Args class has no from_dict classmethod')
-        factory = PluginFactory(name=obj.name, factory=obj, args_type=args_type)
+        factory = PluginFactory(name=getattr(obj, "name"), factory=obj, args_type=args_type)  # noqa: B009
     else:
         raise PluginLoadError(
             f'plugin "{name}": the entry point loads {_kind(obj)}, not a PluginFactory or a plugin class with a name')

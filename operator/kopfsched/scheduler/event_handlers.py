@@ -46,7 +46,7 @@ class EventHandlers:
     def on_pod_upsert(self, pod: Obj, old: Obj | None = None, *, timestamp: float | None = None) -> None:
         """ADDED or MODIFIED (old is None on the watch's first sight of the pod).
         `timestamp` is the queue timestamp of a new pending pod (default: now)."""
-        uid = (pod.get("metadata") or {}).get("uid")
+        uid: str = (pod.get("metadata") or {}).get("uid") or ""
         if _terminal(pod):
             self.on_pod_delete(pod)
             return
@@ -57,7 +57,7 @@ class EventHandlers:
                 self.queue.delete(PodInfo(pod))
                 self.scheduler._pending_unmanaged.pop(uid, None)
             pod_info = self.cache.add_pod(pod)
-            if bound_before:
+            if known is not None and bound_before:
                 self.queue.assigned_pod_updated(known, pod_info)
             else:
                 self.queue.assigned_pod_added(pod_info)

@@ -231,6 +231,7 @@ class Scheduler:
             self.queue.done(pod.uid)
             return
         start = self.clock()
+        status: Status | None = None
         for _ in range(MAX_CYCLE_ATTEMPTS):
             state = CycleState()
             try:
@@ -255,7 +256,7 @@ class Scheduler:
                 break
             logger.info("node %s stopped fitting pod %s while extenders answered: %s",
                         result.suggested_host, pod.key, status.message)
-        else:
+        if status is not None:  # the chosen node stopped fitting twice
             self._fail(fwk, qpi, _single_node_failure(pod, result.suggested_host, status), start, result=result)
             return
         self._assume_and_bind(fwk, state, qpi, result, start, extenders=profile.extenders)

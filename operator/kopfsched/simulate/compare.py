@@ -75,8 +75,9 @@ def empty_nodes(sim: Simulation) -> list[str]:
     """Nodes that run no pod but static, mirror and DaemonSet pods: what a cluster
     autoscaler could remove."""
     cache = sim.scheduler.cache
-    return [name for name in sorted(cache.node_names())
-            if not any(placed_by_a_scheduler(p.pod) for p in cache.get_node(name).iter_pods())]
+    nodes = [(name, cache.get_node(name)) for name in sorted(cache.node_names())]
+    return [name for name, info in nodes
+            if info is not None and not any(placed_by_a_scheduler(p.pod) for p in info.iter_pods())]
 
 
 @dataclass

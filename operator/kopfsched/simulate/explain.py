@@ -151,7 +151,7 @@ def _fill_scores(entry: dict[str, Any], result: ScheduleResult, fwk: Framework, 
     scores = result.scores or {}
     entry["scores"] = dict(sorted(scores.items()))
     totals = sorted(((s["total"], name) for name, s in scores.items()), key=lambda t: (-t[0], t[1]))
-    ranking = []
+    ranking: list[dict[str, Any]] = []
     for position, (total, name) in enumerate(totals):
         # Equal totals share a rank: the scheduler picks among them at random.
         rank = position + 1 if position == 0 or total != totals[position - 1][0] else ranking[-1]["rank"]

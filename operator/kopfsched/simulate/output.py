@@ -105,6 +105,7 @@ def node_results(sim: Simulation) -> list[dict[str, Any]]:
     cache = sim.scheduler.cache
     for name in sorted(cache.node_names()):
         info = cache.get_node(name)
+        assert info is not None  # node_names() lists the nodes get_node() has
         out.append({"name": name, "pods": len(info.pods), "allocatable": _resources(info.allocatable),
                     "requested": _resources(info.requested)})
     return out

@@ -90,8 +90,8 @@ def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConf
     conflicts = check_profiles_consistent(profiles)
     inputs.problems.extend(str(p) for p in conflicts)
     if conflicts:
-        seen: set[str] = set()
-        profiles = [p for p in profiles if not (p.scheduler_name in seen or seen.add(p.scheduler_name))]
+        first = {p.scheduler_name: p for p in reversed(profiles)}  # the first of each name wins
+        profiles = [p for p in profiles if first[p.scheduler_name] is p]
     return profiles
 
 

@@ -98,7 +98,7 @@ class _ExpiringSet:
         self._until[name] = self._clock() + ttl
 
     def __contains__(self, name: object) -> bool:
-        until = self._until.get(name)  # type: ignore[arg-type]
+        until = self._until.get(name) if isinstance(name, str) else None
         if until is None:
             return False
         if self._clock() >= until:

@@ -265,14 +265,14 @@ class Fit:
         return QueueingHint.QUEUE
 
 
-def _pod_dict(obj: Any) -> Mapping[str, Any] | None:
-    if obj is None or isinstance(obj, Mapping):
+def _pod_dict(obj: Any) -> dict[str, Any] | None:
+    if obj is None or isinstance(obj, dict):
         return obj
     return getattr(obj, "pod", None)
 
 
-def _node_dict(obj: Any) -> Mapping[str, Any] | None:
-    if obj is None or isinstance(obj, Mapping):
+def _node_dict(obj: Any) -> dict[str, Any] | None:
+    if obj is None or isinstance(obj, dict):
         return obj
     return getattr(obj, "node", None)
 

@@ -181,14 +181,14 @@ def default_selector(pod: PodInfo, objects: ObjectLister) -> Mapping[str, Any]:
                 match_labels.update((rc.get("spec") or {}).get("selector") or {})
         elif group == "apps" and kind in ("ReplicaSet", "StatefulSet"):
             owner_obj = objects.get(kind, owner.get("name", ""), pod.namespace)
-            selector = ((owner_obj or {}).get("spec") or {}).get("selector")
-            if selector is not None:
+            owner_selector = ((owner_obj or {}).get("spec") or {}).get("selector")
+            if owner_selector is not None:
                 expressions.extend({"key": k, "operator": "In", "values": [v]}
-                                   for k, v in (selector.get("matchLabels") or {}).items())
-                expressions.extend(selector.get("matchExpressions") or ())
-    selector: dict[str, Any] = {}
+                                   for k, v in (owner_selector.get("matchLabels") or {}).items())
+                expressions.extend(owner_selector.get("matchExpressions") or ())
+    combined: dict[str, Any] = {}
     if match_labels:
-        selector["matchLabels"] = match_labels
+        combined["matchLabels"] = match_labels
     if expressions:
-        selector["matchExpressions"] = expressions
-    return selector
+        combined["matchExpressions"] = expressions
+    return combined

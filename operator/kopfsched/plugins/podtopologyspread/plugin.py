@@ -73,7 +73,7 @@ class PodTopologySpreadArgs:
         elif defaulting == SYSTEM_DEFAULTING and constraints:
             problems.append(("defaultingType",
                              f'Invalid value: "{defaulting}": when .defaultConstraints are not empty'))
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, object]] = set()
         for i, c in enumerate(constraints):
             path = f"defaultConstraints[{i}]"
             if not isinstance(c, Mapping):

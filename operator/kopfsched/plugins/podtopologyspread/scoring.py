@@ -82,7 +82,7 @@ def score_node(state: PreScoreState, pod: PodInfo, node: NodeInfo) -> int:
             count = count_pods_match_selector(node, c.selector, pod.namespace)
         else:
             count = state.topology_value_to_pod_counts[i].get(value, 0)
-        score += score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
+        score += float(score_for_count(count, c.max_skew, state.topology_normalizing_weight[i]))
     return _round(score)
 
 

@@ -31,7 +31,7 @@ from kopfsched.plugins.volumebinding.volumes import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     NOT_SUPPORTED_PROVISIONER,
-    annotations,
+    annotations_of,
     bind_volume_to_claim,
     check_node_affinity,
     claim_key,
@@ -145,7 +145,7 @@ class VolumeBinder:
         to_match: list[Obj] = []
         fast_fail = False
         for pvc in claims.unbound_claims_delay_binding:
-            selected = annotations(pvc).get(ANN_SELECTED_NODE)
+            selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
             if selected is None:
                 to_match.append(pvc)
             elif selected != node_name:
@@ -333,7 +333,7 @@ class VolumeBinder:
                                          "not found")
             if _older(pvc, claim):
                 return False
-            if annotations(pvc).get(ANN_SELECTED_NODE) != node_name:
+            if annotations_of(pvc).get(ANN_SELECTED_NODE) != node_name:
                 # The provisioner removes the annotation when provisioning failed.
                 raise VolumeBindingError(f'binding volumes: provisioning failed for PVC "{name_of(pvc)}"')
             volume_name = (pvc.get("spec") or {}).get("volumeName")
@@ -360,8 +360,8 @@ def _pv_binding_patch(pv: Obj) -> Obj:
     bound-by-controller annotation; the resourceVersion makes the write fail on a stale PV
     as upstream's Update does."""
     meta: Obj = {}
-    if ANN_BOUND_BY_CONTROLLER in annotations(pv):
-        meta["annotations"] = {ANN_BOUND_BY_CONTROLLER: annotations(pv)[ANN_BOUND_BY_CONTROLLER]}
+    if ANN_BOUND_BY_CONTROLLER in annotations_of(pv):
+        meta["annotations"] = {ANN_BOUND_BY_CONTROLLER: annotations_of(pv)[ANN_BOUND_BY_CONTROLLER]}
     if (pv.get("metadata") or {}).get("resourceVersion"):
         meta["resourceVersion"] = pv["metadata"]["resourceVersion"]
     patch: Obj = {"spec": {"claimRef": (pv.get("spec") or {}).get("claimRef")}}
@@ -371,7 +371,7 @@ def _pv_binding_patch(pv: Obj) -> Obj:
 
 
 def _pvc_provisioning_patch(pvc: Obj) -> Obj:
-    meta: Obj = {"annotations": {ANN_SELECTED_NODE: annotations(pvc)[ANN_SELECTED_NODE]}}
+    meta: Obj = {"annotations": {ANN_SELECTED_NODE: annotations_of(pvc)[ANN_SELECTED_NODE]}}
     if (pvc.get("metadata") or {}).get("resourceVersion"):
         meta["resourceVersion"] = pvc["metadata"]["resourceVersion"]
     return {"metadata": meta}

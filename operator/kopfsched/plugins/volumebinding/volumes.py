@@ -32,7 +32,7 @@ def _spec(obj: Obj | None) -> Obj:
     return (obj or {}).get("spec") or {}
 
 
-def annotations(obj: Obj | None) -> Mapping[str, str]:
+def annotations_of(obj: Obj | None) -> Mapping[str, str]:
     return _meta(obj).get("annotations") or {}
 
 
@@ -52,7 +52,7 @@ def claim_key(pvc: Obj) -> str:
 def resource_version(obj: Obj | None) -> int | None:
     """The object's resourceVersion as an integer (etcd3's), None when absent or opaque."""
     try:
-        return int(_meta(obj).get("resourceVersion"))
+        return int(_meta(obj).get("resourceVersion"))  # type: ignore[arg-type]  # None: TypeError, below
     except (TypeError, ValueError):
         return None
 
@@ -78,7 +78,7 @@ def pod_claims(pod: Obj) -> list[tuple[str, bool]]:
 
 def volume_class(pv: Obj) -> str:
     """GetPersistentVolumeClass."""
-    ann = annotations(pv)
+    ann = annotations_of(pv)
     if ANN_STORAGE_CLASS in ann:
         return ann[ANN_STORAGE_CLASS]
     return _spec(pv).get("storageClassName") or ""
@@ -103,7 +103,7 @@ def volume_capacity(pv: Obj) -> Fraction:
 
 def is_pvc_fully_bound(pvc: Obj) -> bool:
     """Bound to a volume, and the PV controller has finished the binding."""
-    return bool(_spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations(pvc)
+    return bool(_spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations_of(pvc)
 
 
 def is_delay_binding_mode(pvc: Obj, storage_class: Obj | None) -> bool:
@@ -224,7 +224,7 @@ def bind_volume_to_claim(pv: Obj, pvc: Obj) -> tuple[Obj, bool]:
             or (ref.get("uid") or "") != (pvc_meta.get("uid") or "")):
         new.setdefault("spec", {})["claimRef"] = claim_reference(pvc)
         dirty = True
-    if set_bound_by_controller and ANN_BOUND_BY_CONTROLLER not in annotations(new):
+    if set_bound_by_controller and ANN_BOUND_BY_CONTROLLER not in annotations_of(new):
         new.setdefault("metadata", {}).setdefault("annotations", {})[ANN_BOUND_BY_CONTROLLER] = "yes"
         dirty = True
     return new, dirty
