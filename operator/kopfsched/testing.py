@@ -19,6 +19,7 @@ Imports nothing of the kube layer: no cluster, no kopf, no network.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import itertools
 from collections.abc import Iterable, Mapping
@@ -222,7 +223,7 @@ class FakeObjects:
         return [o for o in self._objects if o.get("kind") == kind
                 and (namespace is None or (o.get("metadata") or {}).get("namespace", "") == namespace)]
 
-    def changes(self, kind: str, since: int | None) -> tuple[int, list[tuple[str, str]] | None]:
+    def changes(self, kind: str, since: int | None) -> tuple[int, builtins.list[tuple[str, str]] | None]:
         """The objects never change: everything is new on the first call, nothing after."""
         return 0, None if since is None else []
 

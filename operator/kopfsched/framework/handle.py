@@ -8,6 +8,7 @@ cluster client, the pods waiting at Permit, the nominator, and a way to re-activ
 from __future__ import annotations
 
 import asyncio
+import builtins
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -44,7 +45,7 @@ class ObjectLister(Protocol):
 
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
 
-    def changes(self, kind: str, since: int | None) -> tuple[int, list[tuple[str, str]] | None]:
+    def changes(self, kind: str, since: int | None) -> tuple[int, builtins.list[tuple[str, str]] | None]:
         """What changed in a kind since a cursor, for plugins that keep derived state
         incrementally: (new cursor, changed (namespace, name) keys), or keys None when the
         caller must rebuild from `list` (first call with since=None, or too far behind)."""
@@ -86,7 +87,7 @@ class _NoObjects:
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
         return []
 
-    def changes(self, kind: str, since: int | None) -> tuple[int, list[tuple[str, str]] | None]:
+    def changes(self, kind: str, since: int | None) -> tuple[int, builtins.list[tuple[str, str]] | None]:
         return 0, None if since is None else []
 
 

@@ -41,6 +41,7 @@ def cluster_view(sim: Simulation, pods: list[dict[str, Any]]) -> dict[str, Any]:
     nodes = []
     for name in sorted(cache.node_names()):
         info = cache.get_node(name)
+        assert info is not None  # node_names() lists the nodes get_node() has
         alloc, req = info.allocatable, info.requested
         nodes.append([name, info.labels.get(ZONE_LABEL, NO_ZONE),
                       req.get(CPU), alloc.get(CPU), req.get(MEMORY), alloc.get(MEMORY),

@@ -201,7 +201,8 @@ def _compile(source: str) -> Expression | CELError:
     kind = program.return_type().name()
     if kind not in ("BOOL", "DYN"):
         return CELError(f"must evaluate to bool, got {kind.lower()}")
-    attribute_domains, capacity_domains = [], []
+    attribute_domains: list[str] = []
+    capacity_domains: list[str] = []
     for field, double, single in _DOMAIN_LOOKUP.findall(source):
         (attribute_domains if field == "attributes" else capacity_domains).append(double or single)
     return Expression(source, program, tuple(dict.fromkeys(attribute_domains)), tuple(dict.fromkeys(capacity_domains)))
