@@ -61,13 +61,13 @@ def test_namespace_comes_first():
 
 def test_the_install_has_every_part():
     kinds = sorted(doc["kind"] for _, doc in OBJECTS)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace", "Role", "RoleBinding",
-                     "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "FlowSchema", "Namespace", "Role",
+                     "RoleBinding", "ServiceAccount"]
 
 
 @pytest.mark.parametrize(("path", "doc"), OBJECTS, ids=[object_id(p, d) for p, d in OBJECTS])
 def test_namespaced_objects_live_in_our_namespace(path, doc):
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "SchedulerProfile"}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "SchedulerProfile", "FlowSchema"}
     assert doc["metadata"].get("namespace") == (None if doc["kind"] in cluster_scoped else NAMESPACE)
 
 
@@ -218,6 +218,20 @@ def test_bindings_give_the_roles_to_our_service_account(binding, role):
     account = the("ServiceAccount")["metadata"]
     assert (doc["roleRef"]["kind"], doc["roleRef"]["name"]) == (role, the(role)["metadata"]["name"])
     assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}]
+
+
+def test_flow_schema_gives_our_service_account_kube_schedulers_priority_level():
+    """As the API server's bootstrap FlowSchema `kube-scheduler` does for system:kube-scheduler."""
+    spec = the("FlowSchema")["spec"]
+    account = the("ServiceAccount")["metadata"]
+    [rule] = spec["rules"]
+    assert (spec["priorityLevelConfiguration"]["name"], spec["matchingPrecedence"],
+            spec["distinguisherMethod"]["type"]) == ("workload-high", 800, "ByNamespace")
+    assert rule["subjects"] == [{"kind": "ServiceAccount",
+                                 "serviceAccount": {"name": account["name"], "namespace": NAMESPACE}}]
+    assert rule["resourceRules"] == [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"],
+                                      "clusterScope": True}]
+    assert rule["nonResourceRules"] == [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
 
 
 # -- the Deployment --------------------------------------------------------------------------
