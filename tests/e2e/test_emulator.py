@@ -513,3 +513,22 @@ async def test_remote_watch_error(remote_emulator: RemoteEmulator) -> None:
         remote_emulator.heal_watches()
     assert (first['object']['code'], first['object']['reason']) == (503, 'ServiceUnavailable')
     assert second['type'] == 'ERROR'
+
+
+async def test_throttle_answers_429_with_retry_after_as_priority_and_fairness(
+        api: client.ApiClient, emulator: FastKubernetesEmulator) -> None:
+    core = client.CoreV1Api(api)
+    emulator.throttle(30, method='POST', path_regex=r'/pods$', retry_after=3)
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_pod('default', make_pod('p'))
+    listed = await core.list_namespaced_pod('default')  # other requests pass
+    assert (err.value.status, err.value.headers['Retry-After']) == (429, '3')
+    assert err.value.body == 'Too many requests, please try again later.\n'
+    assert listed.items == []
+
+
+async def test_fail_next_with_retry_after(http: aiohttp.ClientSession, emulator: FastKubernetesEmulator) -> None:
+    emulator.fail_next('GET', r'/api/v1/nodes$', status=503, retry_after=2)
+    async with http.get('/api/v1/nodes') as failed:
+        status, retry_after = failed.status, failed.headers.get('Retry-After')
+    assert (status, retry_after) == (503, '2')

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.rest import ApiException
 
 from kopfsched.framework.client import ClusterError
 from kopfsched.kube.client import KubeClusterClient
@@ -76,3 +77,60 @@ async def test_a_fenced_client_sends_no_write(call: Any) -> None:
     with pytest.raises(ClusterError, match=r'not sent: leader election lost$'):
         await call(client, make_pod('p', uid='uid-p'))
     assert api.sent == []
+
+
+class _Response:
+    def __init__(self, status: int, headers: dict[str, str]) -> None:
+        self.status, self.reason, self.data, self._headers = status, 'Too Many Requests', b'', headers
+
+    def getheaders(self) -> dict[str, str]:
+        return self._headers
+
+
+class ThrottlingAPI(RecordingAPI):
+    """Answers the first calls with the given (status, Retry-After) failures, then succeeds."""
+
+    def __init__(self, time: FakeTime, failures: list[tuple[int, str | None]]) -> None:
+        super().__init__(time)
+        self.failures = list(failures)
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Any:
+        await super().call_api(path, method, **kwargs)
+        if self.failures:
+            status, retry_after = self.failures.pop(0)
+            raise ApiException(http_resp=_Response(status, {} if retry_after is None else {'Retry-After': retry_after}))
+        return {}
+
+
+async def bind_times(failures: list[tuple[int, str | None]]) -> tuple[list[float], str | None]:
+    time = FakeTime()
+    api = ThrottlingAPI(time, failures)
+    client = KubeClusterClient(api, qps=1000, burst=1000, instance='test',  # type: ignore[arg-type]
+                               clock=time.clock, sleep=time.sleep)
+    error = None
+    try:
+        await client.bind(pod=make_pod('p', uid='uid-p'), node_name='n1')
+    except ClusterError as exc:
+        error = str(exc)
+    return [sent for _, _, sent in api.sent], error
+
+
+@pytest.mark.parametrize(('failures', 'expected'), [
+    pytest.param([(429, '2')] * 3, [0.0, 2.0, 4.0, 6.0], id='429-retry-after'),
+    pytest.param([(503, '1'), (500, None)], [0.0, 1.0, 1.1], id='503-retry-after-then-500-backoff'),
+    pytest.param([(429, '60')], [0.0, 10.0], id='capped'),
+    pytest.param([(429, 'soon'), (429, None)], [0.0, 0.05, 0.15], id='unreadable-or-absent'),
+])
+async def test_retry_after_is_honoured_within_bounds(failures: list[tuple[int, str | None]],
+                                                    expected: list[float]) -> None:
+    assert await bind_times(failures) == (expected, None)
+
+
+async def test_a_call_throttled_more_than_ten_times_gives_up() -> None:
+    sent, error = await bind_times([(429, '1')] * 11)
+    assert sent == [float(i) for i in range(11)]
+    assert error is not None and error.startswith('binding default/p to n1: 429 Too Many Requests')
+
+
+async def test_retry_after_on_a_conflict_is_not_a_retry() -> None:
+    assert await bind_times([(409, '1')]) == ([0.0], 'binding default/p to n1: 409 Too Many Requests: ')

@@ -21,7 +21,8 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
 - discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
   There is no OpenAPI document (/openapi/v2 and /openapi/v3 answer 404): run
   `kubectl apply --validate=false`.
-- test hooks: `fail_next()` injects failures, `drop_watches()` closes every open watch stream,
+- test hooks: `fail_next()` injects failures (with Retry-After if asked), `throttle()` answers 429 with
+  Retry-After for a while as API Priority and Fairness does, `drop_watches()` closes every open watch stream,
   `watch_error()` ends watches with an ERROR event of any Status code (and `heal_watches()`),
   `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
 
@@ -64,6 +65,7 @@ import random
 import re
 import sys
 import threading
+import time
 import urllib.request
 import uuid
 from collections import deque
@@ -168,6 +170,17 @@ class _Failure:
     status: int
     times: int
     message: str
+    retry_after: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Throttle:
+    """API Priority and Fairness rejecting matching requests until `until` (time.monotonic())."""
+
+    method: str
+    pattern: re.Pattern[str]
+    until: float
+    retry_after: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +248,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     _mutations: deque[Mutation] = attrs.field(init=False)
     _failures: list[_Failure] = attrs.field(factory=list, init=False)
     _watch_failures: dict[StoreKey, _WatchFailure] = attrs.field(factory=dict, init=False)
+    _throttles: list[_Throttle] = attrs.field(factory=list, init=False)
     _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
@@ -275,14 +289,24 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
 
     # --- test hooks (safe to call from any thread) --------------------------------------------------
 
-    def fail_next(self, method: str, path_regex: str, *, status: int = 500, times: int = 1, message: str = '') -> None:
-        """Answer the next `times` requests whose method and path (with query) match with `status`.
+    def fail_next(self, method: str, path_regex: str, *, status: int = 500, times: int = 1, message: str = '',
+                  retry_after: int | None = None) -> None:
+        """Answer the next `times` requests whose method and path (with query) match with `status`
+        (with a Retry-After header when `retry_after` is given).
 
         `method` is an HTTP method or '*'; `path_regex` is searched in e.g. '/api/v1/pods?watch=true'.
         """
-        failure = _Failure(method.upper(), re.compile(path_regex), status, times, message or 'injected failure')
+        failure = _Failure(method.upper(), re.compile(path_regex), status, times, message or 'injected failure',
+                           retry_after)
         with self._guard:
             self._failures.append(failure)
+
+    def throttle(self, seconds: float, *, method: str = '*', path_regex: str = '', retry_after: int = 1) -> None:
+        """For `seconds` from now, answer every matching request as API Priority and Fairness does
+        when the request's priority level is saturated: 429, `Retry-After: retry_after`, a text body."""
+        throttle = _Throttle(method.upper(), re.compile(path_regex), time.monotonic() + seconds, retry_after)
+        with self._guard:
+            self._throttles.append(throttle)
 
     def drop_watches(self) -> None:
         """Close every open watch stream cleanly, as an API server restart would."""
@@ -381,10 +405,15 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         body = await raw.read()
         self.request_count += 1
-        failure = self._take_failure(raw.method, raw.path_qs)
         response: aiohttp.web.StreamResponse
-        if failure is not None:
+        throttle = self._throttled(raw.method, raw.path_qs)
+        failure = None if throttle is not None else self._take_failure(raw.method, raw.path_qs)
+        if throttle is not None:
+            response = _too_many_requests(throttle.retry_after)
+        elif failure is not None:
             response = _json_response(ApiError(failure.status, failure.message).status(), failure.status)
+            if failure.retry_after is not None:
+                response.headers['Retry-After'] = str(failure.retry_after)
         elif self._has_user_reactions():
             response = await self._serve_with_reactions(raw, body)
         else:
@@ -404,6 +433,14 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                         self._failures.remove(failure)
                     return failure
         return None
+
+    def _throttled(self, method: str, path_qs: str) -> _Throttle | None:
+        if not self._throttles or path_qs.startswith('/_emulator/'):
+            return None
+        now = time.monotonic()
+        with self._guard:
+            self._throttles = [t for t in self._throttles if t.until > now]
+            return next((t for t in self._throttles if t.method in ('*', method) and t.pattern.search(path_qs)), None)
 
     def _log_mutation(self, raw: aiohttp.web.BaseRequest, body: bytes, status: int) -> None:
         try:
@@ -519,7 +556,11 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         match method, path:
             case 'POST', '/_emulator/fail_next':
                 self.fail_next(args['method'], args['path_regex'], status=args.get('status', 500),
-                               times=args.get('times', 1), message=args.get('message', ''))
+                               times=args.get('times', 1), message=args.get('message', ''),
+                               retry_after=args.get('retry_after'))
+            case 'POST', '/_emulator/throttle':
+                self.throttle(args['seconds'], method=args.get('method', '*'), path_regex=args.get('path_regex', ''),
+                              retry_after=args.get('retry_after', 1))
             case 'POST', '/_emulator/drop_watches':
                 self._drop_watches()
             case 'POST', '/_emulator/send_bookmarks':
@@ -939,6 +980,12 @@ def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> A
     return data
 
 
+def _too_many_requests(retry_after: int) -> aiohttp.web.Response:
+    """What kube-apiserver's APF and max-in-flight filters answer: plain text, not a Status."""
+    return aiohttp.web.Response(status=429, text='Too many requests, please try again later.\n',
+                                headers={'Retry-After': str(retry_after)})
+
+
 def _json_response(payload: Any, code: int) -> aiohttp.web.Response:
     return aiohttp.web.Response(body=_dumps(payload), status=code, content_type='application/json')
 
@@ -999,9 +1046,14 @@ class RemoteEmulator:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
-    def fail_next(self, method: str, path_regex: str, *, status: int = 500, times: int = 1, message: str = '') -> None:
+    def fail_next(self, method: str, path_regex: str, *, status: int = 500, times: int = 1, message: str = '',
+                  retry_after: int | None = None) -> None:
         self._call('POST', '/_emulator/fail_next', {'method': method, 'path_regex': path_regex, 'status': status,
-                                                    'times': times, 'message': message})
+                                                    'times': times, 'message': message, 'retry_after': retry_after})
+
+    def throttle(self, seconds: float, *, method: str = '*', path_regex: str = '', retry_after: int = 1) -> None:
+        self._call('POST', '/_emulator/throttle', {'seconds': seconds, 'method': method, 'path_regex': path_regex,
+                                                   'retry_after': retry_after})
 
     def drop_watches(self) -> None:
         self._call('POST', '/_emulator/drop_watches')

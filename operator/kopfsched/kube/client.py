@@ -1,8 +1,11 @@
 """KubeClusterClient: the scheduler's ClusterClient on kubernetes-asyncio.
 
 Every call goes through one request helper that rate-limits (client-go's QPS/burst),
-retries 5xx, 429 and timeouts with exponential backoff, and maps 409 and 404 to the
-framework's ConflictError and NotFoundError. Objects stay plain dicts: responses are
+retries 5xx, 429 and timeouts, and maps 409 and 404 to the framework's ConflictError and
+NotFoundError. A 429 or 5xx carrying Retry-After (API Priority and Fairness rejecting a
+request, an overloaded server) is retried after the delay the server asks for, as client-go's
+rest client does (up to 10 retries), each wait capped at MAX_RETRY_AFTER; other failures
+are retried after RETRY_DELAYS. Objects stay plain dicts: responses are
 not turned into model classes (the `object` response type passes JSON through).
 """
 
@@ -33,7 +36,11 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
-"""Backoff between attempts of one call; the call gives up after the last."""
+"""Backoff between attempts of one call failing without Retry-After; it gives up after the last."""
+MAX_RETRIES = 10
+"""client-go's rest client: at most 10 retries of a call answered with Retry-After."""
+MAX_RETRY_AFTER = 10.0
+"""Longest wait for one Retry-After (seconds): a call waits at most 10 x this for the server."""
 REQUEST_TIMEOUT = 30.0
 EVENT_CACHE_SIZE = 4096
 """Series kept for deduplication (least recently observed are forgotten first)."""
@@ -58,6 +65,18 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status is not None and (exc.status >= 500 or exc.status == 429)
     return isinstance(exc, asyncio.TimeoutError | aiohttp.ClientError)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The Retry-After (whole seconds) of a 429 or 5xx answer, as client-go's checkWait reads it."""
+    if not isinstance(exc, ApiException) or exc.status is None or not (exc.status == 429 or exc.status >= 500):
+        return None
+    value = (exc.headers or {}).get("Retry-After")
+    try:
+        seconds = int(value) if value is not None else None
+    except ValueError:
+        return None
+    return None if seconds is None or seconds < 0 else float(seconds)
 
 
 def _translate(exc: BaseException, what: str) -> ClusterError:
@@ -101,6 +120,7 @@ class KubeClusterClient:
         self.event_limiter = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
         self.instance = instance or reporting_instance()
         self.retry_delays = retry_delays
+        self._sleep = sleep
         self.wall_time = wall_time
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
         self.fenced: str | None = None
@@ -132,11 +152,21 @@ class KubeClusterClient:
                     response_types_map={200: response_type, 201: response_type, 202: response_type},
                     auth_settings=["BearerToken"], _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
             except Exception as exc:
-                if not _retryable(exc) or attempt >= len(self.retry_delays):
+                delay = self._retry_delay(exc, attempt)
+                if delay is None:
                     raise _translate(exc, what) from exc
-                logger.debug("%s failed (%s); retrying", what, exc)
-                await asyncio.sleep(self.retry_delays[attempt])
+                logger.debug("%s failed (%s); retrying in %.2fs", what, exc, delay)
+                await self._sleep(delay)
                 attempt += 1
+
+    def _retry_delay(self, exc: BaseException, attempt: int) -> float | None:
+        """Seconds to wait before retrying after the `attempt`-th failure (0-based); None: give up."""
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER) if attempt < MAX_RETRIES else None
+        if _retryable(exc) and attempt < len(self.retry_delays):
+            return self.retry_delays[attempt]
+        return None
 
     # -- ClusterClient ------------------------------------------------------------------------
 
