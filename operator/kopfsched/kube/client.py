@@ -71,7 +71,8 @@ def _retry_after(exc: BaseException) -> float | None:
     """The Retry-After (whole seconds) of a 429 or 5xx answer, as client-go's checkWait reads it."""
     if not isinstance(exc, ApiException) or exc.status is None or not (exc.status == 429 or exc.status >= 500):
         return None
-    value = (exc.headers or {}).get("Retry-After")
+    headers: Mapping[str, str] = exc.headers or {}
+    value = headers.get("Retry-After")
     try:
         seconds = int(value) if value is not None else None
     except ValueError:
