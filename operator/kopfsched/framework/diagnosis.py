@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kopfsched.framework.interface import NodeToStatus
 from kopfsched.framework.status import Code, Status
@@ -46,7 +47,7 @@ class FitError(Exception):
         if diagnosis.pre_filter_msg:
             message += f" {diagnosis.pre_filter_msg}."
         else:
-            histogram = reasons_histogram(diagnosis.node_to_status, self.num_all_nodes)
+            histogram = sorted(f"{count} {reason}" for reason, count in self.counts.reasons.items())
             if histogram:
                 message += f" {', '.join(histogram)}."
         if diagnosis.post_filter_msg:
@@ -54,14 +55,40 @@ class FitError(Exception):
         return message
 
 
-def reasons_histogram(node_to_status: NodeToStatus, num_all_nodes: int) -> list[str]:
-    """"<count> <reason>" for every distinct reason, sorted as strings (as upstream)."""
-    counts: dict[str, int] = {}
+    @cached_property
+    def counts(self) -> RejectionCounts:
+        """How many nodes each reason and each plugin rejected: one pass over the nodes, shared
+        by the message and by whoever keeps the diagnosis (the pending-pods store)."""
+        return rejection_counts(self.diagnosis.node_to_status, self.num_all_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionCounts:
+    reasons: dict[str, int]
+    """Nodes per reason string (a node rejected for two reasons counts under both)."""
+    plugins: dict[str, int]
+    """Nodes per rejecting plugin."""
+
+
+def rejection_counts(node_to_status: NodeToStatus, num_all_nodes: int) -> RejectionCounts:
+    reasons: dict[str, int] = {}
+    plugins: dict[str, int] = {}
     for status in node_to_status.statuses.values():
         for reason in status.reasons:
-            counts[reason] = counts.get(reason, 0) + 1
+            reasons[reason] = reasons.get(reason, 0) + 1
+        plugin = status.plugin
+        plugins[plugin] = plugins.get(plugin, 0) + 1
     absent = num_all_nodes - len(node_to_status.statuses)
     if absent > 0 and node_to_status.absent is not None:
         for reason in node_to_status.absent.reasons:
-            counts[reason] = counts.get(reason, 0) + absent
+            reasons[reason] = reasons.get(reason, 0) + absent
+        plugin = node_to_status.absent.plugin
+        plugins[plugin] = plugins.get(plugin, 0) + absent
+    plugins.pop("", None)
+    return RejectionCounts(reasons, plugins)
+
+
+def reasons_histogram(node_to_status: NodeToStatus, num_all_nodes: int) -> list[str]:
+    """"<count> <reason>" for every distinct reason, sorted as strings (as upstream)."""
+    counts = rejection_counts(node_to_status, num_all_nodes).reasons
     return sorted(f"{count} {reason}" for reason, count in counts.items())

@@ -54,8 +54,10 @@ class EventHandlers:
             known = self.cache.get_pod(uid) if uid else None
             bound_before = known is not None and not self.cache.is_assumed(uid)
             if old is None or not _assigned(old):
-                self.queue.delete(PodInfo(pod))
+                placed = PodInfo(pod)
+                self.queue.delete(placed)
                 self.scheduler._pending_unmanaged.pop(uid, None)
+                self.scheduler.pending.forget(placed.uid)
             pod_info = self.cache.add_pod(pod)
             if known is not None and bound_before:
                 self.queue.assigned_pod_updated(known, pod_info)
@@ -65,6 +67,7 @@ class EventHandlers:
         pod_info = PodInfo(pod)
         if not self.scheduler.responsible_for(pod_info):
             self.scheduler._pending_unmanaged[pod_info.uid] = pod_info
+            self.scheduler.pending.forget(pod_info.uid)  # e.g. its schedulerName changed
             return
         if self.cache.is_assumed(pod_info.uid):
             return  # being bound: an update (e.g. our own status patch) must not queue it again
@@ -76,6 +79,7 @@ class EventHandlers:
     def on_pod_delete(self, pod: Obj) -> None:
         pod_info = PodInfo(pod)
         self.scheduler._pending_unmanaged.pop(pod_info.uid, None)
+        self.scheduler.pending.forget(pod_info.uid)
         removed = self.cache.remove_pod(pod)
         if removed is not None:
             self.queue.assigned_pod_deleted(removed)

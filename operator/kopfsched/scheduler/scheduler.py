@@ -41,6 +41,7 @@ from kopfsched.queue.scheduling_queue import SchedulingQueue
 from kopfsched.scheduler.extender import ExtenderError, HTTPExtender, close_all
 from kopfsched.scheduler.framework_builder import build_framework, queue_profile
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
+from kopfsched.scheduler.pending import PendingPods
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
 from kopfsched.scheduler.tasks import TaskSet
 
@@ -88,6 +89,7 @@ class Scheduler:
         observer: SchedulingObserver | None = None,
         explain: bool = False,
         wall_clock: Callable[[], str] = _utc_now,
+        pending: PendingPods | None = None,
     ) -> None:
         self.cache = cache
         self.client = client
@@ -96,6 +98,8 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.observer = observer or NullObserver()
         self.wall_clock = wall_clock
+        self.pending = pending if pending is not None else PendingPods()
+        """The last failed attempt's diagnosis of every pod still pending (/debug/pending)."""
         self.waiting_pods = WaitingPods()
         self.profiles: dict[str, Profile] = {}
         self.queue = SchedulingQueue(less=self._less, clock=clock, profile_for=self._queue_profile_for)
@@ -156,6 +160,7 @@ class Scheduler:
         for pod in queued:
             if pod.scheduler_name not in new:
                 self.queue.delete(pod)
+                self.pending.forget(pod.uid)
                 self._pending_unmanaged[pod.uid] = pod
         for uid, pod in list(self._pending_unmanaged.items()):
             if pod.scheduler_name in new:
@@ -331,6 +336,7 @@ class Scheduler:
             return
         # Bound: what follows reports the success; a failure here cannot unbind the pod, and
         # the watch confirms the assumed pod whatever happens.
+        self.pending.forget(assumed.uid)
         try:
             self.observer.attempted(Attempt(
                 pod=qpi.pod_info, profile=fwk.profile_name, result="scheduled", seconds=self.clock() - start,
@@ -372,6 +378,7 @@ class Scheduler:
             logger.info("pod %s was bound by someone else; forgetting it", assumed.key)
             self.queue.done(assumed.uid)
             self.queue.delete(qpi.pod_info)
+            self.pending.forget(assumed.uid)
             return
         # Forgetting the assumed pod frees its node, like a deleted pod. As upstream, after a
         # rejection (Permit) the event goes out only once the pod is requeued, so that the
@@ -415,10 +422,12 @@ class Scheduler:
             self.queue.nominator.add_nominated_pod(pod, nominated_node)
         elif nominated_node == "":  # preemption found nothing: give up the old nomination
             self.queue.nominator.delete_nominated_pod(pod)
-        self.observer.attempted(Attempt(
+        attempt = Attempt(
             pod=pod, profile=fwk.profile_name, result=outcome, seconds=self.clock() - start, message=message,
             reason=reason, diagnosis=diagnosis, nominated_node=nominated_node or "", victims=victims,
-            attempts=qpi.attempts, scores=result.scores if result else None))
+            attempts=qpi.attempts, scores=result.scores if result else None)
+        self.pending.record(attempt, failure if isinstance(failure, FitError) else None)
+        self.observer.attempted(attempt)
         if not self.queue.closed:  # shutting down: the next leader reports, not a message about us
             self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node), f"report {pod.key}")
 
