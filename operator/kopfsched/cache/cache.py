@@ -73,6 +73,10 @@ class Cache:
         info = self._nodes.get(name)
         return info if info is not None and info.node is not None else None
 
+    def node_infos(self) -> list[NodeInfo]:
+        """Every live node's NodeInfo (requested amounts include assumed pods)."""
+        return [info for info in self._nodes.values() if info.node is not None]
+
     def node_names(self) -> list[str]:
         return [name for name, info in self._nodes.items() if info.node is not None]
 

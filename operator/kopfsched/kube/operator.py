@@ -28,6 +28,7 @@ from kopfsched.cache.cache import Cache
 from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS, SchedulerConfig
 from kopfsched.framework.client import ClusterError
 from kopfsched.kube.client import KubeClusterClient, reporting_instance
+from kopfsched.kube.dashboard import OperatorDashboard
 from kopfsched.kube.feed import ClusterFeed
 from kopfsched.kube.handlers import build_registry
 from kopfsched.kube.informer import Informer
@@ -42,6 +43,7 @@ from kopfsched.kube.watches import install as install_watch_error_handling
 from kopfsched.observability.health import HealthServer
 from kopfsched.observability.metrics import SchedulerMetrics
 from kopfsched.plugins.registry import full_registry
+from kopfsched.scheduler.activity import Activity
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Observers
 from kopfsched.scheduler.scheduler import Scheduler
@@ -103,6 +105,8 @@ class Operator:
     def __init__(self, options: OperatorOptions, *, api: k8s.ApiClient, configuration: k8s.Configuration) -> None:
         self.options = options
         self.stats = SchedulingStats()
+        self.activity = Activity()
+        """Recent throughput, latency and bindings, for the dashboard."""
         self.metrics = SchedulerMetrics()
         self.cache = Cache()
         self.client = KubeClusterClient(api, qps=options.qps, burst=options.burst, instance=options.identity)
@@ -111,7 +115,7 @@ class Operator:
         for problem in registry.problems:
             logger.warning("installed plugins: %s", problem)
         self.scheduler = Scheduler(cache=self.cache, client=self.client, registry=registry,
-                                   observer=Observers(self.stats, self.metrics),
+                                   observer=Observers(self.stats, self.metrics, self.activity),
                                    percentage_of_nodes_to_score=config.percentage_of_nodes_to_score if config else 0)
         profiles_changed = asyncio.Event()
         self.profiles = ProfileManager(scheduler=self.scheduler, registry=registry, stats=self.stats,
@@ -133,7 +137,9 @@ class Operator:
                                watch_health=self.watch_health)
         self.health = None if options.metrics_port is None else HealthServer(
             port=options.metrics_port, host=options.metrics_host, healthy=self._check_healthy, ready=self.ready,
-            registry=self.metrics.registry)
+            registry=self.metrics.registry, dashboard=OperatorDashboard(
+                scheduler=self.scheduler, cache=self.cache, activity=self.activity, stats=self.stats,
+                profiles=self.profiles, identity=options.identity, leading=lambda: self.leading))
         self.elector = None if not options.leader_elect else LeaderElector(
             self.client, config=options.lease, identity=options.identity)
         self.failure: str | None = None

@@ -135,7 +135,13 @@ class ProfileManager:
         depths = self._queue_depths()
         return {name: self._status(cr, depths) for name, cr in self.crs.items()}
 
-    def _status(self, cr: _ProfileCR, depths: Mapping[str, dict[str, int]]) -> dict[str, Any]:
+    def conditions(self) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """Each SchedulerProfile's scheduler name (None without a valid spec) and Ready
+        condition, by CR name: cheap, for the dashboard."""
+        return {name: (cr.valid.scheduler_name if cr.valid else None, self._condition(cr))
+                for name, cr in self.crs.items()}
+
+    def _condition(self, cr: _ProfileCR) -> dict[str, Any]:
         condition: dict[str, Any] = {"type": READY, "status": "True" if cr.ready else "False",
                                      "observedGeneration": cr.generation,
                                      "lastTransitionTime": rfc3339(cr.transition)}
@@ -152,6 +158,11 @@ class ProfileManager:
         else:
             condition["reason"] = SERVING
             condition["message"] = f'serving scheduler name "{cr.valid.scheduler_name}"' if cr.valid else ""
+        return condition
+
+    def _status(self, cr: _ProfileCR, depths: Mapping[str, dict[str, int]]) -> dict[str, Any]:
+        condition = self._condition(cr)
+        serving = cr.valid is not None and not cr.conflicts
         status: dict[str, Any] = {"observedGeneration": cr.generation, "conditions": [condition]}
         if not serving or cr.valid is None:
             return status

@@ -1,4 +1,5 @@
-"""The HTTP server on the metrics port: /healthz, /readyz and Prometheus /metrics.
+"""The HTTP server on the metrics port: /healthz, /readyz, Prometheus /metrics and, given a
+dashboard source, the read-only dashboard `/` and `/debug/pending` (see dashboard.py).
 
 kopf's own liveness endpoint only says its reporting task runs; ours asks the
 operator (`healthy()`: the scheduling loop is alive, `ready()`: the initial listing
@@ -14,6 +15,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from kopfsched.observability.dashboard import DashboardRoutes, DashboardSource
+
 logger = logging.getLogger(__name__)
 
 
@@ -21,12 +24,14 @@ class HealthServer:
     """Serves GET /healthz, /readyz and /metrics until `stop()`."""
 
     def __init__(self, *, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool],
-                 ready: Callable[[], bool], registry: CollectorRegistry) -> None:
+                 ready: Callable[[], bool], registry: CollectorRegistry,
+                 dashboard: DashboardSource | None = None) -> None:
         self.host = host
         self._requested_port = port
         self._healthy = healthy
         self._ready = ready
         self._registry = registry
+        self._dashboard = dashboard
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -42,6 +47,8 @@ class HealthServer:
         app.router.add_get("/healthz", self._check_handler("healthz", self._healthy))
         app.router.add_get("/readyz", self._check_handler("readyz", self._ready))
         app.router.add_get("/metrics", self._metrics)
+        if self._dashboard is not None:
+            DashboardRoutes(self._dashboard).add_to(app)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
@@ -52,7 +59,8 @@ class HealthServer:
             raise
         self._runner = runner
         self._port = runner.addresses[0][1]
-        logger.info("serving /healthz, /readyz and /metrics on %s:%d", self.host, self._port)
+        logger.info("serving /healthz, /readyz, /metrics%s on %s:%d",
+                    ", / (dashboard) and /debug/pending" if self._dashboard is not None else "", self.host, self._port)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None

@@ -129,6 +129,10 @@ class PendingPods:
     def __iter__(self) -> Iterator[PendingPod]:
         return iter(list(self._pods.values()))
 
+    def latest(self) -> Iterator[PendingPod]:
+        """Most recently attempted first (do not record or forget while iterating)."""
+        return reversed(self._pods.values())
+
     def get(self, uid: str) -> PendingPod | None:
         return self._pods.get(uid)
 
