@@ -1,4 +1,4 @@
-"""The `kopfsched` command: run, simulate, bench, validate.
+"""The `kopfsched` command: run, sandbox, simulate, explain, bench, validate.
 
 Exit status: 0 success, 1 invalid input (one line per problem, no traceback), 2 usage.
 """
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                           help="unbind every pod (but static, mirror and DaemonSet pods) and place them all again")
 
     _explain_parser(sub)
+    _sandbox_parser(sub)
 
     snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input")
     snapshot.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
@@ -57,6 +58,17 @@ def _parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check SchedulerProfiles and KubeSchedulerConfigurations")
     validate.add_argument("files", nargs="+", metavar="FILE")
     return parser
+
+
+def _sandbox_parser(sub) -> None:
+    sandbox = sub.add_parser("sandbox", help="the operator against an emulated cluster on 127.0.0.1, for kubectl")
+    sandbox.add_argument("files", nargs="*", metavar="FILE",
+                         help="cluster snapshot files to preload (default: examples/cluster.yaml)")
+    sandbox.add_argument("--kubeconfig-out", metavar="F", default="kopfsched-sandbox.kubeconfig",
+                         help="where to write the kubeconfig for kubectl (default: %(default)s)")
+    sandbox.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                         help="port of the dashboard, /debug/pending and /metrics (default: kopfsched run's; "
+                              "0 picks a free one)")
 
 
 def _explain_parser(sub) -> None:
@@ -300,7 +312,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port)
 
 
-COMMANDS = {"run": cmd_run, "simulate": cmd_simulate, "explain": cmd_explain, "snapshot": cmd_snapshot,
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from kopfsched.sandbox import SandboxOptions, main
+
+    options = SandboxOptions(files=list(args.files), kubeconfig_out=args.kubeconfig_out)
+    if args.metrics_port is not None:
+        options.metrics_port = args.metrics_port
+    return main(options)
+
+
+COMMANDS = {"run": cmd_run, "sandbox": cmd_sandbox, "simulate": cmd_simulate, "explain": cmd_explain,
+            "snapshot": cmd_snapshot,
             "bench": cmd_bench, "validate": cmd_validate}
 
 

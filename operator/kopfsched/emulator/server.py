@@ -19,16 +19,17 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   precondition (409), enough for kubernetes_asyncio's LeaseLock;
 - DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain;
 - discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
-  There is no OpenAPI document (/openapi/v2 and /openapi/v3 answer 404): run
-  `kubectl apply --validate=false`.
+  /openapi/v3 lists each kind's operations (no schemas), enough for plain `kubectl apply`
+  (openapi.py); lists and objects as Tables for `kubectl get` (tables.py);
+- server-side checks a user notices: a pod without containers, a malformed quantity (validation.py);
+  events.k8s.io/v1 Events are readable as core/v1 Events too (core_events.py), as kubectl describe reads them;
 - test hooks: `fail_next()` injects failures (with Retry-After if asked), `throttle()` answers 429 with
   Retry-After for a while as API Priority and Fairness does, `drop_watches()` closes every open watch stream,
   `watch_error()` ends watches with an ERROR event of any Status code (and `heal_watches()`),
   `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
 
 Deliberate leniencies: namespaces need not exist; no schema validation or defaults except a pod's
-`spec.schedulerName` and `status.phase`; status given on create is kept; core/v1 and
-events.k8s.io/v1 Events are stored separately; no paging tokens beyond a simple offset.
+`spec.schedulerName` and `status.phase`; status given on create is kept; no paging tokens beyond a simple offset.
 
 It runs in the caller's loop (`await emulator.start()` ... `await emulator.stop()`), in a thread with its own loop
 (`EmulatorThread`, what the `emulator` fixture uses), or in a subprocess
@@ -76,7 +77,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from kopfsched.emulator import patches, selectors
+from kopfsched.emulator import core_events, openapi, patches, selectors, tables, validation
 from kopfsched.emulator.resources import BUILTIN_RESOURCES, ResourceDef, crd_status, group_versions, resources_of_crd
 
 ObjKey = tuple[str | None, str]  # (namespace, name)
@@ -513,9 +514,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             return self._watch(raw, resource, namespace=ns, name=name)
         match method, name, sub:
             case 'GET', None, None:
-                return self._list(resource, namespace=ns, query=query), 200
+                return self._printed(raw, resource, self._list(resource, namespace=ns, query=query)), 200
             case 'GET', str(), _:
-                return self._get(resource, ns, name), 200
+                return self._printed(raw, resource, self._get(resource, ns, name)), 200
             case 'POST', None, None if resource.plural == 'bindings':
                 binding = _parse_json(raw, body, expect=dict)
                 return self._bind(ns, (binding.get('metadata') or {}).get('name', ''), binding), 201
@@ -535,7 +536,40 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             case _:
                 raise ApiError(405, f'{method} is not supported on {raw.path}')
 
+    def _printed(self, raw: aiohttp.web.BaseRequest, resource: ResourceDef, answer: Obj) -> Obj:
+        """A list or object as a Table when the client asks for one (kubectl get)."""
+        if not tables.wants_table(raw.headers.get('Accept', '')):
+            return answer
+        is_list = 'items' in answer and answer.get('kind', '').endswith('List')
+        objects = answer['items'] if is_list else [answer]
+        columns = None
+        if resource.custom:
+            crd = self._store['apiextensions.k8s.io', 'customresourcedefinitions'].get(
+                (None, f'{resource.plural}.{resource.group}')) or {}
+            version = next((v for v in (crd.get('spec') or {}).get('versions') or ()
+                            if v.get('name') == resource.version), {})
+            columns = version.get('additionalPrinterColumns') or [
+                {'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'}]
+        list_metadata = {k: v for k, v in (answer.get('metadata') or {}).items() if k != 'resourceVersion'} \
+            if is_list else None
+        return tables.to_table(objects, group=resource.group, plural=resource.plural, resource_version=str(self._rv),
+                               printer_columns=columns, now=self.clock(), list_metadata=list_metadata)
+
+    def _openapi(self, path: str) -> tuple[Obj, int] | None:
+        """/openapi/v3 and its per-group/version documents (see openapi.py); v2 stays 404."""
+        if path != '/openapi/v3' and not path.startswith('/openapi/v3/'):
+            return None
+        docs = openapi.group_version_docs(r for r in self._registry.values() if r.plural != 'bindings')
+        if path == '/openapi/v3':
+            return openapi.root(docs), 200
+        doc = docs.get(path.removeprefix('/openapi/v3/'))
+        if doc is None:
+            raise ApiError(404, f'the server could not find the requested resource ({path})')
+        return doc, 200
+
     def _serve_static(self, path: str) -> tuple[Obj, int] | None:
+        if (document := self._openapi(path)) is not None:
+            return document
         match path:
             case '/version':
                 return {'major': '1', 'minor': '34', 'gitVersion': 'v1.34.0-kmock', 'platform': 'linux/amd64',
@@ -751,6 +785,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         metadata.update(name=name, uid=str(uuid.uuid4()), resourceVersion=str(self._rv), generation=1,
                         creationTimestamp=self.clock().strftime('%Y-%m-%dT%H:%M:%SZ'))
         new = {**obj, 'apiVersion': resource.api_version, 'kind': resource.kind, 'metadata': metadata}
+        _validate(resource, new)
         _apply_defaults(resource, new)
         self._commit(resource, key, new, old=None)
         return new
@@ -810,6 +845,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             else:
                 metadata.pop(field, None)
         new = {**obj, 'apiVersion': old['apiVersion'], 'kind': old['kind'], 'metadata': metadata}
+        _validate(resource, new)
         if new == old:
             return old  # a no-op write: no new resourceVersion, no event (as the API does)
         if _spec_of(new) != _spec_of(old):
@@ -885,6 +921,11 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     def _commit(self, resource: ResourceDef, key: ObjKey, new: Obj, *, old: Obj | None) -> None:
         self._store[resource.store_key][key] = new
         self._publish(resource, _Event(self._rv, 'ADDED' if old is None else 'MODIFIED', new, old))
+        if _is_new_event(resource):  # one Event, two API versions: core/v1 sees it too
+            core = self._registry['', 'v1', 'events']
+            mirrored = self._store[core.store_key].get(key)
+            self._store[core.store_key][key] = converted = core_events.to_core(new)
+            self._publish(core, _Event(self._rv, 'ADDED' if mirrored is None else 'MODIFIED', converted, mirrored))
         if _is_crd(resource):
             for served in resources_of_crd(new):
                 self.register(served)
@@ -892,6 +933,11 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     def _remove(self, resource: ResourceDef, key: ObjKey, last: Obj) -> None:
         old = self._store[resource.store_key].pop(key)
         self._publish(resource, _Event(self._rv, 'DELETED', last, old))
+        if _is_new_event(resource):
+            core = self._registry['', 'v1', 'events']
+            mirrored = self._store[core.store_key].pop(key, None)
+            if mirrored is not None:
+                self._publish(core, _Event(self._rv, 'DELETED', mirrored, mirrored))
         if _is_crd(resource):
             for served in resources_of_crd(last):
                 self._registry.pop((served.group, served.version, served.plural), None)
@@ -939,6 +985,26 @@ def _apply_defaults(resource: ResourceDef, obj: Obj) -> None:
         spec.setdefault('schedulerName', 'default-scheduler')
         status = obj['status'] = dict(obj.get('status') or {})
         status.setdefault('phase', 'Pending')
+
+
+def _validate(resource: ResourceDef, obj: Obj) -> None:
+    """What the API server refuses on create and update (see validation.py)."""
+    if resource.custom:
+        return
+    message = validation.decode_error(resource.kind, resource.api_version, obj)
+    if message is not None:
+        raise ApiError(400, message)
+    problems = validation.invalid_fields(resource.kind, obj)
+    if problems:
+        name = obj['metadata'].get('name', '')
+        raise ApiError(422, validation.invalid_message(resource.kind, name, problems), details={
+            'name': name, 'group': resource.group, 'kind': resource.kind,
+            'causes': [{'reason': 'FieldValueRequired', 'message': p.split(': ', 1)[1], 'field': p.split(':', 1)[0]}
+                       for p in problems]})
+
+
+def _is_new_event(resource: ResourceDef) -> bool:
+    return resource.plural == 'events' and resource.group == 'events.k8s.io'
 
 
 def _is_crd(resource: ResourceDef) -> bool:
