@@ -224,7 +224,7 @@ Ctrl-C stops it.
 
 
 async def run_sandbox(options: SandboxOptions, stop: asyncio.Event, *,
-                      announce: Callable[[str], None] = print,
+                      announce: Callable[[str], None] = lambda text: print(text, flush=True),
                       warn: Callable[[str], None] = lambda line: print(f"warning: {line}", file=sys.stderr),
                       started: Callable[[Operator], None] | None = None) -> int:
     """Serve until `stop` is set; the exit status of the operator."""

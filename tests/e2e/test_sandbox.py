@@ -1,0 +1,117 @@
+"""`kopfsched sandbox` as a user runs it: the command in a process of its own, driven by the real
+kubectl through the kubeconfig it writes, stopped with SIGTERM."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+def kubectl(kubeconfig: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([shutil.which('kubectl') or 'kubectl', '--kubeconfig', str(kubeconfig), *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def sandbox_command(*args: str) -> list[str]:
+    return [sys.executable, '-m', 'kopfsched', 'sandbox', *args]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, 'PYTHONPATH': os.pathsep.join([str(ROOT / 'operator'), os.environ.get('PYTHONPATH', '')])}
+
+
+def read_until(process: subprocess.Popen[str], marker: str, timeout: float) -> str:
+    """stdout up to the line holding `marker`; fails with what was printed on stderr otherwise."""
+    assert process.stdout is not None
+    seen = ''
+    deadline = time.monotonic() + timeout
+    while marker not in seen:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or process.poll() is not None:
+            _, err = process.communicate(timeout=10) if process.poll() is not None else ('', '')
+            pytest.fail(f'the sandbox did not print {marker!r}; stdout: {seen!r}; stderr: {err[-2000:]}')
+        ready, _, _ = select.select([process.stdout], [], [], min(remaining, 1.0))
+        if ready:
+            seen += process.stdout.readline()
+    return seen
+
+
+@pytest.fixture
+def sandbox(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, pathlib.Path]]:
+    monkeypatch.setenv('KUBECACHEDIR', str(tmp_path / 'kube-cache'))
+    process = subprocess.Popen(sandbox_command('--metrics-port', '0', '--kubeconfig-out', 'sandbox.kubeconfig'),
+                               cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        printed = read_until(process, 'Ctrl-C stops it.', timeout=90)
+        yield printed, tmp_path / 'sandbox.kubeconfig'
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err[-3000:]
+        assert 'Traceback' not in err, err[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_a_kubectl_session_against_the_sandbox(sandbox: tuple[str, pathlib.Path], tmp_path: pathlib.Path) -> None:
+    printed, kubeconfig = sandbox
+    assert '(24 Nodes, 28 Pods)' in printed
+    assert 'kubectl --kubeconfig sandbox.kubeconfig get pods -A -o wide' in printed
+    dashboard = re.search(r'dashboard\s+(http://127\.0\.0\.1:\d+/)', printed)
+    assert dashboard is not None, printed
+
+    # A pod with no schedulerName, applied as a user would: plain `kubectl apply`, no flags.
+    manifest = tmp_path / 'hello.yaml'
+    manifest.write_text(yaml.safe_dump({
+        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'hello'},
+        'spec': {'containers': [{'name': 'main', 'image': 'nginx', 'resources': {'requests': {'cpu': '100m'}}}]}}))
+    applied = kubectl(kubeconfig, 'apply', '-f', str(manifest))
+    assert (applied.returncode, applied.stdout.strip()) == (0, 'pod/hello created'), applied.stderr
+    node = ''
+    deadline = time.monotonic() + 30
+    while not node and time.monotonic() < deadline:
+        node = kubectl(kubeconfig, 'get', 'pod', 'hello', '-o', 'jsonpath={.spec.nodeName}').stdout.strip()
+        time.sleep(0.2)
+    assert node.startswith(('general-', 'arm-')), node  # untainted, schedulable nodes only
+
+    described = kubectl(kubeconfig, 'describe', 'pod', 'hello')
+    assert f'Successfully assigned default/hello to {node}' in described.stdout.split('Events:', 1)[1]
+
+    wide = kubectl(kubeconfig, 'get', 'pods', '-A', '-o', 'wide')
+    rows = {tuple(line.split()[:2]): line.split() for line in wide.stdout.splitlines()[1:]}
+    assert rows['default', 'hello'][7] == node  # NAMESPACE NAME READY STATUS RESTARTS AGE IP NODE
+    assert rows['shop', 'frontend-0'][7] != '<none>'  # the snapshot's pending pods were scheduled too
+
+    with urllib.request.urlopen(f'{dashboard.group(1)}debug/pending', timeout=10) as response:
+        pending = {f"{p['namespace']}/{p['name']}": p for p in json.load(response)['pods']}
+    assert pending['ml/inference-0']['reasons']['Insufficient nvidia.com/gpu'] == 20
+    assert 'default/hello' not in pending
+
+    profiles = kubectl(kubeconfig, 'get', 'schedulerprofiles')
+    assert [line.split()[:3] for line in profiles.stdout.splitlines()] == [
+        ['NAME', 'SCHEDULER', 'READY'], ['default-scheduler', 'default-scheduler', 'True'],
+        ['kopfsched', 'kopfsched', 'True']]
+
+
+def test_a_missing_snapshot_is_one_line_and_status_1(tmp_path: pathlib.Path) -> None:
+    result = subprocess.run(sandbox_command('missing.yaml'), cwd=tmp_path, env=environment(), capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == 'kopfsched sandbox: missing.yaml: No such file or directory'
+    assert 'Traceback' not in result.stderr
