@@ -1,4 +1,4 @@
-"""The `kopfsched` command: run, sandbox, simulate, explain, bench, validate.
+"""The `kopfsched` command: run, sandbox, simulate, explain, snapshot, bench, validate.
 
 Exit status: 0 success, 1 invalid input (one line per problem, no traceback), 2 usage.
 """
@@ -322,8 +322,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "sandbox": cmd_sandbox, "simulate": cmd_simulate, "explain": cmd_explain,
-            "snapshot": cmd_snapshot,
-            "bench": cmd_bench, "validate": cmd_validate}
+            "snapshot": cmd_snapshot, "bench": cmd_bench, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
