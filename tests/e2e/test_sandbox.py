@@ -34,20 +34,21 @@ def environment() -> dict[str, str]:
     return {**os.environ, 'PYTHONPATH': os.pathsep.join([str(ROOT / 'operator'), os.environ.get('PYTHONPATH', '')])}
 
 
-def read_until(process: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    """stdout up to the line holding `marker`; fails with what was printed on stderr otherwise."""
+def read_until(process: subprocess.Popen[bytes], marker: str, timeout: float) -> str:
+    """stdout up to `marker` (read unbuffered: select() must see every byte); fails with what was
+    printed on stderr otherwise."""
     assert process.stdout is not None
-    seen = ''
+    seen = b''
     deadline = time.monotonic() + timeout
-    while marker not in seen:
+    while marker.encode() not in seen:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or process.poll() is not None:
-            _, err = process.communicate(timeout=10) if process.poll() is not None else ('', '')
-            pytest.fail(f'the sandbox did not print {marker!r}; stdout: {seen!r}; stderr: {err[-2000:]}')
+            err = process.communicate(timeout=10)[1] if process.poll() is not None else b''
+            pytest.fail(f'the sandbox did not print {marker!r}; stdout: {seen!r}; stderr: {err[-2000:]!r}')
         ready, _, _ = select.select([process.stdout], [], [], min(remaining, 1.0))
         if ready:
-            seen += process.stdout.readline()
-    return seen
+            seen += os.read(process.stdout.fileno(), 65536)
+    return seen.decode()
 
 
 @pytest.fixture
@@ -55,12 +56,12 @@ def sandbox(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv('KUBECACHEDIR', str(tmp_path / 'kube-cache'))
     process = subprocess.Popen(sandbox_command('--metrics-port', '0', '--kubeconfig-out', 'sandbox.kubeconfig'),
                                cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               bufsize=0)
     try:
         printed = read_until(process, 'Ctrl-C stops it.', timeout=90)
         yield printed, tmp_path / 'sandbox.kubeconfig'
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
+        err = process.communicate(timeout=60)[1].decode(errors='replace')
         assert process.returncode == 0, err[-3000:]
         assert 'Traceback' not in err, err[-3000:]
     finally:
