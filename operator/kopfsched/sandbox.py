@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_SNAPSHOT = REPO / "examples" / "cluster.yaml"
 CRD_FILE = REPO / "crds" / "schedulerprofile.yaml"
-DEFAULT_METRICS_PORT: int = next(f.default for f in dataclasses.fields(OperatorOptions) if f.name == "metrics_port")
+DEFAULT_METRICS_PORT: int = next(int(f.default) for f in dataclasses.fields(OperatorOptions)  # type: ignore[arg-type]
+                                 if f.name == "metrics_port")
 """`kopfsched run`'s metrics port: the dashboard is where it is in a cluster."""
 PROFILES_PATH = "/apis/kopfsched.dev/v1alpha1/schedulerprofiles"
 
@@ -177,7 +178,8 @@ async def preload(emulator: FastKubernetesEmulator, objects: list[dict[str, Any]
         scheduler_names = set()
         for obj in ordered:
             meta = obj.get("metadata") or {}
-            label = f"{obj['kind']} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name')}"
+            namespace = meta.get("namespace")
+            label = f"{obj['kind']} {namespace + '/' if namespace else ''}{meta.get('name')}"
             if obj["kind"] == "SchedulerProfile":
                 scheduler_names.add((obj.get("spec") or {}).get("schedulerName") or meta.get("name"))
             if obj["kind"] == "Node":

@@ -546,7 +546,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         if resource.custom:
             crd = self._store['apiextensions.k8s.io', 'customresourcedefinitions'].get(
                 (None, f'{resource.plural}.{resource.group}')) or {}
-            version = next((v for v in (crd.get('spec') or {}).get('versions') or ()
+            version: Obj = next((v for v in (crd.get('spec') or {}).get('versions') or ()
                             if v.get('name') == resource.version), {})
             columns = version.get('additionalPrinterColumns') or [
                 {'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'}]

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kopfsched.scheduler.observer import Attempt
 
@@ -98,7 +99,7 @@ class Activity:
         last = int(now // self.bucket_seconds) * self.bucket_seconds
         first = last - (self.window_buckets - 1) * self.bucket_seconds
         by_start = {b.start: b for b in self._buckets if b.start >= first}
-        series = []
+        series: list[dict[str, Any]] = []
         for start in range(first, last + 1, self.bucket_seconds):
             bucket = by_start.get(start)
             if bucket is None:
