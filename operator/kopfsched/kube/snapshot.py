@@ -26,15 +26,21 @@ from kopfsched.kube.operator import StartupError, load_configuration
 PAGE_SIZE = 500
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
-SNAPSHOT_KINDS: tuple[WatchedKind, ...] = (
-    *WATCHED,
+_EXTRA_KINDS = (
     WatchedKind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
     WatchedKind("CSIDriver", "storage.k8s.io/v1", "csidrivers"),
     WatchedKind("CSIStorageCapacity", "storage.k8s.io/v1", "csistoragecapacities"),
+    WatchedKind("DeviceClass", "resource.k8s.io/v1", "deviceclasses"),
+    WatchedKind("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
+    WatchedKind("ResourceClaimTemplate", "resource.k8s.io/v1", "resourceclaimtemplates"),
+    WatchedKind("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
     PROFILE_KIND,
 )
+SNAPSHOT_KINDS: tuple[WatchedKind, ...] = (
+    *WATCHED, *(k for k in _EXTRA_KINDS if k.plural not in {w.plural for w in WATCHED}))
 """What the operator watches, plus what simulate reads that the operator gets elsewhere
-(PriorityClasses resolve into spec.priority at admission; CSI objects for volume limits)."""
+(PriorityClasses resolve into spec.priority at admission; CSI objects for volume limits;
+DRA's classes, claims and slices)."""
 
 try:
     _Dumper: Any = yaml.CSafeDumper
