@@ -49,6 +49,7 @@ def test_compare_lists_every_changed_pod_and_the_freed_nodes(tmp_path: Path, cap
     assert table.startswith("2 pod(s) change:\nPOD         BEFORE       AFTER\ndefault/p0  Scheduled a  Scheduled c\n")
     assert "\na     12% -> 0%  0% -> 0%  1 -> 0\n" in table
     assert "\nc     0% -> 50%  0% -> 0%  0 -> 2\n" in table
+    assert "\nc     0% -> 50%  0% -> 0%  0 -> 2\n0 other node(s) unchanged.\n" in table
     assert "Empty nodes (no pods but DaemonSet and static ones): 1 before, 2 after; freed:\n  a, b\n" in table
 
 

@@ -117,15 +117,21 @@ def to_table(report: dict[str, Any]) -> str:
         lines.append(_table(["POD", "BEFORE", "AFTER"], rows))
     after_nodes = {n["name"]: n for n in report["after"]["nodes"]}
     node_rows = []
+    unchanged = 0
     for node in report["before"]["nodes"]:
         new = after_nodes.get(node["name"], node)
+        if (node["requested"], node["pods"]) == (new["requested"], new["pods"]):
+            unchanged += 1  # -o json lists every node; the table only those whose use changes
+            continue
         cells = [node["name"]]
         for res in ("cpu", "memory"):
             cells.append(f"{_percent(node['requested'].get(res, '0'), node['allocatable'].get(res, ''), res)} -> "
                          f"{_percent(new['requested'].get(res, '0'), new['allocatable'].get(res, ''), res)}")
         cells.append(f"{node['pods']} -> {new['pods']}")
         node_rows.append(cells)
-    lines += ["", _table(["NODE", "CPU", "MEMORY", "PODS"], node_rows)]
+    if node_rows:
+        lines += ["", _table(["NODE", "CPU", "MEMORY", "PODS"], node_rows)]
+    lines.append(f"{unchanged} other node(s) unchanged." if node_rows else "No node's use changes.")
     empty = report["emptyNodes"]
     freed = [n for n in empty["after"] if n not in empty["before"]]
     summary = (f"Empty nodes (no pods but DaemonSet and static ones): {len(empty['before'])} before, "
