@@ -167,3 +167,15 @@ def test_cli_json_table_node(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "shop/missing", cluster]) == 1
     assert capsys.readouterr().err == 'pod "shop/missing" not found in the input\n'
     assert main(["explain", "a/b/c", cluster]) == 2
+
+
+def test_readme_quick_start_shows_the_real_output(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    for command in ("kopfsched explain ml/inference-0 examples/cluster.yaml",
+                    "kopfsched simulate examples/cluster.yaml --compare examples/profiles/bin-packing.yaml"):
+        start = readme.index(f"$ {command}\n") + len(f"$ {command}\n")
+        end = min(i for i in (readme.find("\n$ ", start), readme.find("```", start)) if i != -1)
+        shown = readme[start:end].rstrip("\n")
+        argv = [a.replace("examples/", f"{EXAMPLES}/") for a in command.split()[1:]]
+        assert main(argv) == 0
+        assert capsys.readouterr().out.rstrip("\n") == shown, command
