@@ -64,7 +64,7 @@ def fail(queue: SchedulingQueue, *, unschedulable: Iterable[str] = (), pending: 
         assert qpi.pod_info.name == expect
     qpi.unschedulable_plugins = set(unschedulable)
     qpi.pending_plugins = set(pending)
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
     return qpi
 
 
@@ -159,14 +159,14 @@ def test_backoff_settings_are_per_profile(make_queue: MakeQueue, clock: FakeCloc
     assert queue.next_backoff_expiry() == clock.now + 4
 
 
-def test_error_failures_count_consecutive_errors(make_queue: MakeQueue) -> None:
+def test_an_error_backs_off_and_a_rejection_waits_in_the_unschedulable_pool(make_queue: MakeQueue) -> None:
     queue = make_queue()
     queue.add(pod("p"))
     qpi = fail(queue)
-    assert qpi.consecutive_errors == 1
     assert contents(queue) == empty(backoff=["p"])
     queue.activate([qpi.pod_info])
-    assert fail(queue, unschedulable=["NodeAffinity"]).consecutive_errors == 0
+    fail(queue, unschedulable=["NodeAffinity"])
+    assert contents(queue) == empty(unschedulable=["p"])
 
 
 # --- events and queueing hints --------------------------------------------------------
@@ -375,7 +375,7 @@ def test_event_during_the_attempt_is_not_lost(make_queue: MakeQueue, clock: Fake
     assert qpi is not None and queue.where("uid-p") == "in-flight"
     queue.node_added(make_node("n"))  # arrives mid-cycle: nothing in the pool to move yet
     qpi.unschedulable_plugins = {"NodeResourcesFit"}
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
     assert contents(queue) == empty(backoff=["p"])
     assert queue.in_flight_pods() == []
 
@@ -387,7 +387,7 @@ def test_event_during_the_attempt_that_rejectors_ignore(make_queue: MakeQueue) -
     assert qpi is not None
     queue.node_added(make_node("n"))
     qpi.unschedulable_plugins = {"NodeAffinity"}
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
     assert contents(queue) == empty(unschedulable=["p"])
 
 
@@ -401,7 +401,7 @@ def test_event_before_the_pop_does_not_count(make_queue: MakeQueue) -> None:
     assert first is not None and second is not None
     for qpi in (second, first):
         qpi.unschedulable_plugins = {"NodeResourcesFit"}
-        queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+        queue.add_unschedulable_if_not_present(qpi)
     assert contents(queue) == empty(backoff=["first"], unschedulable=["second"])
 
 
@@ -431,7 +431,7 @@ def test_update_during_the_attempt_requeues_the_newest_version(make_queue: MakeQ
     queue.update(old, new)
     assert contents(queue) == empty()
     qpi.unschedulable_plugins = {"InterPodAffinity"}  # registered Pod label updates
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
     assert contents(queue) == empty(backoff=["p"])
     assert qpi.pod_info is new
 
@@ -443,7 +443,7 @@ def test_pod_deleted_during_the_attempt_is_not_requeued(make_queue: MakeQueue) -
     assert qpi is not None
     queue.delete(qpi.pod_info)
     qpi.unschedulable_plugins = {"NodeResourcesFit"}
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
     assert contents(queue) == empty()
     assert queue.is_settled()
 
@@ -456,7 +456,7 @@ def test_activate_during_the_attempt(make_queue: MakeQueue, clock: FakeClock) ->
     queue.activate([qpi.pod_info])
     clock.advance(1)
     qpi.unschedulable_plugins = {"VolumeBinding"}
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
     assert contents(queue) == empty(backoff=["p"])
 
 
@@ -553,22 +553,22 @@ def nominated(name: str, node: str, priority: int = 0) -> PodInfo:
 def test_nominator_follows_status_and_preemption(make_queue: MakeQueue) -> None:
     queue = make_queue()
     queue.add(nominated("from-status", "n1"))
-    assert names(queue.nominated_pods_for_node("n1")) == ["from-status"]
+    assert names(queue.nominator.nominated_pods_for_node("n1")) == ["from-status"]
 
     preemptor = pod("preemptor")
     queue.add(preemptor)
-    queue.add_nominated_pod(preemptor, "n2")
-    assert names(queue.nominated_pods_for_node("n2")) == ["preemptor"]
+    queue.nominator.add_nominated_pod(preemptor, "n2")
+    assert names(queue.nominator.nominated_pods_for_node("n2")) == ["preemptor"]
 
     # An update that raced the status write keeps the nomination, with the new pod version.
     relabelled = pod("preemptor", labels={"v": "2"})
     queue.update(preemptor, relabelled)
-    assert queue.nominated_pods_for_node("n2") == [relabelled]
+    assert queue.nominator.nominated_pods_for_node("n2") == [relabelled]
 
     queue.delete(relabelled)
-    assert queue.nominated_pods_for_node("n2") == []
+    assert queue.nominator.nominated_pods_for_node("n2") == []
     queue.assigned_pod_added(PodInfo(make_pod("from-status", uid="uid-from-status", node_name="n1")))
-    assert queue.nominated_pods_for_node("n1") == []
+    assert queue.nominator.nominated_pods_for_node("n1") == []
     assert len(queue.nominator) == 0
 
 
@@ -577,8 +577,8 @@ def test_nominator_moves_with_the_status(make_queue: MakeQueue) -> None:
     first = nominated("p", "n1")
     queue.add(first)
     queue.update(first, nominated("p", "n2"))
-    assert queue.nominated_pods_for_node("n1") == []
-    assert names(queue.nominated_pods_for_node("n2")) == ["p"]
+    assert queue.nominator.nominated_pods_for_node("n1") == []
+    assert names(queue.nominator.nominated_pods_for_node("n2")) == ["p"]
 
 
 def test_dropped_nomination_wakes_lower_or_equal_priority_pods(make_queue: MakeQueue, clock: FakeClock) -> None:
@@ -614,24 +614,22 @@ async def test_pop_wait_wakes_on_add_and_on_close(make_queue: MakeQueue) -> None
 
 async def test_run_flushes_on_the_injected_clock_and_stops(make_queue: MakeQueue, clock: FakeClock) -> None:
     sleeps: list[float] = []
+    moved_at: dict[str, float] = {}
 
     async def fake_sleep(seconds: float) -> None:
+        # Each sleep ends one flush round: note when each pod was first seen active.
+        for name in ("backoff", "leftover"):
+            if queue.where(f"uid-{name}") == "active":
+                moved_at.setdefault(name, clock.now)
         sleeps.append(seconds)
         clock.advance(seconds)
         await asyncio.sleep(0)
 
-    moved_at: dict[str, float] = {}
-
-    def on_depth(counts: dict[str, int]) -> None:
-        if counts["active"]:
-            moved_at.setdefault("backoff" if "backoff" not in moved_at else "leftover", clock.now)
-
-    queue = make_queue(make_profile(HINTS), sleep=fake_sleep, on_depth_change=on_depth)
+    queue = make_queue(make_profile(HINTS), sleep=fake_sleep)
     queue.add(pod("backoff"))
     queue.add(pod("leftover"))
     fail(queue, expect="backoff")
     fail(queue, unschedulable=["VolumeBinding"], expect="leftover")
-    moved_at.clear()
     start = clock.now
     stop = asyncio.Event()
     runner = asyncio.ensure_future(queue.run(stop))
@@ -659,23 +657,26 @@ async def test_close_stops_run(make_queue: MakeQueue) -> None:
     assert runner.done()
 
 
-# --- counts, settling, metrics hook -----------------------------------------------------
+# --- counts and settling -------------------------------------------------------------------
 
 
-def test_counts_settling_and_depth_callback(make_queue: MakeQueue, clock: FakeClock) -> None:
-    depths: list[dict[str, int]] = []
-    queue = make_queue(make_profile(HINTS), on_depth_change=depths.append)
+def test_counts_and_settling(make_queue: MakeQueue, clock: FakeClock) -> None:
+    queue = make_queue(make_profile(HINTS))
     assert queue.is_settled() and queue.next_backoff_expiry() is None
+    depths = []
     queue.add(pod("a"))
+    depths.append(queue.pending_counts())
     queue.add(pod("g", scheduling_gates=["x"]))
+    depths.append(queue.pending_counts())
     assert not queue.is_settled()
     qpi = queue.pop()
     assert qpi is not None
+    depths.append(queue.pending_counts())
     assert not queue.is_settled()  # in flight
     qpi.unschedulable_plugins = {"VolumeBinding"}
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(qpi)
+    depths.append(queue.pending_counts())
     assert queue.is_settled()
-    assert queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 1}
     assert depths == [
         {"active": 1, "backoff": 0, "unschedulable": 0, "gated": 0},
         {"active": 1, "backoff": 0, "unschedulable": 0, "gated": 1},
@@ -692,7 +693,7 @@ def test_pod_deleted_during_binding_is_not_requeued(make_queue: MakeQueue) -> No
     assert qpi is not None
     queue.done(qpi.uid)  # the binding cycle ends in-flight tracking before PreBind/Bind
     queue.delete(qpi.pod_info)
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)  # Bind failed
+    queue.add_unschedulable_if_not_present(qpi)  # Bind failed
     assert contents(queue) == empty()
 
 
@@ -704,7 +705,7 @@ def test_pod_bound_elsewhere_during_the_attempt_is_not_requeued(make_queue: Make
     queue.update(pod("p"), pod("p", node_name="n"))
     fail_attempt = qpi
     fail_attempt.unschedulable_plugins = {"NodeResourcesFit"}
-    queue.add_unschedulable_if_not_present(fail_attempt, queue.scheduling_cycle)
+    queue.add_unschedulable_if_not_present(fail_attempt)
     assert contents(queue) == empty()
     assert queue.is_settled()
 
@@ -715,5 +716,5 @@ def test_binding_failure_goes_to_backoff(make_queue: MakeQueue) -> None:
     qpi = queue.pop()
     assert qpi is not None
     queue.done(qpi.uid)
-    queue.add_unschedulable_if_not_present(qpi, queue.scheduling_cycle)  # error: no rejector plugins
+    queue.add_unschedulable_if_not_present(qpi)  # error: no rejector plugins
     assert contents(queue) == empty(backoff=["p"])

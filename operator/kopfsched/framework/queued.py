@@ -18,7 +18,6 @@ class QueuedPodInfo:
     pending_plugins: set[str] = field(default_factory=set)
     gated: bool = False
     gating_plugin: str = ""
-    consecutive_errors: int = 0
 
     @property
     def key(self) -> str:

@@ -9,10 +9,12 @@ vectorised method when it has one and its per-node method otherwise.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -62,6 +64,37 @@ def _ignore(point: str, code: str, seconds: float) -> None:
 
 def _code_name(status: Status | None) -> str:
     return "Success" if status is None else status.code.upstream_name
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _no_status(result: object) -> None:
+    """Points whose result carries no status (Filter reports per node): observed as Success."""
+    return None
+
+
+def _timed(point: str, status_of: Callable[[Any], Status | None] = lambda result: result) -> Callable[[F], F]:
+    """Time a `run_*` method of Framework and report (point, result code, seconds) to its
+    observer: upstream's framework_extension_point_duration_seconds."""
+    def wrap(run: F) -> F:
+        if inspect.iscoroutinefunction(run):
+            @functools.wraps(run)
+            async def timed_async(self: Framework, *args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                result = await run(self, *args, **kwargs)
+                self.observe(point, _code_name(status_of(result)), time.perf_counter() - start)
+                return result
+            return cast(F, timed_async)
+
+        @functools.wraps(run)
+        def timed(self: Framework, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            result = run(self, *args, **kwargs)
+            self.observe(point, _code_name(status_of(result)), time.perf_counter() - start)
+            return result
+        return cast(F, timed)
+    return wrap
 
 
 def _filter_failure(plugin: Any, status: Status) -> Status:
@@ -169,13 +202,13 @@ class Framework:
 
     # -- PreFilter -----------------------------------------------------------------------------
 
+    @_timed("PreFilter", lambda result: result[1])
     def run_pre_filter_plugins(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
         """(merged result, status, plugins that narrowed the nodes). As upstream, an
         Unschedulable answer lets the remaining PreFilters run (preemption needs their
         state), while UnschedulableAndUnresolvable and errors stop at once."""
-        start = time.perf_counter()
         result: PreFilterResult | None = None
         returned: Status | None = None
         narrowing: list[str] = []
@@ -185,7 +218,7 @@ class Framework:
                 answer = plugin.pre_filter(state, pod, nodes)
             except Exception as exc:
                 status = Status.as_error(f'running PreFilter plugin "{plugin.name}": {exc}')
-                return self._done_pre_filter(start, None, status.with_plugin(plugin.name), [])
+                return None, status.with_plugin(plugin.name), []
             if answer is None:
                 continue
             if isinstance(answer, PreFilterResult):
@@ -198,7 +231,7 @@ class Framework:
                     else:
                         message = f"node(s) didn't satisfy plugins [{' '.join(narrowing)}] simultaneously"
                     status = Status.unresolvable(message).with_plugin(narrowing[-1])
-                    return self._done_pre_filter(start, None, status, narrowing)
+                    return None, status, narrowing
                 continue
             if answer.code is Code.SKIP:
                 skipped.add(plugin.name)
@@ -207,19 +240,14 @@ class Framework:
                 continue
             answer = answer.with_plugin(plugin.name)
             if answer.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return self._done_pre_filter(start, None, answer, [])
+                return None, answer, []
             if answer.code in (Code.UNSCHEDULABLE, Code.PENDING):
                 returned = answer
                 continue
             status = Status.as_error(f'running PreFilter plugin "{plugin.name}": {answer.message}')
-            return self._done_pre_filter(start, None, status.with_plugin(plugin.name), [])
+            return None, status.with_plugin(plugin.name), []
         state.skip_filter_plugins = skipped
-        return self._done_pre_filter(start, result, returned, narrowing)
-
-    def _done_pre_filter(self, start: float, result: PreFilterResult | None, status: Status | None,
-                         narrowing: list[str]) -> tuple[PreFilterResult | None, Status | None, list[str]]:
-        self.observe("PreFilter", _code_name(status), time.perf_counter() - start)
-        return result, status, narrowing
+        return result, returned, narrowing
 
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo,
                                          node: NodeInfo) -> Status | None:
@@ -301,6 +329,7 @@ class Framework:
                 return status
         return self.run_filter_plugins(state, pod, node)
 
+    @_timed("Filter", _no_status)
     def run_filter_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> tuple[np.ndarray, dict[int, Status]]:
@@ -310,7 +339,6 @@ class Framework:
         Each node's status comes from the first plugin that rejects it, exactly as if the
         nodes were filtered one by one. An Error status is returned among the rejections;
         the caller aborts the cycle on it."""
-        start = time.perf_counter()
         rejected: dict[int, Status] = {}
         alive_pos = np.arange(len(rows))
         skipped = state.skip_filter_plugins
@@ -349,15 +377,14 @@ class Framework:
                 alive_pos = np.asarray(keep, dtype=np.int64)
         mask = np.zeros(len(rows), dtype=bool)
         mask[alive_pos] = True
-        self.observe("Filter", "Success", time.perf_counter() - start)
         return mask, rejected
 
     # -- PostFilter ----------------------------------------------------------------------------
 
+    @_timed("PostFilter", lambda result: result[1])
     def run_post_filter_plugins(self, state: CycleState, pod: PodInfo,
                                 statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
         """Stops at the first plugin that succeeds or errors; returns the last rejection otherwise."""
-        start = time.perf_counter()
         last: Status | None = Status.unschedulable()
         result: PostFilterResult | None = None
         for plugin in self.post_filter_plugins:
@@ -373,13 +400,12 @@ class Framework:
                 last = status.with_plugin(plugin.name)
                 break
             result, last = answer, status.with_plugin(plugin.name)
-        self.observe("PostFilter", _code_name(last), time.perf_counter() - start)
         return result, last
 
     # -- PreScore / Score ------------------------------------------------------------------------
 
+    @_timed("PreScore")
     def run_pre_score_plugins(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        start = time.perf_counter()
         skipped: set[str] = set()
         result: Status | None = None
         for plugin in self.pre_score_plugins:
@@ -397,14 +423,13 @@ class Framework:
             result = result.with_plugin(plugin.name)
             break
         state.skip_score_plugins = skipped
-        self.observe("PreScore", _code_name(result), time.perf_counter() - start)
         return result
 
+    @_timed("Score", lambda result: result[2])
     def run_score_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
         """(weighted totals, normalized pre-weight scores per plugin, error)."""
-        start = time.perf_counter()
         totals = np.zeros(len(rows), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         skipped = state.skip_score_plugins
@@ -435,13 +460,12 @@ class Framework:
                 return totals, per_plugin, status
             per_plugin[name] = scores
             totals += scores * weight
-        self.observe("Score", "Success", time.perf_counter() - start)
         return totals, per_plugin, None
 
     # -- Reserve / Permit ----------------------------------------------------------------------
 
+    @_timed("Reserve")
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        start = time.perf_counter()
         result: Status | None = None
         for plugin in self.reserve_plugins:
             try:
@@ -453,22 +477,20 @@ class Framework:
                     status = Status.as_error(f'running Reserve plugin "{plugin.name}": {status.message}')
                 result = status.with_plugin(plugin.name)
                 break
-        self.observe("Reserve", _code_name(result), time.perf_counter() - start)
         return result
 
+    @_timed("Unreserve", _no_status)
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """Every Reserve plugin's unreserve, in reverse order; failures cannot stop the others."""
-        start = time.perf_counter()
         for plugin in reversed(self.reserve_plugins):
             try:
                 plugin.unreserve(state, pod, node_name)
             except Exception:  # unreserve must reach every plugin
                 logger.exception("Unreserve plugin %s failed for pod %s", plugin.name, pod.key)
-        self.observe("Unreserve", "Success", time.perf_counter() - start)
 
+    @_timed("Permit")
     def run_permit_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         """None (allowed), a rejection, an error, or Wait after registering a WaitingPod."""
-        start = time.perf_counter()
         waits: dict[str, float] = {}
         result: Status | None = None
         for plugin in self.permit_plugins:
@@ -492,7 +514,6 @@ class Framework:
             result = Status.wait(
                 f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"'
             )
-        self.observe("Permit", _code_name(result), time.perf_counter() - start)
         return result
 
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
@@ -509,8 +530,8 @@ class Framework:
 
     # -- binding ---------------------------------------------------------------------------
 
+    @_timed("PreBind")
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        start = time.perf_counter()
         result: Status | None = None
         for plugin in self.pre_bind_plugins:
             try:
@@ -524,12 +545,11 @@ class Framework:
                                 error=status.error)
             result = status.with_plugin(plugin.name)
             break
-        self.observe("PreBind", _code_name(result), time.perf_counter() - start)
         return result
 
+    @_timed("Bind")
     async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         """The first Bind plugin that does not Skip decides; all skipping gives SKIP."""
-        start = time.perf_counter()
         result: Status | None = SKIP
         for plugin in self.bind_plugins:
             try:
@@ -546,14 +566,12 @@ class Framework:
                 result = Status(Code.ERROR, (f'running Bind plugin "{plugin.name}": {status.message}',),
                                 error=status.error).with_plugin(plugin.name)
             break
-        self.observe("Bind", _code_name(result), time.perf_counter() - start)
         return result
 
+    @_timed("PostBind", _no_status)
     def run_post_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        start = time.perf_counter()
         for plugin in self.post_bind_plugins:
             try:
                 plugin.post_bind(state, pod, node_name)
             except Exception:  # informational only: the pod is bound
                 logger.exception("PostBind plugin %s failed for pod %s", plugin.name, pod.key)
-        self.observe("PostBind", "Success", time.perf_counter() - start)

@@ -103,7 +103,6 @@ class SchedulingQueue:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS,
         nominator: Nominator | None = None,
-        on_depth_change: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
         self._less = less
         self._clock = clock
@@ -111,8 +110,6 @@ class SchedulingQueue:
         self._sleep = sleep
         self.max_in_unschedulable = max_in_unschedulable
         self.nominator = nominator or Nominator()
-        self._on_depth_change = on_depth_change
-        self._last_counts: dict[str, int] = {}
 
         self._active: Heap[QueuedPodInfo] = Heap(less=less, key=lambda q: q.uid)
         self._backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
@@ -203,7 +200,6 @@ class SchedulingQueue:
             return True
         qpi = QueuedPodInfo(pod, self._clock() if timestamp is None else timestamp)
         self._move_to_active(qpi, str(ev.UNSCHEDULED_POD_ADD))
-        self._changed()
         return True
 
     def update(self, old: PodInfo | None, new: PodInfo) -> None:
@@ -221,7 +217,6 @@ class SchedulingQueue:
             # The pod gave up its nominated node: lower-priority pods may fit there now.
             self.move_all_to_active_or_backoff(
                 ev.ASSIGNED_POD_DELETE, old, None, pre_check=lambda p: p.priority <= old.priority)
-        self._changed()
 
     def _update(self, old: PodInfo | None, new: PodInfo, events: list[ClusterEvent]) -> None:
         uid = new.uid
@@ -263,7 +258,6 @@ class SchedulingQueue:
         self._deleted[pod.uid] = None
         if len(self._deleted) > _DELETED_MEMORY:
             self._deleted.popitem(last=False)
-        self._changed()
 
     def activate(self, pods: Iterable[PodInfo]) -> None:
         """Move the named pods from backoffQ or the unschedulable pool to activeQ (Handle.activate).
@@ -281,7 +275,6 @@ class SchedulingQueue:
                     self._in_flight.record(ev.FORCE_ACTIVATE, None, pod)
                 continue
             self._move_to_active(qpi, str(ev.FORCE_ACTIVATE))
-        self._changed()
 
     # --- the scheduling cycle -------------------------------------------------------
 
@@ -293,7 +286,6 @@ class SchedulingQueue:
                 continue
             qpi.attempts += 1
             self._cycle += 1
-            self._changed()
             return qpi
         return None
 
@@ -310,7 +302,7 @@ class SchedulingQueue:
         """The pod's attempt is over (bound, or requeued): stop tracking events for it."""
         self._in_flight.done(uid)
 
-    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int = 0) -> None:
+    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo) -> None:
         """Requeue a pod whose attempt failed.
 
         The caller has set `qpi.unschedulable_plugins` / `pending_plugins` for this
@@ -318,13 +310,12 @@ class SchedulingQueue:
         assumed copy with a nodeName). The pod goes to the unschedulable pool,
         unless an event that arrived while it was in flight interests its rejectors
         (or it failed with an error): then to backoffQ or activeQ. Ends in-flight
-        tracking. `scheduling_cycle` is kept for upstream parity (hints make it moot).
+        tracking.
         """
         try:
             self._requeue_failed(qpi)
         finally:
             self._in_flight.done(qpi.uid)
-            self._changed()
 
     def _requeue_failed(self, qpi: QueuedPodInfo) -> None:
         flying = self._in_flight.get(qpi.uid)
@@ -336,10 +327,6 @@ class SchedulingQueue:
         if self.where(qpi.uid) not in (None, "in-flight"):
             logger.error("Pod %s is already queued (%s); not requeuing it", qpi.key, self.where(qpi.uid))
             return
-        if qpi.unschedulable_plugins or qpi.pending_plugins:
-            qpi.consecutive_errors = 0
-        else:
-            qpi.consecutive_errors += 1
         qpi.timestamp = self._clock()
         strategy = self._in_flight_strategy(qpi)
         self._requeue(qpi, strategy, ev.SCHEDULE_ATTEMPT_FAILURE)
@@ -358,7 +345,6 @@ class SchedulingQueue:
         `pre_check` accepts) and to the pods in flight."""
         pods = [q for q in self._pool.values() if pre_check is None or pre_check(q.pod_info)]
         self._move_pods(pods, event, old_obj, new_obj)
-        self._changed()
 
     def assigned_pod_added(self, pod: PodInfo) -> None:
         """A pod was bound (by us or anyone): it may satisfy other pods' affinity."""
@@ -392,7 +378,6 @@ class SchedulingQueue:
         while (head := self._backoff.peek()) is not None and head.expiry <= now:
             self._backoff.pop()
             self._move_to_active(head.qpi, ev.BACKOFF_COMPLETE)
-        self._changed()
 
     def flush_unschedulable_leftover(self) -> None:
         """Move pods that sat in the unschedulable pool longer than `max_in_unschedulable`."""
@@ -400,7 +385,6 @@ class SchedulingQueue:
         stale = [q for q in self._pool.values() if now - q.timestamp > self.max_in_unschedulable]
         if stale:
             self._move_pods(stale, ev.UNSCHEDULABLE_TIMEOUT, None, None)
-        self._changed()
 
     async def run(self, stop_event: asyncio.Event | None = None) -> None:
         """Flush backoffQ every second and the leftovers every 30 s until stopped or closed."""
@@ -434,17 +418,6 @@ class SchedulingQueue:
             for waiter in waiters:
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiter
-
-    # --- PodNominator, for Handle.nominator -----------------------------------------
-
-    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
-        return self.nominator.nominated_pods_for_node(node_name)
-
-    def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None:
-        self.nominator.add_nominated_pod(pod, node_name)
-
-    def delete_nominated_pod(self, pod: PodInfo) -> None:
-        self.nominator.delete_nominated_pod(pod)
 
     # --- internals ------------------------------------------------------------------
 
@@ -601,10 +574,3 @@ class SchedulingQueue:
                     return strategy
         return strategy
 
-    def _changed(self) -> None:
-        if self._on_depth_change is None:
-            return
-        counts = self.pending_counts()
-        if counts != self._last_counts:
-            self._last_counts = counts
-            self._on_depth_change(counts)

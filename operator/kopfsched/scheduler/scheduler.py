@@ -417,7 +417,7 @@ class Scheduler:
             qpi.pending_plugins = set()
             outcome = "error"
             logger.warning("error scheduling pod %s: %s", pod.key, message)
-        self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+        self.queue.add_unschedulable_if_not_present(qpi)
         if nominated_node:
             self.queue.nominator.add_nominated_pod(pod, nominated_node)
         elif nominated_node == "":  # preemption found nothing: give up the old nomination
