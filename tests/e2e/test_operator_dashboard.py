@@ -120,10 +120,10 @@ async def test_dashboard_in_chromium_shows_profiles_the_pending_reason_and_nodes
             await page.goto(f'{base}/')
             pending = page.locator('#pending')
             await pending.get_by_text('Insufficient cpu').wait_for(timeout=15_000)
-            text = await pending.inner_text()
-            assert 'default/big' in text
-            assert '2\tnode(s) had untolerated taint(s)' in text or '2node(s) had untolerated taint(s)' in text \
-                or '2 node(s) had untolerated taint(s)' in text
+            row = pending.locator('tr.pod', has_text='default/big')
+            assert await row.locator('.reason').all_inner_texts() == [
+                '2 node(s) had untolerated taint(s)', '1 Insufficient cpu']
+            assert 'Unschedulable · 3 nodes' in await row.inner_text()
             profiles = await page.locator('#profiles').inner_text()
             assert 'kopfsched' in profiles and 'Ready' in profiles
             bindings = await page.locator('#bindings').inner_text()

@@ -21,6 +21,7 @@ import asyncio
 import json
 import time
 from importlib import resources
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -42,9 +43,11 @@ def page() -> bytes:
 
 
 class DashboardRoutes:
-    def __init__(self, source: DashboardSource, *, min_interval: float = 1.0) -> None:
+    def __init__(self, source: DashboardSource, *, min_interval: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self.min_interval = min_interval
+        self.clock = clock
         self._page = page()
         self._overview: tuple[float, bytes] | None = None
         self._computing: asyncio.Future[bytes] | None = None
@@ -63,7 +66,7 @@ class DashboardRoutes:
         return _json_body(await self._cached_overview())
 
     async def _cached_overview(self) -> bytes:
-        now = time.monotonic()
+        now = self.clock()
         if self._overview is not None and now - self._overview[0] < self.min_interval:
             return self._overview[1]
         if self._computing is not None:  # another request is computing it: share the answer
@@ -77,7 +80,7 @@ class DashboardRoutes:
             raise
         else:
             self._computing.set_result(body)
-            self._overview = (time.monotonic(), body)
+            self._overview = (self.clock(), body)
             return body
         finally:
             self._computing = None

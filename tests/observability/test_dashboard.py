@@ -1,0 +1,99 @@
+"""The dashboard's HTTP side: routes, the overview's rate limit, the page's self-containment."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from kopfsched.observability.dashboard import DashboardRoutes, page
+from kopfsched.observability.health import HealthServer
+from kopfsched.observability.metrics import SchedulerMetrics
+
+
+class Source:
+    def __init__(self) -> None:
+        self.overviews = 0
+
+    async def overview(self) -> dict[str, Any]:
+        self.overviews += 1
+        return {"n": self.overviews}
+
+    async def pending(self) -> bytes:
+        return b'{"pods":[{"namespace":"ns","name":"p"}]}'
+
+    def pending_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"namespace": namespace, "name": name, "filter": {}} if (namespace, name) == ("ns", "p") else None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[aiohttp.ClientSession, Source, Clock]]:
+    source, clock = Source(), Clock()
+    app = web.Application()
+    DashboardRoutes(source, min_interval=1.0, clock=clock).add_to(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{port}") as session:
+        yield session, source, clock
+    await runner.cleanup()
+
+
+async def get(session: aiohttp.ClientSession, path: str) -> tuple[int, str, str]:
+    async with session.get(path) as response:
+        return response.status, response.content_type, await response.text()
+
+
+async def test_routes(served) -> None:
+    session, _, _ = served
+    status, content_type, body = await get(session, "/")
+    assert (status, content_type) == (200, "text/html") and "<title>kopfsched</title>" in body
+    assert await get(session, "/debug/pending") == (200, "application/json",
+                                                   '{"pods":[{"namespace":"ns","name":"p"}]}')
+    status, _, body = await get(session, "/debug/pending/ns/p")
+    assert (status, json.loads(body)) == (200, {"namespace": "ns", "name": "p", "filter": {}})
+    status, _, body = await get(session, "/debug/pending/ns/other")
+    assert (status, json.loads(body)) == (404, {"message": "pod ns/other is not pending in this scheduler"})
+
+
+async def test_the_overview_is_computed_at_most_once_per_interval(served) -> None:
+    session, source, clock = served
+    answers = [json.loads((await get(session, "/debug/overview"))[2]) for _ in range(3)]
+    assert answers == [{"n": 1}] * 3
+    clock.now += 1.0
+    assert json.loads((await get(session, "/debug/overview"))[2]) == {"n": 2}
+    assert source.overviews == 2
+
+
+def test_the_page_fetches_nothing_but_its_own_server() -> None:
+    html = page().decode()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(" not in html
+    assert set(re.findall(r'fetch\(\s*[`"\']([^`"\'$]*)', html)) == {"debug/overview", "debug/pending/"}
+
+
+async def test_the_health_server_serves_the_dashboard_only_when_given_a_source() -> None:
+    for source, expected in ((None, 404), (Source(), 200)):
+        server = HealthServer(port=0, host="127.0.0.1", healthy=lambda: True, ready=lambda: True,
+                              registry=SchedulerMetrics().registry, dashboard=source)
+        await server.start()
+        try:
+            async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{server.port}/") as resp:
+                assert resp.status == expected
+        finally:
+            await server.stop()
