@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from importlib import resources
 from collections.abc import Callable
+from importlib import resources
 from typing import Any, Protocol
 
 from aiohttp import web
