@@ -112,6 +112,36 @@ def test_bench_basic_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert (result["scheduled"], result["failedAttempts"]) == (50, 0)
 
 
+@pytest.mark.parametrize(("workload", "extra"), [
+    pytest.param("preemption-async", ["--init-pods", "80"], id="preemption-async"),
+    pytest.param("unschedulable", ["--init-pods", "40"], id="unschedulable"),
+])
+def test_bench_churn_workloads(capsys: pytest.CaptureFixture[str], workload: str, extra: list[str]) -> None:
+    """Churn pods (preemptors, pods that fit nowhere) come in while the measured pods schedule,
+    and only the measured pods count."""
+    assert main(["bench", "--workload", workload, "--nodes", "20", "--pods", "30", *extra, "-o", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["nodes"], result["pods"], result["scheduled"]) == (20, 30, 30)
+    assert result["churnPods"] >= 1
+    assert result["p50Ms"] <= result["p90Ms"] <= result["p99Ms"]
+    assert {"PreFilter", "Filter", "Score", "Bind"} <= set(result["extensionPoints"])
+    assert all(point["calls"] > 0 for point in result["extensionPoints"].values())
+
+
+def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
+    from kopfsched.bench.workloads import SIZES, WORKLOADS, preemption_async, unschedulable
+
+    assert SIZES == {"preemption-async": (5000, 20000, 5000), "unschedulable": (5000, 20000, 10000)}
+    assert set(SIZES) <= set(WORKLOADS)
+    async_shape = preemption_async(2, 8, 1)
+    assert [p["spec"]["nodeName"] for p in async_shape.init_pods] == ["node-0", "node-1"] * 4
+    preemptor = async_shape.churn(0)["spec"]
+    assert (preemptor["priority"], preemptor["containers"][0]["resources"]["requests"]["cpu"]) == (10, "3")
+    stuck = unschedulable(2, 2, 1).churn(3)
+    assert stuck["metadata"]["name"] == "unschedulable-3"
+    assert stuck["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "9", "memory": "500Mi"}}
+
+
 @pytest.mark.parametrize("argv", [
     pytest.param(["bench", "--workload", "no-such-workload"], id="unknown-workload"),
     pytest.param(["bench", "--nodes", "0"], id="no-nodes"),

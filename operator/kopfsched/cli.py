@@ -48,9 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     snapshot.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
     bench = sub.add_parser("bench", help="measure the scheduler core in-process")
-    bench.add_argument("--nodes", type=int, default=500)
-    bench.add_argument("--init-pods", type=int, default=500)
-    bench.add_argument("--pods", type=int, default=2000)
+    bench.add_argument("--nodes", type=int, help="default: the workload's (500; 5000 for preemption-async "
+                       "and unschedulable, as scheduler_perf)")
+    bench.add_argument("--init-pods", type=int, help="pods running before the measurement (default: the workload's)")
+    bench.add_argument("--pods", type=int, help="pods measured (default: the workload's)")
     bench.add_argument("--workload", default="basic")
     bench.add_argument("--profile", metavar="F", help="SchedulerProfile file to bench instead of the default")
     bench.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -263,12 +264,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from kopfsched.bench.runner import bench
-    from kopfsched.bench.workloads import WORKLOADS
+    from kopfsched.bench.workloads import DEFAULT_SIZE, SIZES, WORKLOADS
 
     if args.workload not in WORKLOADS:
         print(f"unknown workload {args.workload!r}; choose from: {', '.join(WORKLOADS)}", file=sys.stderr)
         return EXIT_USAGE
-    if min(args.nodes, args.pods) < 1 or args.init_pods < 0:
+    default_nodes, default_init, default_pods = SIZES.get(args.workload, DEFAULT_SIZE)
+    nodes = default_nodes if args.nodes is None else args.nodes
+    init_pods = default_init if args.init_pods is None else args.init_pods
+    pods = default_pods if args.pods is None else args.pods
+    if min(nodes, pods) < 1 or init_pods < 0:
         print("--nodes and --pods must be at least 1, --init-pods at least 0", file=sys.stderr)
         return EXIT_USAGE
     registry = _plugin_registry()
@@ -278,8 +283,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if problems:
             _print_problems(problems)
             return EXIT_INVALID
-    result = bench(workload=args.workload, nodes=args.nodes, init_pods=args.init_pods, pods=args.pods,
-                   profile=profile, registry=registry, progress=args.pods >= 5000)
+    result = bench(workload=args.workload, nodes=nodes, init_pods=init_pods, pods=pods,
+                   profile=profile, registry=registry, progress=pods >= 5000)
     if args.output == "json":
         print(json.dumps(result))
     else:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kopfsched.bench.workloads import WORKLOADS, Workload
+from kopfsched.bench.workloads import DEFAULT_SIZE, SIZES, WORKLOADS, Workload
 from kopfsched.cache.cache import Cache
 from kopfsched.config.defaults import default_profile
 from kopfsched.config.types import ProfileConfig
@@ -24,25 +24,38 @@ from kopfsched.simulate.client import InMemoryClusterClient
 
 
 class _Progress(NullObserver):
-    def __init__(self, total: int, done: asyncio.Event, report: Callable[[int], None] | None) -> None:
-        self.total = total
+    """Counts the measured pods scheduled; keeps every attempt's latency (churn pods' too, as
+    scheduler_perf's attempt-duration histogram) and the time spent per extension point."""
+
+    def __init__(self, measured: set[str], done: asyncio.Event, report: Callable[[int], None] | None) -> None:
+        self.measured = measured
         self.latencies: list[float] = []
         self.scheduled = 0
         self.failed = 0
+        self.points: dict[str, list[float]] = {}
+        """extension point -> [calls, seconds]"""
         self._done = done
         self._report = report
 
     def attempted(self, attempt: Attempt) -> None:
         self.latencies.append(attempt.seconds)
-        if attempt.result == "scheduled":
-            self.scheduled += 1
-        else:
+        if attempt.result != "scheduled":
             self.failed += 1
-        if self._report is not None and self.scheduled and self.scheduled % 1000 == 0 and \
-                attempt.result == "scheduled":
+            return
+        if attempt.pod.uid not in self.measured:
+            return
+        self.scheduled += 1
+        if self._report is not None and self.scheduled % 1000 == 0:
             self._report(self.scheduled)
-        if self.scheduled >= self.total:
+        if self.scheduled >= len(self.measured):
             self._done.set()
+
+    def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
+        entry = self.points.get(point)
+        if entry is None:
+            entry = self.points[point] = [0, 0.0]
+        entry[0] += 1
+        entry[1] += seconds
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -65,7 +78,8 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
     def report(n: int) -> None:
         print(f"bench: {n}/{len(workload.pods)} pods scheduled", file=sys.stderr)
 
-    observer = _Progress(len(workload.pods), done, report if progress else None)
+    measured = {pod["metadata"]["uid"] for pod in workload.pods}
+    observer = _Progress(measured, done, report if progress else None)
     scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=time.perf_counter,
                           rng=random.Random(seed), observer=observer)
     profile = profile or default_profile(registry)
@@ -78,17 +92,26 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
     for pod in workload.init_pods:
         client.add_pod(pod)
         handlers.on_pod_upsert(pod)
-    for pod in workload.pods:
+
+    def create(pod: dict[str, Any]) -> None:
         pod["spec"]["schedulerName"] = profile.scheduler_name
         client.add_pod(pod)
         handlers.on_pod_upsert(pod)
+
+    for pod in workload.pods:
+        create(pod)
     started = time.perf_counter()
     loop_task = asyncio.ensure_future(scheduler.run())
     # Backoff expiry moves retried pods (e.g. preemptors) back to activeQ, as in a cluster.
     flush_task = asyncio.ensure_future(scheduler.queue.run())
+    churned: list[int] = [0]
+    churn_task = asyncio.ensure_future(_churn(workload, create, done, churned)) if workload.churn else None
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout)
     elapsed = time.perf_counter() - started
+    done.set()
+    if churn_task is not None:
+        await churn_task
     scheduler.queue.close()
     await loop_task
     await flush_task
@@ -101,14 +124,34 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
         "failedAttempts": observer.failed,
         "seconds": round(elapsed, 3),
         "podsPerSecond": round(observer.scheduled / elapsed, 1) if elapsed else 0.0,
+        "churnPods": churned[0],
         "p50Ms": round(_percentile(observer.latencies, 0.50) * 1000, 3),
+        "p90Ms": round(_percentile(observer.latencies, 0.90) * 1000, 3),
         "p99Ms": round(_percentile(observer.latencies, 0.99) * 1000, 3),
+        "extensionPoints": {point: {"calls": calls, "ms": round(seconds * 1000, 1)}
+                            for point, (calls, seconds) in sorted(observer.points.items())},
         "peakRssMiB": round(peak_rss_mib(), 1),
     }
 
 
-def bench(*, workload: str, nodes: int, init_pods: int, pods: int, profile: ProfileConfig | None = None,
-          registry: Registry | None = None, progress: bool = False) -> dict[str, Any]:
-    built = WORKLOADS[workload](nodes, init_pods, pods)
+async def _churn(workload: Workload, create: Callable[[dict[str, Any]], None], done: asyncio.Event,
+                 churned: list[int]) -> None:
+    """One churn pod now, then one every interval, until the measured pods are done."""
+    assert workload.churn is not None
+    while not done.is_set():
+        create(workload.churn(churned[0]))
+        churned[0] += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), workload.churn_interval)
+
+
+def bench(*, workload: str, nodes: int | None = None, init_pods: int | None = None, pods: int | None = None,
+          profile: ProfileConfig | None = None, registry: Registry | None = None,
+          progress: bool = False) -> dict[str, Any]:
+    """Run a named workload; a size not given is the workload's own (SIZES) or DEFAULT_SIZE."""
+    default_nodes, default_init, default_pods = SIZES.get(workload, DEFAULT_SIZE)
+    built = WORKLOADS[workload](default_nodes if nodes is None else nodes,
+                                default_init if init_pods is None else init_pods,
+                                default_pods if pods is None else pods)
     result = asyncio.run(run_workload(built, profile=profile, registry=registry, progress=progress))
     return {"workload": workload, **result}

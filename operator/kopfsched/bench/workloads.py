@@ -1,7 +1,9 @@
 """Benchmark workloads, shaped like upstream's scheduler_perf test cases.
 
 Each workload returns the nodes, the pods already running on them (bound directly, as
-scheduler_perf's initial pods), and the pods to schedule while measuring.
+scheduler_perf's initial pods), and the pods to schedule while measuring. A workload with
+`churn` also creates one churn pod every `churn_interval` seconds while the measured pods
+schedule (scheduler_perf's `churn` op in `create` mode); only the measured pods count.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ class Workload:
     nodes: list[Obj]
     init_pods: list[Obj]
     pods: list[Obj]
+    churn: Callable[[int], Obj] | None = None
+    """Makes the i-th churn pod; None: no churn."""
+    churn_interval: float = 0.2
+    """Seconds between two churn pods (scheduler_perf's intervalMilliseconds: 200)."""
 
 
 def default_node(i: int, *, zones: bool = False) -> Obj:
@@ -88,18 +94,55 @@ def topology_spread(nodes: int, init_pods: int, pods: int) -> Workload:
     return Workload(node_objs, init, [_spreading_pod(f"pod-{i}") for i in range(pods)])
 
 
-def preemption(nodes: int, init_pods: int, pods: int) -> Workload:
-    """PreemptionBasic (scheduler_perf's 1000Nodes: 4000 init pods, 1000 measured; keep 4 init pods
-    per node): nodes full of priority-0 pods of 900m (pod-low-priority.yaml: four use 3.6 of 4 CPU),
-    then priority-10 pods of 3 CPU (pod-high-priority.yaml) that each must preempt three of them."""
-    node_objs = [default_node(i) for i in range(nodes)]
+def _low_priority_pods(init_pods: int, nodes: int) -> list[Obj]:
+    """pod-low-priority.yaml, bound round robin: priority 0, 900m (four use 3.6 of a node's 4 CPU)."""
     init = []
     for i in range(init_pods):
         pod = default_pod(f"init-{i}", namespace="sched-setup", node_name=f"node-{i % nodes}", cpu="900m",
                           terminationGracePeriodSeconds=0)
         pod["status"] = {"phase": "Running"}
         init.append(pod)
-    return Workload(node_objs, init, [default_pod(f"pod-{i}", cpu="3", priority=10) for i in range(pods)])
+    return init
+
+
+def _high_priority_pod(name: str) -> Obj:
+    """pod-high-priority.yaml: priority 10, 3 CPU (requests and limits)."""
+    return default_pod(name, cpu="3", priority=10)
+
+
+def preemption(nodes: int, init_pods: int, pods: int) -> Workload:
+    """PreemptionBasic (scheduler_perf's 1000Nodes: 4000 init pods, 1000 measured; keep 4 init pods
+    per node): nodes full of low-priority pods, then high-priority pods of 3 CPU that each must
+    preempt three of them."""
+    node_objs = [default_node(i) for i in range(nodes)]
+    return Workload(node_objs, _low_priority_pods(init_pods, nodes),
+                    [_high_priority_pod(f"pod-{i}") for i in range(pods)])
+
+
+def preemption_async(nodes: int, init_pods: int, pods: int) -> Workload:
+    """PreemptionAsync (5000Nodes: 20000 init pods, 5000 measured): nodes full of low-priority pods
+    as PreemptionBasic; a high-priority preemptor (3 CPU) every 200 ms throughout; the measured pods
+    are ordinary (pod-default.yaml) and always fit in the 0.4 CPU left per node."""
+    node_objs = [default_node(i) for i in range(nodes)]
+    return Workload(node_objs, _low_priority_pods(init_pods, nodes), [default_pod(f"pod-{i}") for i in range(pods)],
+                    churn=lambda i: _high_priority_pod(f"preemptor-{i}"))
+
+
+def _large_cpu_pod(name: str) -> Obj:
+    """pod-high-priority-large-cpu.yaml: priority 10, requests 9 CPU (more than any node has), no limits."""
+    pod = default_pod(name, priority=10)
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "9", "memory": "500Mi"}}
+    return pod
+
+
+def unschedulable(nodes: int, init_pods: int, pods: int) -> Workload:
+    """Unschedulable (5kNodes/20kInit/10kPods): ordinary pods running, a high-priority pod that
+    fits nowhere (9 CPU) every 200 ms throughout, and ordinary measured pods."""
+    node_objs = [default_node(i) for i in range(nodes)]
+    init = [default_pod(f"init-{i}", namespace="sched-setup", node_name=f"node-{i % nodes}")
+            for i in range(init_pods)]
+    return Workload(node_objs, init, [default_pod(f"pod-{i}") for i in range(pods)],
+                    churn=lambda i: _large_cpu_pod(f"unschedulable-{i}"))
 
 
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
@@ -107,4 +150,15 @@ WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "pod-anti-affinity": pod_anti_affinity,
     "topology-spread": topology_spread,
     "preemption": preemption,
+    "preemption-async": preemption_async,
+    "unschedulable": unschedulable,
 }
+
+DEFAULT_SIZE = (500, 500, 2000)
+"""(nodes, init pods, measured pods) when the command line gives none."""
+
+SIZES: dict[str, tuple[int, int, int]] = {
+    "preemption-async": (5000, 20000, 5000),
+    "unschedulable": (5000, 20000, 10000),
+}
+"""Workloads whose own size is scheduler_perf's performance case rather than DEFAULT_SIZE."""
