@@ -25,6 +25,10 @@ def filter_outcomes(plugin: Any, pod: dict[str, Any], infos: list[NodeInfo]) -> 
     table = plugin.handle.snapshot.table
     batch = plugin.filter_nodes(state, info, table, np.arange(len(table)))
     assert {infos[i].name for i in np.flatnonzero(~batch)} == set(result)
+    if callable(getattr(plugin, "filter_statuses", None)):
+        rejected = np.flatnonzero(~batch)
+        statuses = plugin.filter_statuses(state, info, table, rejected)
+        assert {infos[i].name: (s.code.name, s.reasons) for i, s in zip(rejected, statuses, strict=True)} == result
     return result
 
 

@@ -152,6 +152,11 @@ class Env:
         evaluator = self.plugin.evaluator
         pdbs = evaluator.pod_disruption_budgets()
         victims, violations, status = evaluator.select_victims_on_node(state.clone(), pod, node.clone(), pdbs)
+        if not self.framework.has_active_pre_filter_extensions(state):
+            # The batched dry run must answer exactly as the node-by-node one.
+            [batched] = evaluator.select_victims_on_nodes(state.clone(), pod, [node], pdbs)
+            assert (batched[0], batched[1]) == (victims, violations)
+            assert batched[2] == status or (batched[2].code, batched[2].reasons) == (status.code, status.reasons)
         return [v.name for v in victims], violations, status
 
     async def side_effects(self) -> None:

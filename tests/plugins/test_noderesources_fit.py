@@ -29,8 +29,12 @@ def run_filter(plugin: Fit, pod: dict[str, Any], node: NodeInfo):
     pod_info = PodInfo(pod)
     plugin.pre_filter(state, pod_info, [node])
     status = plugin.filter(state, pod_info, node)
-    batch = plugin.filter_nodes(state, pod_info, NodeTable([node]), np.arange(1))
+    table = NodeTable([node])
+    batch = plugin.filter_nodes(state, pod_info, table, np.arange(1))
     assert bool(batch[0]) == (status is None), "filter_nodes disagrees with filter"
+    if status is not None:
+        assert plugin.filter_statuses(state, pod_info, table, np.arange(1)) == [status], \
+            "filter_statuses disagrees with filter"
     return status
 
 

@@ -123,6 +123,19 @@ class FilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class NodeStaticFilterPlugin(FilterPlugin, Protocol):
+    """A Filter whose answer depends on the pod and the Node object alone (name, labels,
+    taints, spec, allocatable) — never on the pods on the node, nor on CycleState that
+    PreFilterExtensions change. Declared with `node_static_filter = True`.
+
+    Its answer for a node therefore cannot change while preemption's dry run removes and
+    reprieves victims there, or when nominated pods are counted on the node: the runtime
+    runs it once per node in those cases instead of once per victim."""
+
+    node_static_filter: bool
+
+
+@runtime_checkable
 class BatchFilterPlugin(FilterPlugin, Protocol):
     """A Filter that can also judge many nodes at once from the NodeTable.
 
@@ -130,6 +143,17 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
     `filter`: the runtime calls `filter` on the rejected nodes to learn their reasons."""
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchFilterStatusesPlugin(BatchFilterPlugin, Protocol):
+    """A batch Filter that can also give its rejections' statuses from the NodeTable.
+
+    Returns, for each of `rows` (rows `filter_nodes` rejected), exactly the Status `filter`
+    returns for that node; the runtime then calls no per-node `filter` at all, which is what
+    keeps an unschedulable pod's attempt over thousands of nodes cheap."""
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]: ...
 
 
 @runtime_checkable

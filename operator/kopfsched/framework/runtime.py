@@ -25,10 +25,12 @@ from kopfsched.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     BatchFilterPlugin,
+    BatchFilterStatusesPlugin,
     BatchScorePlugin,
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
+    NodeStaticFilterPlugin,
     NodeToStatus,
     NormalizeScorePlugin,
     PermitPlugin,
@@ -141,6 +143,13 @@ class Framework:
             p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
         self._batch_filter: dict[str, BatchFilterPlugin] = {
             p.name: p for p in self.filter_plugins if isinstance(p, BatchFilterPlugin)}
+        # Filters whose answer may change when pods are added to or removed from a node: the
+        # only ones preemption's reprieve steps and the second nominated-pods pass re-run.
+        self.pod_dependent_filter_plugins: list[FilterPlugin] = [
+            p for p in self.filter_plugins
+            if not (isinstance(p, NodeStaticFilterPlugin) and p.node_static_filter is True)]
+        self._batch_statuses: dict[str, BatchFilterStatusesPlugin] = {
+            p.name: p for p in self.filter_plugins if isinstance(p, BatchFilterStatusesPlugin)}
         self._batch_score: dict[str, BatchScorePlugin] = {
             p.name: p for p, _ in self.score_plugins if isinstance(p, BatchScorePlugin)}
         self._normalizers = {p.name: p.normalize_score for p, _ in self.score_plugins
@@ -273,11 +282,14 @@ class Framework:
 
     # -- Filter --------------------------------------------------------------------------------
 
-    def run_filter_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        """Filter one node, stopping at the first plugin that rejects it."""
+    def run_filter_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo, *,
+                           pod_dependent_only: bool = False) -> Status | None:
+        """Filter one node, stopping at the first plugin that rejects it. With
+        `pod_dependent_only`, node-static plugins are left out: for callers that know they
+        already passed on this node (their answer cannot have changed since)."""
         # _filter_one inlined: this runs several times per node in preemption's dry runs.
         skipped = state.skip_filter_plugins
-        for plugin in self.filter_plugins:
+        for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
             if plugin.name in skipped:
                 continue
             try:
@@ -313,25 +325,81 @@ class Framework:
         ]
 
     def run_filter_plugins_with_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo, *,
-                                     nominated: list[PodInfo]) -> Status | None:
+                                     nominated: list[PodInfo], pod_dependent_only: bool = False,
+                                     scratch_node: bool = False) -> Status | None:
         """`run_filter_plugins_with_nominated_pods` with the nominated pods already looked up
-        (`nominated_pods_to_count`), for callers that filter the same node many times."""
+        (`nominated_pods_to_count`), for callers that filter the same node many times.
+
+        The second pass leaves out node-static plugins: the first one just passed them on
+        the same node. `scratch_node` says `node` is the caller's own copy: the nominated pods
+        are added to it and removed again instead of cloning it (and, when no PreFilter
+        extension is active, the state is not cloned either)."""
         if nominated:
-            state_with = state.clone()
-            node_with = node.clone()
-            for other in nominated:
-                node_with.add_pod(other)
-                status = self.run_pre_filter_extension_add_pod(state_with, pod, other, node_with)
-                if status is not None:
-                    return status
-            status = self.run_filter_plugins(state_with, pod, node_with)
+            if scratch_node and not any(other.uid in node.pods for other in nominated):
+                extensions = self.has_active_pre_filter_extensions(state)
+                state_with = state.clone() if extensions else state
+                status = None
+                added: list[PodInfo] = []
+                for other in nominated:
+                    node.add_pod(other)
+                    added.append(other)
+                    if extensions:
+                        status = self.run_pre_filter_extension_add_pod(state_with, pod, other, node)
+                        if status is not None:
+                            break
+                if status is None:
+                    status = self.run_filter_plugins(state_with, pod, node, pod_dependent_only=pod_dependent_only)
+                for other in added:
+                    node.remove_pod(other)
+            else:
+                status = self.run_filter_plugins_first_pass(state, pod, node, nominated=nominated,
+                                                            pod_dependent_only=pod_dependent_only)
             if status is not None:
                 return status
-        return self.run_filter_plugins(state, pod, node)
+            return self.run_filter_plugins(state, pod, node, pod_dependent_only=True)
+        return self.run_filter_plugins(state, pod, node, pod_dependent_only=pod_dependent_only)
+
+    def run_filter_plugins_first_pass(self, state: CycleState, pod: PodInfo, node: NodeInfo, *,
+                                      nominated: list[PodInfo], pod_dependent_only: bool = False) -> Status | None:
+        """Upstream's first pass alone: the nominated pods counted on a copy of the node."""
+        state_with = state.clone()
+        node_with = node.clone()
+        for other in nominated:
+            node_with.add_pod(other)
+            status = self.run_pre_filter_extension_add_pod(state_with, pod, other, node_with)
+            if status is not None:
+                return status
+        return self.run_filter_plugins(state_with, pod, node_with, pod_dependent_only=pod_dependent_only)
+
+    def has_active_pre_filter_extensions(self, state: CycleState) -> bool:
+        """Whether some PreFilter plugin with AddPod/RemovePod did not Skip this cycle."""
+        skipped = state.skip_filter_plugins
+        return any(p.name not in skipped for p in self.pre_filter_extensions)
+
+    def run_filter_plugins_what_if(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], *,
+                                   pod_dependent_only: bool = False) -> list[Status | None]:
+        """Each node's Filter status, for hypothetical nodes (copies with pods removed or
+        added by preemption's dry run, or with nominated pods counted), in one vectorised
+        pass over a NodeTable of their own.
+
+        One state serves every node, so the caller must know that no PreFilter extension is
+        active (`has_active_pre_filter_extensions`): then no node has state of its own. An
+        error stops the batch; every node not judged by then gets it, as each would have."""
+        if not nodes:
+            return []
+        table = NodeTable(nodes)
+        mask, rejected = self._filter_rows(state, pod, table, np.arange(len(nodes), dtype=np.int64),
+                                           pod_dependent_only=pod_dependent_only)
+        out: list[Status | None] = [rejected.get(i) for i in range(len(nodes))]
+        error = next((s for s in rejected.values() if s.code is Code.ERROR), None)
+        if error is not None:
+            out = [error if s is None and not ok else s for s, ok in zip(out, mask.tolist(), strict=True)]
+        return out
 
     @_timed("Filter", _no_status)
     def run_filter_plugins_on_rows(
-        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
+        pod_dependent_only: bool = False,
     ) -> tuple[np.ndarray, dict[int, Status]]:
         """Filter many nodes: (boolean mask over `rows`, True where the node passed;
         row -> first rejection).
@@ -339,11 +407,16 @@ class Framework:
         Each node's status comes from the first plugin that rejects it, exactly as if the
         nodes were filtered one by one. An Error status is returned among the rejections;
         the caller aborts the cycle on it."""
+        return self._filter_rows(state, pod, table, rows, pod_dependent_only=pod_dependent_only)
+
+    def _filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
+                     pod_dependent_only: bool) -> tuple[np.ndarray, dict[int, Status]]:
+        """run_filter_plugins_on_rows, untimed (preemption's what-if batches count as PostFilter)."""
         rejected: dict[int, Status] = {}
         alive_pos = np.arange(len(rows))
         skipped = state.skip_filter_plugins
         nodes = table.nodes
-        for plugin in self.filter_plugins:
+        for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
             if not len(alive_pos):
                 break
             if plugin.name in skipped:
@@ -360,7 +433,25 @@ class Framework:
                     break
                 if passed.all():
                     continue
-                for row in alive[~passed].tolist():
+                failed = alive[~passed]
+                with_statuses = self._batch_statuses.get(plugin.name)
+                if with_statuses is not None:
+                    try:
+                        statuses = with_statuses.filter_statuses(state, pod, table, failed)
+                    except Exception as exc:
+                        error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
+                        rejected[int(failed[0])] = error.with_plugin(plugin.name)
+                        alive_pos = alive_pos[:0]
+                        break
+                    reported: dict[int, Status] = {}  # statuses are shared: wrap each once
+                    for row, status in zip(failed.tolist(), statuses, strict=True):
+                        wrapped = reported.get(id(status))
+                        if wrapped is None:
+                            wrapped = reported[id(status)] = _filter_failure(plugin, status)
+                        rejected[row] = wrapped
+                    alive_pos = alive_pos[passed]
+                    continue
+                for row in failed.tolist():
                     one = self._filter_one(plugin, state, pod, nodes[row])
                     rejected[row] = one if one is not None else Status.as_error(
                         f'"{plugin.name}" batch filter rejected node {nodes[row].name} but its filter accepted it'

@@ -8,7 +8,7 @@ pods assigned (or assumed) to it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -346,6 +346,31 @@ class NodeInfo:
         other.used_ports = self.used_ports.clone()
         other.pvc_ref_counts = dict(self.pvc_ref_counts) if self.pvc_ref_counts else {}
         other.generation = self.generation
+        return other
+
+    def without_pods(self, gone: Iterable[PodInfo]) -> NodeInfo:
+        """A copy for dry runs without the given pods: the totals are summed afresh over the
+        pods that stay, cheaper than a clone when most pods go (preemption's victims)."""
+        uids = {pod.uid for pod in gone}
+        other = NodeInfo.__new__(NodeInfo)
+        other.node = self.node
+        other.name = self.name
+        other.labels = self.labels
+        other.taints = self.taints
+        other.unschedulable = self.unschedulable
+        other.allocatable = self.allocatable
+        other.image_states = self.image_states
+        other.pods = {}
+        other.pods_with_affinity = {}
+        other.pods_with_required_anti_affinity = {}
+        other.requested = Resource()
+        other.non_zero_requested = Resource()
+        other.used_ports = HostPortInfo()
+        other.pvc_ref_counts = {}
+        other.generation = self.generation
+        for uid, pod in self.pods.items():
+            if uid not in uids:
+                other.add_pod(pod)
         return other
 
     def __repr__(self) -> str:

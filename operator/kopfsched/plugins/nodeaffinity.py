@@ -196,6 +196,7 @@ PRE_SCORE_STATE = StateKey["PreferredSchedulingTerms | None"]("NodeAffinity", "P
 
 class NodeAffinity:
     name = "NodeAffinity"
+    node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: NodeAffinityArgs | None, handle: Any = None) -> None:
         args = args or NodeAffinityArgs()

@@ -23,6 +23,7 @@ def fits(pod: PodInfo, node: NodeInfo) -> bool:
 
 class NodeName:
     name = "NodeName"
+    node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass

@@ -39,6 +39,7 @@ def tolerates_unschedulable(tolerations: Iterable[dict[str, Any]]) -> bool:
 
 class NodeUnschedulable:
     name = "NodeUnschedulable"
+    node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass

@@ -54,6 +54,7 @@ def count_intolerable_prefer_no_schedule(taints: Sequence[Obj], tolerations: Seq
 
 class TaintToleration:
     name = "TaintToleration"
+    node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass

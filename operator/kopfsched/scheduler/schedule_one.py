@@ -256,19 +256,32 @@ class SchedulingAlgorithm:
         slow = np.fromiter((bool(c) for c in counted), dtype=bool, count=len(chunk))
         if not slow.any():
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
-        mask = np.zeros(len(chunk), dtype=bool)
-        rejected: dict[int, Status] = {}
-        fast_pos = np.flatnonzero(~slow)
-        if len(fast_pos):
-            fast_mask, rejected = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk[fast_pos])
-            mask[fast_pos] = fast_mask
-        for pos in np.flatnonzero(slow).tolist():
-            row = int(chunk[pos])
-            status = fwk.run_filter_plugins_with_pods(state, pod, nodes[row], nominated=counted[pos])
+        # The vectorised pass over every row is the slow rows' second pass (without their
+        # nominated pods) too; only the first pass (with them) goes node by node, and its
+        # rejection, when there is one, is the node's status, as upstream's order has it.
+        mask, without = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
+        if any(status.code is Code.ERROR for status in without.values()):
+            return mask, without  # the cycle aborts on it
+        slow_rows = {int(chunk[pos]): pos for pos in np.flatnonzero(slow).tolist()}
+        rejected = {row: status for row, status in without.items() if row not in slow_rows}
+        if fwk.has_active_pre_filter_extensions(state):
+            firsts = [fwk.run_filter_plugins_first_pass(state, pod, nodes[row], nominated=counted[pos])
+                      for row, pos in slow_rows.items()]
+        else:  # no node needs state of its own: every first pass in one vectorised call
+            copies = []
+            for row, pos in slow_rows.items():
+                copy = nodes[row].clone()
+                for other in counted[pos]:
+                    copy.add_pod(other)
+                copies.append(copy)
+            firsts = fwk.run_filter_plugins_what_if(state.clone(), pod, copies)
+        for (row, pos), status in zip(slow_rows.items(), firsts, strict=True):
             if status is None:
-                mask[pos] = True
-            else:
-                rejected[row] = status
+                status = without.get(row)
+            if status is None:
+                continue
+            mask[pos] = False
+            rejected[row] = status
         return mask, rejected
 
     async def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: np.ndarray, *,

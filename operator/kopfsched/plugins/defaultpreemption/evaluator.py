@@ -48,6 +48,9 @@ MSG_NO_CANDIDATE = "no candidate node for preemption"
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
+_MIN_BATCH = 32
+"""Fewest nodes the batched dry run judges at once (more than needed are judged in vain)."""
+
 _PRIORITY_OFFSET = 2**31
 """MaxInt32+1: makes every priority non-negative before summing (upstream's minSumPriorities)."""
 
@@ -298,28 +301,124 @@ class Evaluator:
     def dry_run_preemption(self, state: CycleState, pod: PodInfo, potential: Sequence[NodeInfo],
                            pdbs: Sequence[DisruptionBudget], *, offset: int, num_candidates: int) -> DryRunResult:
         """Check the potential nodes from `offset` on, round robin, until `num_candidates`
-        candidates were found including at least one that violates no PDB."""
+        candidates were found including at least one that violates no PDB.
+
+        When no PreFilter extension is active (no node needs state of its own), nodes are
+        judged a batch at a time with vectorised filters (`select_victims_on_nodes`); the
+        outcome is the node-by-node one, batch results being consumed in the same order and
+        up to the same stopping point."""
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses = NodeToStatus()
         errors: list[Status] = []
         n = len(potential)
-        for i in range(n):
-            node = potential[(offset + i) % n].clone()
-            victims, num_violations, status = self.select_victims_on_node(state.clone(), pod, node, pdbs)
-            if status is None and victims:
-                found = non_violating if num_violations == 0 else violating
-                if len(found) < num_candidates:
-                    found.append(Candidate(node.name, tuple(victims), num_violations))
-                if non_violating and len(non_violating) + len(violating) >= num_candidates:
-                    break
-                continue
-            if status is None:
-                status = Status.as_error(f'expected at least one victim pod on node "{node.name}"')
-            if status.code is Code.ERROR:
-                errors.append(status)
-            statuses.statuses[node.name] = status
+        batched = not self.framework.has_active_pre_filter_extensions(state)
+        shared_state = state.clone() if batched else state
+        i = 0
+        while i < n:
+            if batched:
+                size = min(n - i, max(num_candidates - len(non_violating) - len(violating), _MIN_BATCH))
+                nodes = [potential[(offset + i + k) % n] for k in range(size)]
+                results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs)
+            else:
+                node = potential[(offset + i) % n].clone()
+                nodes = [node]
+                results = [self.select_victims_on_node(state.clone(), pod, node, pdbs)]
+            i += len(nodes)
+            for node, (victims, num_violations, status) in zip(nodes, results, strict=True):
+                if status is None and victims:
+                    found = non_violating if num_violations == 0 else violating
+                    if len(found) < num_candidates:
+                        found.append(Candidate(node.name, tuple(victims), num_violations))
+                    if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                        return DryRunResult(non_violating + violating, statuses, errors)
+                    continue
+                if status is None:
+                    status = Status.as_error(f'expected at least one victim pod on node "{node.name}"')
+                if status.code is Code.ERROR:
+                    errors.append(status)
+                statuses.statuses[node.name] = status
         return DryRunResult(non_violating + violating, statuses, errors)
+
+    def select_victims_on_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                                pdbs: Sequence[DisruptionBudget]) -> list[tuple[list[PodInfo], int, Status | None]]:
+        """`select_victims_on_node` for each of `nodes` (left untouched), vectorised over them:
+        one Filter pass for all nodes with their victims gone, then the reprieves step by
+        step, each step adding every node's next victim back and filtering them together.
+
+        Only valid when no PreFilter extension is active, so `state` serves every node (and
+        AddPod/RemovePod, which would all be skipped, need not run). Nodes with nominated pods
+        that Filter counts reprieve node by node, as `select_victims_on_node` does."""
+        fwk = self.framework
+        results: list[tuple[list[PodInfo], int, Status | None]] = [([], 0, None)] * len(nodes)
+        scratch: dict[int, NodeInfo] = {}
+        potentials: dict[int, list[PodInfo]] = {}
+        nominated: dict[int, list[PodInfo]] = {}
+        for i, node in enumerate(nodes):
+            potential = [p for p in node.iter_pods() if self.is_preemption_allowed(node, p, pod)]
+            if not potential:
+                results[i] = ([], 0, Status.unresolvable(MSG_NO_VICTIMS))
+                continue
+            scratch[i], potentials[i] = node.without_pods(potential), potential
+            counted = fwk.nominated_pods_to_count(pod=pod, node_name=node.name)
+            if counted:
+                nominated[i] = counted
+        # Does the pod fit with every lower-priority pod gone? Upstream's two passes: with the
+        # nominated pods counted first, then without them (node-static plugins already passed).
+        order = list(scratch)
+        first: dict[int, Status | None] = {}
+        if nominated:
+            with_nominated = []
+            for i in nominated:
+                copy = scratch[i].clone()
+                for other in nominated[i]:
+                    copy.add_pod(other)
+                with_nominated.append(copy)
+            first = dict(zip(nominated, fwk.run_filter_plugins_what_if(state, pod, with_nominated), strict=True))
+        second_rows = [i for i in order if first.get(i) is None]
+        second = dict(zip(second_rows, fwk.run_filter_plugins_what_if(
+            state, pod, [scratch[i] for i in second_rows], pod_dependent_only=False), strict=True))
+        reprieving: dict[int, tuple[list[PodInfo], int]] = {}
+        for i in order:
+            status = first.get(i)
+            if status is None:
+                status = second[i]
+            if status is not None:
+                results[i] = ([], 0, status)
+                continue
+            if i in nominated:
+                results[i] = self.select_victims_on_node(state.clone(), pod, nodes[i].clone(), pdbs)
+                continue
+            potential = potentials[i]
+            potential.sort(key=importance_key)
+            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+            reprieving[i] = (violating + non_violating, len(violating))
+        victims: dict[int, list[PodInfo]] = {i: [] for i in reprieving}
+        num_violating = dict.fromkeys(reprieving, 0)
+        step = 0
+        while True:
+            active = [i for i, (queue, _) in reprieving.items() if step < len(queue)]
+            if not active:
+                break
+            for i in active:
+                scratch[i].add_pod(reprieving[i][0][step])
+            answers = fwk.run_filter_plugins_what_if(state, pod, [scratch[i] for i in active],
+                                                     pod_dependent_only=True)
+            for i, answer in zip(active, answers, strict=True):
+                if answer is None:
+                    continue
+                queue, violating_count = reprieving[i]
+                scratch[i].remove_pod(queue[step])
+                victims[i].append(queue[step])
+                if step < violating_count:
+                    num_violating[i] += 1
+            step += 1
+        for i, (_, violating_count) in reprieving.items():
+            found = victims[i]
+            if 0 < violating_count < len(reprieving[i][0]):
+                found.sort(key=importance_key)
+            results[i] = (found, num_violating[i], None)
+        return results
 
     def select_victims_on_node(self, state: CycleState, pod: PodInfo, node: NodeInfo,
                                pdbs: Sequence[DisruptionBudget]) -> tuple[list[PodInfo], int, Status | None]:
@@ -338,7 +437,7 @@ class Evaluator:
         # (Affinity of the pod to its own victims is deliberately not considered, as upstream.)
         # The nominator does not change during a dry run: look the node's nominated pods up once.
         nominated = fwk.nominated_pods_to_count(pod=pod, node_name=node.name)
-        status = fwk.run_filter_plugins_with_pods(state, pod, node, nominated=nominated)
+        status = fwk.run_filter_plugins_with_pods(state, pod, node, nominated=nominated, scratch_node=True)
         if status is not None:
             return [], 0, status
         potential.sort(key=importance_key)
@@ -350,7 +449,9 @@ class Evaluator:
             status = fwk.run_pre_filter_extension_add_pod(state, pod, candidate, node)
             if status is not None:
                 return False, status
-            if fwk.run_filter_plugins_with_pods(state, pod, node, nominated=nominated) is None:
+            # Node-static plugins passed just above and cannot change as pods come back.
+            if fwk.run_filter_plugins_with_pods(state, pod, node, nominated=nominated, pod_dependent_only=True,
+                                                scratch_node=True) is None:
                 return True, None
             node.remove_pod(candidate)
             status = fwk.run_pre_filter_extension_remove_pod(state, pod, candidate, node)

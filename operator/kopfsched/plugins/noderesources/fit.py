@@ -24,6 +24,7 @@ from kopfsched.framework import (
     ArgsError,
     ClusterEvent,
     ClusterEventWithHint,
+    Code,
     CycleState,
     EventResource,
     Handle,
@@ -171,6 +172,7 @@ class Fit:
             raise ArgsError(problems)
         self.args = args
         self.handle = handle
+        self._statuses: dict[tuple[bool, tuple[str, ...]], Status] = {}
         self.ignored_resources = frozenset(args.ignored_resources)
         self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
         self.scorer = ResourceAllocationScorer(
@@ -189,10 +191,14 @@ class Fit:
         insufficient = fits_request(state.read(PRE_FILTER_STATE), node)
         if not insufficient:
             return None
-        reasons = tuple(r.reason for r in insufficient)
-        if any(r.unresolvable for r in insufficient):
-            return Status.unresolvable(*reasons)
-        return Status.unschedulable(*reasons)
+        key = (any(r.unresolvable for r in insufficient), tuple(r.reason for r in insufficient))
+        status = self._statuses.get(key)
+        if status is None:
+            # Statuses are immutable and few distinct ones exist: preemption's dry runs and
+            # unschedulable pods reject thousands of nodes per attempt with the same one.
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE
+            status = self._statuses[key] = Status(code, key[1], self.name)
+        return status
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         request = state.read(PRE_FILTER_STATE)
@@ -208,6 +214,45 @@ class Fit:
             allocatable, requested = scalar_columns(name)
             fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
         return fits
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        """`filter`'s status for each of `rows` (rows it rejects), from the table's columns:
+        one bit per check in fits_request's order, one Status per distinct combination."""
+        request = state.read(PRE_FILTER_STATE)
+        pod_count = table.column(POD_COUNT)[rows]
+        checks = [(TOO_MANY_PODS, pod_count + 1 > table.column(ALLOCATABLE_PODS)[rows], None)]
+        for quantity, reason, allocatable, requested in (
+            (request.milli_cpu, INSUFFICIENT_CPU, ALLOCATABLE_CPU, REQUESTED_CPU),
+            (request.memory, INSUFFICIENT_MEMORY, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+            (request.ephemeral_storage, INSUFFICIENT_EPHEMERAL_STORAGE, ALLOCATABLE_EPHEMERAL_STORAGE,
+             REQUESTED_EPHEMERAL_STORAGE),
+        ):
+            if quantity > 0:
+                offered = table.column(allocatable)[rows]
+                checks.append((reason, quantity > offered - table.column(requested)[rows], quantity > offered))
+        for name, quantity in request.scalars:
+            allocatable, requested = scalar_columns(name)
+            offered = table.column(allocatable)[rows]
+            checks.append((f"Insufficient {name}", quantity > offered - table.column(requested)[rows],
+                           quantity > offered))
+        codes = np.zeros(len(rows), dtype=np.int64)
+        unresolvable = np.zeros(len(rows), dtype=bool)
+        for bit, (_, insufficient, beyond) in enumerate(checks):
+            codes |= insufficient.astype(np.int64) << bit
+            if beyond is not None:
+                unresolvable |= insufficient & beyond
+        codes |= unresolvable.astype(np.int64) << len(checks)
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        by_code = []
+        for code in distinct.tolist():
+            key = (bool(code >> len(checks) & 1),
+                   tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
+            status = self._statuses.get(key)
+            if status is None:
+                status = self._statuses[key] = Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
+            by_code.append(status)
+        return [by_code[i] for i in inverse.tolist()]
 
     # --- PreScore / Score -----------------------------------------------------------------
 
