@@ -73,11 +73,19 @@ class RejectionCounts:
 def rejection_counts(node_to_status: NodeToStatus, num_all_nodes: int) -> RejectionCounts:
     reasons: dict[str, int] = {}
     plugins: dict[str, int] = {}
+    # Nodes mostly share a few Status objects: count nodes per object, then per reason.
+    per_status: dict[int, list] = {}
     for status in node_to_status.statuses.values():
+        entry = per_status.get(id(status))
+        if entry is None:
+            per_status[id(status)] = [status, 1]
+        else:
+            entry[1] += 1
+    for status, times in per_status.values():
         for reason in status.reasons:
-            reasons[reason] = reasons.get(reason, 0) + 1
+            reasons[reason] = reasons.get(reason, 0) + times
         plugin = status.plugin
-        plugins[plugin] = plugins.get(plugin, 0) + 1
+        plugins[plugin] = plugins.get(plugin, 0) + times
     absent = num_all_nodes - len(node_to_status.statuses)
     if absent > 0 and node_to_status.absent is not None:
         for reason in node_to_status.absent.reasons:

@@ -116,6 +116,10 @@ class SchedulingQueue:
         self._pool: dict[str, QueuedPodInfo] = {}
         self._gated: set[str] = set()
         self._in_flight = InFlight()
+        self._registered: dict[tuple[int, ClusterEvent], tuple[QueueProfile, list[tuple[str, list[Any]]]]] = {}
+        """(profile, event) -> the profile's plugins with registrations matching the event, in
+        hint order. Every event is offered to every unschedulable pod: matching once per kind
+        of event, not once per pod. The profile is kept so its id is not reused."""
         self._deleted: OrderedDict[str, None] = OrderedDict()
         self._cycle = 0
         self._closed = False
@@ -529,11 +533,11 @@ class SchedulingQueue:
                 return Strategy.SKIP
             return Strategy.AFTER_BACKOFF
         strategy = Strategy.SKIP
-        for plugin, registered in self._profile(qpi).hints.items():
+        for plugin, registered in self._registrations_for(self._profile(qpi), event):
             if plugin not in rejectors:
                 continue
             for reg in registered:
-                if not event.matches(reg.event) or not self._says_queue(reg.hint, plugin, qpi, event, old_obj, new_obj):
+                if not self._says_queue(reg.hint, plugin, qpi, event, old_obj, new_obj):
                     continue
                 if plugin in qpi.pending_plugins:
                     return Strategy.IMMEDIATELY
@@ -541,6 +545,17 @@ class SchedulingQueue:
                     return Strategy.AFTER_BACKOFF
                 strategy = Strategy.AFTER_BACKOFF
         return strategy
+
+    def _registrations_for(self, profile: QueueProfile, event: ClusterEvent) -> list[tuple[str, list[Any]]]:
+        key = (id(profile), event)
+        cached = self._registered.get(key)
+        if cached is None or cached[0] is not profile:
+            if len(self._registered) >= 1024:  # profiles reloaded many times: drop the old ones
+                self._registered.clear()
+            matching = [(plugin, regs) for plugin, registered in profile.hints.items()
+                        if (regs := [reg for reg in registered if event.matches(reg.event)])]
+            cached = self._registered[key] = (profile, matching)
+        return cached[1]
 
     @staticmethod
     def _says_queue(hint: Any, plugin: str, qpi: QueuedPodInfo, event: ClusterEvent,

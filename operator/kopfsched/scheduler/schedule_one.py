@@ -232,10 +232,15 @@ class SchedulingAlgorithm:
                 processed += last + 1
             else:
                 processed += len(chunk)
+            # Rejections share Status objects (one per distinct answer): judge each once.
+            distinct: dict[int, Status] = {}
+            by_node = diagnosis.node_to_status.statuses
             for row, status in rejected.items():
+                distinct[id(status)] = status
+                by_node[nodes[row].name] = status
+            for status in distinct.values():
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
-                diagnosis.node_to_status.statuses[nodes[row].name] = status
                 diagnosis.add_plugin_status(status)
             found.append(chunk[positions])
             count += len(positions)

@@ -284,10 +284,17 @@ class Evaluator:
     @staticmethod
     def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
         """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
+        by_node, absent = statuses.statuses, statuses.absent
+        helps: dict[int, bool] = {}  # statuses are shared between nodes: judge each once
         out = []
         for node in nodes:
-            status = statuses.get(node.name)
-            if status is not None and status.code is Code.UNSCHEDULABLE:
+            status = by_node.get(node.name, absent)
+            if status is None:
+                continue
+            might = helps.get(id(status))
+            if might is None:
+                might = helps[id(status)] = status.code is Code.UNSCHEDULABLE
+            if might:
                 out.append(node)
         return out
 
