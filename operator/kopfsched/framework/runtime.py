@@ -444,10 +444,10 @@ class Framework:
                         alive_pos = alive_pos[:0]
                         break
                     reported: dict[int, Status] = {}  # statuses are shared: wrap each once
-                    for row, status in zip(failed.tolist(), statuses, strict=True):
-                        wrapped = reported.get(id(status))
+                    for row, answer in zip(failed.tolist(), statuses, strict=True):
+                        wrapped = reported.get(id(answer))
                         if wrapped is None:
-                            wrapped = reported[id(status)] = _filter_failure(plugin, status)
+                            wrapped = reported[id(answer)] = _filter_failure(plugin, answer)
                         rejected[row] = wrapped
                     alive_pos = alive_pos[passed]
                     continue
