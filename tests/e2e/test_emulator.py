@@ -1,6 +1,7 @@
 """The API emulator, exercised only through real clients over HTTP: kubernetes_asyncio, aiohttp, kubectl."""
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 import shutil
@@ -532,3 +533,54 @@ async def test_fail_next_with_retry_after(http: aiohttp.ClientSession, emulator:
     async with http.get('/api/v1/nodes') as failed:
         status, retry_after = failed.status, failed.headers.get('Retry-After')
     assert (status, retry_after) == (503, '2')
+
+
+@pytest.mark.emulator(grace_period_scale=0)  # grace periods end only through end_grace_periods()
+async def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_one_at_once(
+        api: client.ApiClient, http: aiohttp.ClientSession, emulator: FastKubernetesEmulator) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod('default', make_pod('bound', node_name='n1', terminationGracePeriodSeconds=45))
+    await core.create_namespaced_pod('default', make_pod('pending'))
+    since = (await core.list_namespaced_pod('default')).metadata.resource_version
+    params = {'watch': 'true', 'resourceVersion': since}
+    async with http.get('/api/v1/namespaces/default/pods', params=params) as stream:
+        terminating = await core.delete_namespaced_pod('bound', 'default')
+        await core.delete_namespaced_pod('pending', 'default')
+        again = await core.delete_namespaced_pod('bound', 'default', grace_period_seconds=10)
+        still_there = emulator.get_object('pods', 'default', 'bound')
+        emulator.end_grace_periods()
+        events = [await asyncio.wait_for(_read_event(stream), 5) for _ in range(4)]
+    assert terminating.metadata.deletion_grace_period_seconds == 45
+    assert terminating.metadata.deletion_timestamp is not None
+    assert again.metadata.deletion_grace_period_seconds == 10  # a second delete may shorten it
+    assert still_there is not None
+    assert [(e['type'], e['object']['metadata']['name']) for e in events] == [
+        ('MODIFIED', 'bound'), ('DELETED', 'pending'), ('MODIFIED', 'bound'), ('DELETED', 'bound')]
+    assert emulator.get_object('pods', 'default', 'bound') is None
+
+
+@pytest.mark.emulator(grace_period_scale=0.01)
+async def test_a_grace_period_ends_by_itself_and_zero_deletes_at_once(
+        api: client.ApiClient, emulator: FastKubernetesEmulator) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod('default', make_pod('slow', node_name='n1'))  # 30 s: 0.3 s here
+    await core.create_namespaced_pod('default', make_pod('forced', node_name='n1'))
+    await core.delete_namespaced_pod('slow', 'default')
+    await core.delete_namespaced_pod('forced', 'default', grace_period_seconds=0)
+    forced_gone = emulator.get_object('pods', 'default', 'forced') is None
+    slow_terminating = emulator.get_object('pods', 'default', 'slow') is not None
+    for _ in range(100):
+        if emulator.get_object('pods', 'default', 'slow') is None:
+            break
+        await asyncio.sleep(0.02)
+    assert (forced_gone, slow_terminating) == (True, True)
+    assert emulator.get_object('pods', 'default', 'slow') is None
+
+
+@pytest.mark.emulator(graceful_deletion=False)
+async def test_graceful_deletion_switched_off_deletes_at_once(
+        api: client.ApiClient, emulator: FastKubernetesEmulator) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod('default', make_pod('bound', node_name='n1'))
+    await core.delete_namespaced_pod('bound', 'default')
+    assert emulator.get_object('pods', 'default', 'bound') is None

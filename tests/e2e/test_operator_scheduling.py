@@ -89,6 +89,7 @@ async def test_pods_of_our_scheduler_are_bound_exactly_once_and_nothing_else_is_
         assert not [a for a in obj['metadata'].get('annotations') or {} if 'kopf' in a], obj['metadata']
 
 
+@pytest.mark.emulator(grace_period_scale=0.01)  # the filler's 30 s of termination in 0.3 s
 async def test_a_pod_that_fits_nowhere_is_reported_once_and_bound_when_a_node_fits(
         emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, tmp_path: pathlib.Path,
         http: aiohttp.ClientSession) -> None:

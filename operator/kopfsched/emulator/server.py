@@ -17,7 +17,9 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   resources, like the API) and JSON patch; a body that is not of its Content-Type is a 400, an
   unknown Content-Type (including server-side apply) a 415; PUT with a resourceVersion
   precondition (409), enough for kubernetes_asyncio's LeaseLock;
-- DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain;
+- DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain; a pod on
+  a node is deleted gracefully (deletionTimestamp, DELETED after its grace period, `grace_period_scale`
+  shortening it for tests, `end_grace_periods()` ending them at once);
 - discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
   /openapi/v3 lists each kind's operations (no schemas), enough for plain `kubectl apply`
   (openapi.py); lists and objects as Tables for `kubectl get` (tables.py);
@@ -236,6 +238,10 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     # A watch without timeoutSeconds is closed after this times 1 to 2 (random), as the API server does
     # with its --min-request-timeout; None: never.
     min_request_timeout: float | None = MIN_REQUEST_TIMEOUT
+    # Pods on a node are deleted gracefully, as the API server does (CheckGracefulDelete): DELETE sets
+    # deletionTimestamp and the DELETED event follows after the grace period, as if the kubelet confirmed it.
+    graceful_deletion: bool = True
+    grace_period_scale: float = 1.0  # real seconds per grace-period second (tests: small; 0 waits for a hook)
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -250,6 +256,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     _failures: list[_Failure] = attrs.field(factory=list, init=False)
     _watch_failures: dict[StoreKey, _WatchFailure] = attrs.field(factory=dict, init=False)
     _throttles: list[_Throttle] = attrs.field(factory=list, init=False)
+    _terminating: dict[ObjKey, str] = attrs.field(factory=dict, init=False)  # pod key -> uid, in its grace period
     _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
@@ -308,6 +315,10 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         throttle = _Throttle(method.upper(), re.compile(path_regex), time.monotonic() + seconds, retry_after)
         with self._guard:
             self._throttles.append(throttle)
+
+    def end_grace_periods(self) -> None:
+        """Delete every pod in its grace period now (DELETED events), as kubelets confirming it would."""
+        self._in_loop(lambda: [self._finish_termination(key, uid) for key, uid in list(self._terminating.items())])
 
     def drop_watches(self) -> None:
         """Close every open watch stream cleanly, as an API server restart would."""
@@ -530,6 +541,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                 return self._patch(resource, ns, name, raw, body, subresource=sub), 200
             case 'DELETE', str(), None:
                 options = _parse_json(raw, body, expect=dict) if body else {}
+                if query.get('gracePeriodSeconds'):  # query parameters are DeleteOptions too
+                    options['gracePeriodSeconds'] = _int_query(query, 'gracePeriodSeconds')
                 return self._delete(resource, ns, name, options=options), 200
             case 'DELETE', None, None:
                 return self._delete_collection(resource, namespace=ns, query=query), 200
@@ -838,8 +851,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                     {'status': old['status']} if 'status' in old else {})
         old_meta = old['metadata']
         metadata = dict(obj.get('metadata') or {})
-        for field in ('name', 'namespace', 'uid', 'creationTimestamp', 'deletionTimestamp', 'generation',
-                      'resourceVersion'):
+        for field in ('name', 'namespace', 'uid', 'creationTimestamp', 'deletionTimestamp',
+                      'deletionGracePeriodSeconds', 'generation', 'resourceVersion'):
             if field in old_meta:
                 metadata[field] = old_meta[field]
             else:
@@ -853,7 +866,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         self._rv += 1
         metadata['resourceVersion'] = str(self._rv)
         key = (old_meta.get('namespace'), old_meta['name'])
-        if metadata.get('deletionTimestamp') and not metadata.get('finalizers'):
+        if metadata.get('deletionTimestamp') and not metadata.get('finalizers') and not self._in_grace(resource, key):
             self._remove(resource, key, new)
         else:
             self._commit(resource, key, new, old=old)
@@ -867,6 +880,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             raise ApiError(409, f'Precondition failed: UID in precondition: {preconditions["uid"]}, UID in object '
                                 f'meta: {old["metadata"].get("uid")}')
         key = (old['metadata'].get('namespace'), name)
+        if (grace := self._grace_period(resource, old, options)) is not None:
+            return self._delete_gracefully(resource, key, old, grace)
         if old['metadata'].get('finalizers'):
             if old['metadata'].get('deletionTimestamp'):
                 return old
@@ -880,6 +895,54 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         gone = {**old, 'metadata': {**old['metadata'], 'resourceVersion': str(self._rv)}}
         self._remove(resource, key, gone)
         return gone
+
+    # --- graceful deletion of pods (pkg/registry/core/pod/strategy.go CheckGracefulDelete) ----------------
+
+    def _grace_period(self, resource: ResourceDef, pod: Obj, options: Obj) -> int | None:
+        """Seconds a deleted pod terminates for; None: deleted at once (no node, finished, or period 0)."""
+        if not self.graceful_deletion or resource.plural != 'pods' or resource.group != '':
+            return None
+        spec, status = pod.get('spec') or {}, pod.get('status') or {}
+        period = options.get('gracePeriodSeconds')
+        if period is None:
+            period = spec.get('terminationGracePeriodSeconds', 30)  # the API's default
+        if not spec.get('nodeName') or status.get('phase') in ('Failed', 'Succeeded'):
+            period = 0
+        period = max(int(period), 0)
+        if pod['metadata'].get('deletionTimestamp'):  # a second delete may only shorten the period
+            current = pod['metadata'].get('deletionGracePeriodSeconds', 0)
+            return None if period == 0 else min(period, current)
+        return period or None
+
+    def _delete_gracefully(self, resource: ResourceDef, key: ObjKey, old: Obj, grace: int) -> Obj:
+        if old['metadata'].get('deletionGracePeriodSeconds') == grace:
+            return old
+        self._rv += 1
+        deadline = self.clock() + datetime.timedelta(seconds=grace)
+        metadata = {**old['metadata'], 'resourceVersion': str(self._rv), 'deletionGracePeriodSeconds': grace,
+                    'deletionTimestamp': deadline.strftime('%Y-%m-%dT%H:%M:%SZ')}
+        new = {**old, 'metadata': metadata}
+        uid = metadata['uid']
+        self._terminating[key] = uid
+        self._commit(resource, key, new, old=old)
+        if self.grace_period_scale > 0 and self._loop is not None:
+            self._loop.call_later(grace * self.grace_period_scale, self._finish_termination, key, uid)
+        return new
+
+    def _in_grace(self, resource: ResourceDef, key: ObjKey) -> bool:
+        return resource.plural == 'pods' and resource.group == '' and key in self._terminating
+
+    def _finish_termination(self, key: ObjKey, uid: str) -> None:
+        """The grace period is over: the pod goes (DELETED), unless finalizers still hold it."""
+        if self._terminating.get(key) != uid:
+            return  # gone meanwhile, or a new pod of that name
+        del self._terminating[key]
+        pods = self._registry['', 'v1', 'pods']
+        pod = self._store[pods.store_key].get(key)
+        if pod is None or pod['metadata'].get('finalizers'):
+            return
+        self._rv += 1
+        self._remove(pods, key, {**pod, 'metadata': {**pod['metadata'], 'resourceVersion': str(self._rv)}})
 
     def _delete_collection(self, resource: ResourceDef, *, namespace: str | None, query: Mapping[str, str]) -> Obj:
         listed = self._list(resource, namespace=namespace, query={k: v for k, v in query.items() if k != 'limit'})
@@ -932,6 +995,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
 
     def _remove(self, resource: ResourceDef, key: ObjKey, last: Obj) -> None:
         old = self._store[resource.store_key].pop(key)
+        if self._in_grace(resource, key):
+            del self._terminating[key]
         self._publish(resource, _Event(self._rv, 'DELETED', last, old))
         if _is_new_event(resource):
             core = self._registry['', 'v1', 'events']
@@ -1044,6 +1109,13 @@ def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> A
         raise ApiError(400, f'the body of {raw.content_type} must be a JSON {expect.__name__}, '
                             f'got {type(data).__name__}')
     return data
+
+
+def _int_query(query: Mapping[str, str], name: str) -> int:
+    try:
+        return int(query[name])
+    except ValueError:
+        raise ApiError(400, f'invalid {name} {query[name]!r}') from None
 
 
 def _too_many_requests(retry_after: int) -> aiohttp.web.Response:
