@@ -3,6 +3,7 @@ API Priority and Fairness throttling, graceful deletion, expiring list continuat
 details. Each behaviour is switched on in the emulator for the test."""
 from __future__ import annotations
 
+import asyncio
 import pathlib
 from collections.abc import AsyncIterator
 
@@ -52,3 +53,72 @@ async def test_binds_throttled_with_retry_after_wait_as_asked_and_succeed(
     statuses = binding_statuses(emulator, 'throttled')
     assert statuses[-1] == 201 and set(statuses[:-1]) == {429} and 4 <= len(statuses) <= 5
     assert (stats.scheduled, stats.errors) == (1, 0)
+
+
+# -- graceful deletion and preemption over HTTP ----------------------------------------------
+
+
+def pod(emulator: FastKubernetesEmulator, name: str) -> dict:
+    return emulator.get_object('pods', 'default', name) or {}
+
+
+def condition(emulator: FastKubernetesEmulator, name: str, kind: str) -> dict | None:
+    return next((c for c in (pod(emulator, name).get('status') or {}).get('conditions') or ()
+                 if c['type'] == kind), None)
+
+
+def deletes(emulator: FastKubernetesEmulator, name: str) -> list[int]:
+    return [m.status for m in emulator.mutations('DELETE', rf'/pods/{name}$')]
+
+
+@pytest.mark.emulator(grace_period_scale=0)  # victims terminate until end_grace_periods()
+async def test_preemption_evicts_gracefully_nominates_waits_and_binds_once_the_victim_is_gone(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    await post(http, '/api/v1/nodes', make_node('node-0', cpu='2'))
+    await post(http, PODS, make_pod('victim', node_name='node-0', priority=1, requests={'cpu': '2'}))
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('preemptor', scheduler_name='kopfsched', priority=100,
+                                        requests={'cpu': '2'}))
+        await eventually(lambda: pod(emulator, 'victim')['metadata'].get('deletionTimestamp'), what='the eviction')
+        nominated = await eventually(lambda: (pod(emulator, 'preemptor').get('status') or {}).get('nominatedNodeName'),
+                                     what='the nomination')
+        await asyncio.sleep(1.0)  # the victim terminates: nothing may bind meanwhile
+        waiting = (binding_statuses(emulator, 'preemptor'), node_of(emulator, 'preemptor'))
+        disruption = condition(emulator, 'victim', 'DisruptionTarget')
+        emulator.end_grace_periods()
+        bound = await eventually(lambda: node_of(emulator, 'preemptor'), what='bound once the victim is gone')
+        stats = operator.stats.of('kopfsched')
+    assert (nominated, waiting, bound) == ('node-0', ([], None), 'node-0')
+    assert deletes(emulator, 'victim') == [200]
+    assert binding_statuses(emulator, 'preemptor') == [201]
+    assert (stats.preemptions, stats.errors) == (1, 0)
+    assert disruption is not None
+    assert (disruption['status'], disruption['reason']) == ('True', 'PreemptionByScheduler')
+
+
+@pytest.mark.emulator(grace_period_scale=0)
+async def test_a_second_preemptor_does_not_pick_the_victims_already_terminating(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    for i in range(2):
+        await post(http, '/api/v1/nodes', make_node(f'node-{i}', cpu='2'))
+        await post(http, PODS, make_pod(f'victim-{i}', node_name=f'node-{i}', priority=1, requests={'cpu': '2'}))
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('first', scheduler_name='kopfsched', priority=100, requests={'cpu': '2'}))
+        first = await eventually(lambda: (pod(emulator, 'first').get('status') or {}).get('nominatedNodeName'),
+                                 what='the first nomination')
+        await post(http, PODS, make_pod('second', scheduler_name='kopfsched', priority=100, requests={'cpu': '2'}))
+        second = await eventually(lambda: (pod(emulator, 'second').get('status') or {}).get('nominatedNodeName'),
+                                  what='the second nomination')
+        await asyncio.sleep(1.0)  # retries meanwhile must not evict anything more
+        evicted = sorted(name for name in ('victim-0', 'victim-1')
+                         if pod(emulator, name)['metadata'].get('deletionTimestamp'))
+        emulator.end_grace_periods()
+        bound = await eventually(lambda: (node_of(emulator, 'first'), node_of(emulator, 'second'))
+                                 if node_of(emulator, 'first') and node_of(emulator, 'second') else None,
+                                 what='both bound')
+        stats = operator.stats.of('kopfsched')
+    assert {first, second} == {'node-0', 'node-1'}
+    assert bound == (first, second)
+    assert evicted == ['victim-0', 'victim-1']
+    assert [deletes(emulator, f'victim-{i}') for i in range(2)] == [[200], [200]]
+    assert (stats.preemptions, stats.errors) == (2, 0)
