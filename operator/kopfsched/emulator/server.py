@@ -318,7 +318,11 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
 
     def end_grace_periods(self) -> None:
         """Delete every pod in its grace period now (DELETED events), as kubelets confirming it would."""
-        self._in_loop(lambda: [self._finish_termination(key, uid) for key, uid in list(self._terminating.items())])
+        self._in_loop(self._end_grace_periods)
+
+    def _end_grace_periods(self) -> None:
+        for key, uid in list(self._terminating.items()):
+            self._finish_termination(key, uid)
 
     def drop_watches(self) -> None:
         """Close every open watch stream cleanly, as an API server restart would."""
