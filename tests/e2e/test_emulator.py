@@ -584,3 +584,20 @@ async def test_graceful_deletion_switched_off_deletes_at_once(
     await core.create_namespaced_pod('default', make_pod('bound', node_name='n1'))
     await core.delete_namespaced_pod('bound', 'default')
     assert emulator.get_object('pods', 'default', 'bound') is None
+
+
+async def test_binding_a_gated_pod_conflicts_and_binding_clears_the_nomination(
+        api: client.ApiClient, http: aiohttp.ClientSession) -> None:
+    core = client.CoreV1Api(api)
+    await core.create_namespaced_pod('default', make_pod('gated', scheduling_gates=['example.com/wait']))
+    await core.create_namespaced_pod('default', make_pod('nominated'))
+    await core.patch_namespaced_pod_status('nominated', 'default', {'status': {'nominatedNodeName': 'n1'}})
+    body = {'apiVersion': 'v1', 'kind': 'Binding', 'metadata': {'name': 'gated'},
+            'target': {'kind': 'Node', 'name': 'n1'}}
+    async with http.post('/api/v1/namespaces/default/pods/gated/binding', json=body) as refused:
+        status, message = refused.status, (await refused.json())['message']
+    await bind(api, 'nominated', 'n1')
+    bound = await core.read_namespaced_pod('nominated', 'default')
+    assert (status, message) == (409, 'Operation cannot be fulfilled on pods/binding "gated": pod gated has '
+                                      'non-empty .spec.schedulingGates')
+    assert (bound.spec.node_name, bound.status.nominated_node_name) == ('n1', None)

@@ -87,7 +87,11 @@ async def test_preemption_evicts_gracefully_nominates_waits_and_binds_once_the_v
         disruption = condition(emulator, 'victim', 'DisruptionTarget')
         emulator.end_grace_periods()
         bound = await eventually(lambda: node_of(emulator, 'preemptor'), what='bound once the victim is gone')
+        uid = pod(emulator, 'preemptor')['metadata']['uid']
+        # The binding cleared status.nominatedNodeName (v1.35): the operator's nominator follows.
+        await eventually(lambda: operator.scheduler.queue.nominator.nominated_node(uid) == '', what='nomination gone')
         stats = operator.stats.of('kopfsched')
+    assert 'nominatedNodeName' not in pod(emulator, 'preemptor')['status']
     assert (nominated, waiting, bound) == ('node-0', ([], None), 'node-0')
     assert deletes(emulator, 'victim') == [200]
     assert binding_statuses(emulator, 'preemptor') == [201]
@@ -122,3 +126,23 @@ async def test_a_second_preemptor_does_not_pick_the_victims_already_terminating(
     assert evicted == ['victim-0', 'victim-1']
     assert [deletes(emulator, f'victim-{i}') for i in range(2)] == [[200], [200]]
     assert (stats.preemptions, stats.errors) == (2, 0)
+
+
+# -- binding details ---------------------------------------------------------------------------
+
+
+async def test_a_gated_pod_is_never_bound_and_binds_once_its_gates_are_removed(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """The API answers 409 to a binding of a pod with scheduling gates: the operator must not try."""
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('gated', scheduler_name='kopfsched', scheduling_gates=['example.com/wait']))
+        await eventually(lambda: operator.scheduler.queue.pending_counts().get('gated') == 1, what='gated')
+        await asyncio.sleep(0.5)
+        before = binding_statuses(emulator, 'gated')
+        async with http.patch(f'{PODS}/gated', json=[{'op': 'remove', 'path': '/spec/schedulingGates'}],
+                              headers={'Content-Type': 'application/json-patch+json'}) as patched:
+            assert patched.status == 200
+        await eventually(lambda: node_of(emulator, 'gated'), what='bound once ungated')
+    assert before == []
+    assert binding_statuses(emulator, 'gated') == [201]

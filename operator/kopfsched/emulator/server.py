@@ -11,7 +11,8 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   event history (an ERROR event with code 410 when too old), send BOOKMARKs when allowed, honour
   label and field selectors (objects leaving a selector are sent as DELETED, as the API does), end
   at timeoutSeconds or else, as the API server does, after 1-2x `min_request_timeout` (1800 s);
-- pods/{name}/binding and namespaces/{ns}/bindings (201 + Status; 409 when bound; 404 without a pod);
+- pods/{name}/binding and namespaces/{ns}/bindings (201 + Status; 409 when bound, being deleted or
+  scheduling-gated; 404 without a pod); binding clears status.nominatedNodeName (switchable);
 - status subresources: /status writes change only status; main writes never change status;
 - PATCH as merge, strategic merge (lists keyed per STRATEGIC_MERGE_KEYS; rejected for custom
   resources, like the API) and JSON patch; a body that is not of its Content-Type is a 400, an
@@ -242,6 +243,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     # deletionTimestamp and the DELETED event follows after the grace period, as if the kubelet confirmed it.
     graceful_deletion: bool = True
     grace_period_scale: float = 1.0  # real seconds per grace-period second (tests: small; 0 waits for a hook)
+    # Binding clears status.nominatedNodeName (ClearingNominatedNodeNameAfterBinding, beta and on from v1.35).
+    clear_nominated_node_on_bind: bool = True
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -975,6 +978,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         if assigned:
             raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
                                 f'assigned to node "{assigned}"', details={'name': name, 'kind': 'pods/binding'})
+        if (pod.get('spec') or {}).get('schedulingGates'):
+            raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} has non-empty '
+                                '.spec.schedulingGates', details={'name': name, 'kind': 'pods/binding'})
         conditions = [c for c in (pod.get('status') or {}).get('conditions') or () if c.get('type') != 'PodScheduled']
         conditions.append({'type': 'PodScheduled', 'status': 'True', 'lastProbeTime': None,
                            'lastTransitionTime': self.clock().strftime('%Y-%m-%dT%H:%M:%SZ')})
@@ -982,6 +988,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         new = {**pod, 'metadata': {**pod['metadata'], 'resourceVersion': str(self._rv)},
                'spec': {**(pod.get('spec') or {}), 'nodeName': node},
                'status': {**(pod.get('status') or {}), 'conditions': conditions}}
+        if self.clear_nominated_node_on_bind:
+            new['status'].pop('nominatedNodeName', None)
         self._commit(pods, (namespace, name), new, old=pod)
         return status_object(201)
 
