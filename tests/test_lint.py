@@ -31,3 +31,12 @@ def test_types_check_clean():
     result = _run(tool("mypy", package="mypy"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("Success: no issues found")
+
+
+def test_the_tested_lower_bounds_are_the_declared_ones():
+    """tests/lower_bounds.sh installs exactly the lower bounds pyproject.toml declares."""
+    declared = (ROOT / "pyproject.toml").read_text()
+    script = (ROOT / "tests" / "lower_bounds.sh").read_text()
+    for package, lower in (("kopf", "1.45.0"), ("kubernetes-asyncio", "32.3.2")):
+        assert f'"{package}>={lower},' in declared
+        assert f'"{package}=={lower}"' in script

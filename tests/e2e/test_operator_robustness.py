@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import kopf
 import pytest
 import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
+from kopfsched.kube.handlers import build_registry
+from kopfsched.kube.kopf_thread import STRAGGLERS_CANCELLED, KopfThread
 from kopfsched.kube.leader import LeaseConfig
 from kopfsched.kube.main import run_operator
-from kopfsched.kube.operator import Operator, OperatorOptions
+from kopfsched.kube.operator import Operator, OperatorOptions, load_configuration
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
 
@@ -103,3 +107,41 @@ async def test_a_status_write_that_fails_does_not_hold_back_the_other_profiles(
         await eventually(lambda: profile_status(emulator, 'z-last').get('conditions'), what='z-last status')
         ready = operator.ready()
     assert (profile_status(emulator, 'a-first'), ready) == ({}, True)
+
+
+async def test_stopping_kopf_cancels_the_tasks_it_leaves_behind_instead_of_waiting_for_them(
+        kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """kopf waits up to 5 s for sub-tasks still running once its root tasks ended (its API
+    discovery leaves such tasks when stopped during start-up). KopfThread cancels them."""
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    configuration = await load_configuration(str(kubeconfig))
+    watching = threading.Event()  # kopf is past its start-up: a watch delivered the node
+
+    def forward(kind: str, type: str | None, obj: dict[str, Any]) -> None:
+        if kind == 'Node':
+            watching.set()
+
+    registry = build_registry(forward=forward, configuration=configuration)
+    started = threading.Event()
+    outcome: list[str] = []
+
+    async def straggler() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError as cancelled:
+            outcome.append(str(cancelled.args[0] if cancelled.args else ''))
+            raise
+
+    held: list[asyncio.Task[None]] = []  # a strong reference: asyncio keeps only weak ones
+
+    @kopf.on.startup(registry=registry)
+    async def spawn_a_straggler(**_: Any) -> None:
+        held.append(asyncio.get_running_loop().create_task(straggler()))
+        started.set()
+
+    thread = KopfThread(registry)
+    thread.start()
+    assert await asyncio.to_thread(started.wait, 20) and await asyncio.to_thread(watching.wait, 20)
+    await thread.stop(timeout=20)
+    assert not thread.alive
+    assert outcome == [STRAGGLERS_CANCELLED]  # ours, not kopf's own cancellation after its 5 s

@@ -10,6 +10,7 @@ for embedding), and its on.event handlers only forward raw events to the schedul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 
@@ -21,8 +22,21 @@ from kopfsched.kube.watches import WatchHealth
 logger = logging.getLogger(__name__)
 
 
+STRAGGLER_GRACE = 0.1
+"""Seconds kopf's own shutdown gets before the tasks it left behind are cancelled."""
+STRAGGLERS_CANCELLED = "kopfsched: kopf is stopping"
+"""The cancel message of those tasks (what a test can tell them by)."""
+
+
 class KopfThread:
-    """kopf.operator in a thread with its own event loop, stopped through a threading.Event."""
+    """kopf.operator in a thread with its own event loop, stopped through a threading.Event.
+
+    Stopping does not wait for kopf's 5-second grace for sub-tasks still running once its
+    root tasks ended (kopf's run_tasks): its API discovery runs requests in tasks of
+    asyncio.as_completed, which outlive a cancelled observer and then wait for credentials
+    the stopped login task never gives; a stop during start-up waited those 5 s. Our
+    handlers only forward events and keep nothing in flight, so once kopf had a short grace
+    to stop its own way, every task left in its loop is cancelled."""
 
     def __init__(self, registry: kopf.OperatorRegistry, *, watch_health: WatchHealth | None = None) -> None:
         self.registry = registry
@@ -31,6 +45,10 @@ class KopfThread:
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="kopf", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._operator: asyncio.Task[None] | None = None
+        self._own: set[asyncio.Task[None] | None] = set()
+        self._loop_ready = threading.Event()
 
     def start(self) -> None:
         # kopf logs every on.event call at INFO: per pod event, that is noise and CPU.
@@ -47,16 +65,40 @@ class KopfThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(kopf.operator(registry=self.registry, settings=operator_settings(self.watch_health),
-                                      clusterwide=True, standalone=True, stop_flag=self.stop_flag))
+            asyncio.run(self._operate())
         except BaseException as exc:
             self.error = exc
             logger.exception("kopf stopped with an error")
+        finally:
+            self._loop_ready.set()  # a stop() waiting for the loop must not wait for nothing
+
+    async def _operate(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._operator = asyncio.ensure_future(kopf.operator(
+            registry=self.registry, settings=operator_settings(self.watch_health), clusterwide=True,
+            standalone=True, stop_flag=self.stop_flag))
+        self._own = {asyncio.current_task(), self._operator}
+        self._loop_ready.set()
+        await self._operator
+
+    def _cancel_stragglers(self) -> None:
+        """In kopf's loop: cancel every task but kopf.operator's and the one awaiting it."""
+        if self._operator is None or self._operator.done():
+            return  # kopf stopped within the grace; what runs now is asyncio.run's own shutdown
+        for task in asyncio.all_tasks():
+            if task not in self._own and not task.done():
+                task.cancel(STRAGGLERS_CANCELLED)
 
     async def stop(self, timeout: float = 15.0) -> None:
         self.stop_flag.set()
-        if self.started:
-            await asyncio.to_thread(self._thread.join, timeout)
+        if not self.started:
+            return
+        await asyncio.to_thread(self._loop_ready.wait, timeout)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to cancel
+                loop.call_soon_threadsafe(loop.call_later, STRAGGLER_GRACE, self._cancel_stragglers)
+        await asyncio.to_thread(self._thread.join, timeout)
 
 
 __all__ = ["KopfThread"]
