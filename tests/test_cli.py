@@ -34,7 +34,7 @@ def test_simulate_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert any(line.split()[:3] == ["batch/quota-job-0", "default-scheduler", "Gated"] for line in lines)
     assert any(line.split() == ["NODE", "PODS", "CPU", "(requested/allocatable)", "MEMORY",
                                 "(requested/allocatable)"] for line in lines)
-    assert lines[-1].startswith("9 scheduled, 7 unschedulable, 0 preempted in ")
+    assert lines[-1].startswith("9 scheduled, 4 unschedulable, 3 not handled, 0 preempted in ")
     assert err == ""
 
 
@@ -58,20 +58,20 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec: {spec}\n"
 
 BAD_INPUTS = [
     pytest.param(POD.format(name="bad", spec="{containers: [{name: c, resources: {requests: {cpu: abc}}}]}"),
-                 "{bad}: Pod/default/bad: spec.containers[0].resources.requests.cpu: invalid quantity 'abc'",
-                 id="malformed-quantity"),
-    pytest.param("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\n",
-                 "{bad}: CronJob/web: kind: unsupported kind 'CronJob'", id="unknown-kind"),
+                 "{bad}: document 1: Pod/default/bad: spec.containers[0].resources.requests.cpu: "
+                 "invalid quantity 'abc'", id="malformed-quantity"),
     pytest.param(POD.format(name="empty", spec="{containers: []}"),
-                 "{bad}: Pod/default/empty: spec.containers: required", id="no-containers"),
+                 "{bad}: document 1: Pod/default/empty: spec.containers: required", id="no-containers"),
     pytest.param("apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c}]}\n",
-                 "{bad}: Pod/?: metadata.name: required", id="no-name"),
+                 "{bad}: document 1: Pod/?: metadata.name: required", id="no-name"),
     pytest.param("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n",
-                 "{bad}: Node/n1: metadata.name: duplicate name (first defined in {good})", id="duplicate-node"),
+                 "{bad}: document 1: Node/n1: metadata.name: duplicate name (first defined in {good}: document 1)",
+                 id="duplicate-node"),
     pytest.param(POD.format(name="sel", spec="{nodeSelector: [a], containers: [{name: c}]}"),
-                 "{bad}: Pod/default/sel: spec.nodeSelector: must be an object", id="wrong-type"),
+                 "{bad}: document 1: Pod/default/sel: spec.nodeSelector: must be an object", id="wrong-type"),
     pytest.param("kind: Pod\nmetadata: {name: x\n  bad: [\n",
-                 "{bad}: line 3: invalid YAML: expected ',' or '}}', but got ':'", id="yaml-syntax-error"),
+                 "{bad}: document 1: line 3, column 6: invalid YAML: did not find expected ',' or '}}'",
+                 id="yaml-syntax-error"),
 ]
 
 
@@ -143,22 +143,118 @@ def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    pytest.param(["bench", "--workload", "no-such-workload"], id="unknown-workload"),
-    pytest.param(["bench", "--nodes", "0"], id="no-nodes"),
-])
-def test_bench_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    assert main(argv) == 2
-    assert len(capsys.readouterr().err.splitlines()) == 1
-
-
-@pytest.mark.parametrize("argv", [
     pytest.param([], id="no-command"),
     pytest.param(["simulate"], id="simulate-without-files"),
     pytest.param(["simulate", "x.yaml", "-o", "yaml"], id="unknown-output"),
     pytest.param(["bench", "--pods", "many"], id="not-a-number"),
+    pytest.param(["bench", "--workload", "no-such-workload"], id="unknown-workload"),
+    pytest.param(["bench", "--nodes", "0"], id="no-nodes"),
+    pytest.param(["run", "--metrics-port", "70000"], id="not-a-port"),
 ])
 def test_argument_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    assert "usage: kopfsched" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("usage: kopfsched")
+    assert err.splitlines()[-1].startswith(f"kopfsched{' ' + argv[0] if argv else ''}: error: ")
+
+
+# -- pods of other schedulers, --explain, profiles across files, the command's own surface ----------
+
+
+def test_pods_of_other_scheduler_names_are_not_handled_not_unschedulable(capsys: pytest.CaptureFixture[str]) -> None:
+    """As kube-scheduler leaves them to their scheduler: reported apart, with the name missing."""
+    assert main(["simulate", str(EXAMPLES / "cluster.yaml"), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    others = [(p["name"], p["result"], p["message"]) for p in report["pods"] if p["schedulerName"] == "bin-packing"]
+    assert others == [(f"report-{i}", "NotHandled", 'no profile named "bin-packing"') for i in range(3)]
+    assert {k: report["summary"][k] for k in ("scheduled", "unschedulable", "notHandled")} == {
+        "scheduled": 9, "unschedulable": 4, "notHandled": 3}
+
+    assert main(["simulate", str(EXAMPLES / "cluster.yaml")]) == 0
+    table = capsys.readouterr().out
+    main_table, not_handled = table.split("\n\n")[:2]
+    assert "bin-packing" not in main_table
+    assert not_handled.startswith("Not handled: no profile here serves these scheduler names")
+    assert [line.split()[:2] for line in not_handled.splitlines()[3:]] == [
+        [f"batch/report-{i}", "bin-packing"] for i in range(3)]
+
+
+def test_with_the_profile_the_same_pods_are_scheduled(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(EXAMPLES / "cluster.yaml"), "--profile",
+                 str(EXAMPLES / "profiles" / "bin-packing.yaml"), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [p["result"] for p in report["pods"] if p["schedulerName"] == "bin-packing"] == ["Scheduled"] * 3
+    assert report["summary"]["notHandled"] == 0
+
+
+def test_a_preemptors_explanation_keeps_why_it_had_to_preempt(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its last attempt only saw the nominated node; the first says why every node failed."""
+    assert main(["simulate", str(EXAMPLES / "affinity-and-preemption.yaml"), "-o", "json", "--explain"]) == 0
+    payments = next(p for p in json.loads(capsys.readouterr().out)["pods"] if p["name"] == "payments-0")
+    assert (payments["result"], payments["node"], payments["victims"]) == ("Scheduled", "node-b2",
+                                                                            ["default/batch-b2"])
+    assert payments["filter"] == {
+        node: {"plugin": "NodeResourcesFit", "code": "Unschedulable", "reasons": ["Insufficient cpu"]}
+        for node in ("node-a1", "node-a2", "node-b1", "node-b2", "node-c1", "node-c2")}
+
+
+def test_explain_in_table_form(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(EXAMPLES / "affinity-and-preemption.yaml"), "--explain"]) == 0
+    sections = capsys.readouterr().out.split("\n\n")
+    payments = next(s for s in sections if s.startswith("default/payments-0:"))
+    assert payments.splitlines()[:3] == [
+        "default/payments-0: Scheduled on node-b2 after preempting default/batch-b2 "
+        "(filter: its first attempt, before preempting)",
+        "  FILTERED OUT  PLUGIN            CODE           REASONS",
+        "  node-a1       NodeResourcesFit  Unschedulable  Insufficient cpu",
+    ]
+    web0 = next(s for s in sections if s.startswith("default/web-0:")).splitlines()
+    assert web0[1].split()[:2] == ["SCORED", "TOTAL"]
+    totals = [int(line.split()[1]) for line in web0[2:]]
+    assert totals == sorted(totals, reverse=True), "best node first"
+    assert web0[2].split()[0] == "node-b2", "the chosen node has the best total"
+
+
+def test_duplicate_scheduler_names_name_both_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = write(tmp_path, "nodes.yaml", GOOD)
+    first = write(tmp_path, "a.yaml", "apiVersion: kopfsched.dev/v1alpha1\nkind: SchedulerProfile\n"
+                                      "metadata: {name: a}\nspec: {schedulerName: same}\n")
+    second = write(tmp_path, "b.yaml", "---\napiVersion: kopfsched.dev/v1alpha1\nkind: SchedulerProfile\n"
+                                       "metadata: {name: b}\nspec: {schedulerName: same}\n")
+    expected = (f'{second}: document 1: SchedulerProfile/b: spec.schedulerName: scheduler name "same" is also '
+                f"used by SchedulerProfile/a ({first}: document 1)")
+    assert main(["simulate", nodes, "--profile", first, "--profile", second]) == 1
+    assert capsys.readouterr().err.splitlines() == [expected]
+    assert main(["validate", first, second]) == 1
+    assert capsys.readouterr().err.splitlines() == [expected]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    pyproject = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())
+    assert (exc.value.code, capsys.readouterr().out) == (0, f"kopfsched {pyproject['project']['version']}\n")
+
+
+def test_every_flag_has_help_with_its_default() -> None:
+    import argparse
+
+    from kopfsched.bench.workloads import WORKLOADS
+    from kopfsched.cli import _parser
+
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"{name} {action.dest}: no help"
+            if action.option_strings:
+                assert "default" in action.help, f"{name} {action.option_strings[0]}: default not stated"
+    workload = next(a for a in subparsers.choices["bench"]._actions if a.dest == "workload")
+    assert all(w in workload.help for w in WORKLOADS)
+    assert "bench" in parser.format_help() and "--version" in parser.format_help()

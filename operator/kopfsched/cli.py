@@ -1,6 +1,8 @@
 """The `kopfsched` command: run, sandbox, simulate, explain, snapshot, bench, validate.
 
 Exit status: 0 success, 1 invalid input (one line per problem, no traceback), 2 usage.
+Every input problem is worded the same in every subcommand (kopfsched.documents.problem_line):
+`file: document N: Kind/namespace/name: field: message`. docs/cli.md documents the command.
 """
 
 from __future__ import annotations
@@ -11,53 +13,111 @@ import json
 import sys
 from collections.abc import Sequence
 
+from kopfsched import __version__
+
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+INPUT_HELP = "YAML or JSON file, directory (its .yaml, .yml and .json files) or - for stdin"
+KUBECONFIG_HELP = "kubeconfig file (default: the in-cluster service account, then $KUBECONFIG or ~/.kube/config)"
+
+
+def _count(minimum: int):
+    """An argparse type: an integer of at least `minimum`, worded as argparse's own errors."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _port(text: str) -> int:
+    value = _count(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number (0-65535), got {value}")
+    return value
+
+
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kopfsched", description="A Kubernetes scheduler in Python.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from kopfsched.bench.workloads import WORKLOADS
 
-    run = sub.add_parser("run", help="run the scheduler against a cluster")
-    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
-    run.add_argument("--config", help="a KubeSchedulerConfiguration file whose profiles serve too")
+    parser = argparse.ArgumentParser(
+        prog="kopfsched", description="A Kubernetes scheduler in Python: kube-scheduler's framework on kopf.",
+        epilog="Exit status: 0 success, 1 invalid input (one line per problem on stderr), 2 usage error. "
+               "See docs/cli.md.")
+    parser.add_argument("--version", action="version", version=f"kopfsched {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the scheduler against a cluster",
+                         description="Run the scheduler: serve every SchedulerProfile of the cluster (and --config's "
+                                     "profiles) until SIGTERM/SIGINT.")
+    run.add_argument("--kubeconfig", metavar="F", help=KUBECONFIG_HELP)
+    run.add_argument("--config", metavar="F",
+                     help="a KubeSchedulerConfiguration file whose profiles are served too (default: none)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
-                     help="Lease-based leader election (default: the config's, else on)")
-    run.add_argument("--metrics-port", type=int, default=10259, help="port of /metrics, /healthz, /readyz")
-
-    simulate = sub.add_parser("simulate", help="schedule a cluster snapshot offline")
-    simulate.add_argument("files", nargs="*", metavar="FILE", help="snapshot files (none: the live cluster)")
-    simulate.add_argument("--kubeconfig", help="with no FILE: read this cluster (default: in-cluster, then "
-                                               "$KUBECONFIG)")
-    simulate.add_argument("--profile", action="append", default=[], metavar="F",
-                          help="SchedulerProfile or KubeSchedulerConfiguration file (repeatable)")
-    simulate.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
-    simulate.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
-    simulate.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
-    simulate.add_argument("--compare", metavar="F", help="simulate again with the profiles of F replacing those of "
-                                                          "the same schedulerName, and report what changes")
-    simulate.add_argument("--reschedule-all", action="store_true",
-                          help="unbind every pod (but static, mirror and DaemonSet pods) and place them all again")
-
-    _explain_parser(sub)
+                     help="Lease-based leader election (default: the --config's leaderElection, else on)")
+    run.add_argument("--metrics-port", type=_port, default=10259, metavar="N",
+                     help="plain-HTTP port of /metrics, /healthz and /readyz; 0 turns the server off "
+                          "(default: 10259)")
     _sandbox_parser(sub)
 
+    simulate = sub.add_parser("simulate", help="schedule a cluster snapshot offline",
+                              description="Schedule a cluster snapshot offline with the same code that runs in a "
+                                          "cluster. See docs/cli.md and docs/simulate-json.md.")
+    simulate.add_argument("files", nargs="*", metavar="FILE",
+                          help=f"{INPUT_HELP} (none: the live cluster of --kubeconfig)")
+    simulate.add_argument("--kubeconfig", metavar="F",
+                          help="with no FILE: read this cluster (default: in-cluster, then $KUBECONFIG)")
+    simulate.add_argument("--profile", action="append", default=[], metavar="F",
+                          help="SchedulerProfile or KubeSchedulerConfiguration file, directory or - (repeatable; "
+                               "default: only the profiles in FILE, plus upstream's default profile)")
+    simulate.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
+                          help="output format (default: table)")
+    simulate.add_argument("--explain", action="store_true",
+                          help="also show every filtered-out node with its reasons and every scored node's scores "
+                               "(default: off)")
+    simulate.add_argument("--seed", type=int, default=0, metavar="N",
+                          help="seed for breaking score ties; equal seeds give equal runs (default: 0)")
+    simulate.add_argument("--compare", metavar="F", help="simulate again with the profiles of F replacing those of "
+                                                          "the same schedulerName, and report what changes "
+                                                          "(default: no comparison)")
+    simulate.add_argument("--reschedule-all", action="store_true",
+                          help="unbind every pod (but static, mirror and DaemonSet pods) and place them all again "
+                               "(default: off)")
+
+    _explain_parser(sub)
+
     snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input")
-    snapshot.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    snapshot.add_argument("--kubeconfig", metavar="F", help=KUBECONFIG_HELP)
     snapshot.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    snapshot.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    snapshot.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (default: progress)")
 
-    bench = sub.add_parser("bench", help="measure the scheduler core in-process")
-    bench.add_argument("--nodes", type=int, help="default: the workload's (500; 5000 for preemption-async "
-                       "and unschedulable, as scheduler_perf)")
-    bench.add_argument("--init-pods", type=int, help="pods running before the measurement (default: the workload's)")
-    bench.add_argument("--pods", type=int, help="pods measured (default: the workload's)")
-    bench.add_argument("--workload", default="basic")
-    bench.add_argument("--profile", metavar="F", help="SchedulerProfile file to bench instead of the default")
-    bench.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    bench = sub.add_parser("bench", help="measure the scheduler core in-process",
+                           description="Measure the scheduler core in-process (queue, cycles, cache, binding through "
+                                       "the in-memory client): no API server, no HTTP.")
+    bench.add_argument("--nodes", type=_count(1), metavar="N",
+                       help="nodes (default: the workload's: 500; 5000 for preemption-async and unschedulable, "
+                            "as scheduler_perf)")
+    bench.add_argument("--init-pods", type=_count(0), metavar="N",
+                       help="pods running before the measurement (default: the workload's)")
+    bench.add_argument("--pods", type=_count(1), metavar="N", help="pods measured (default: the workload's)")
+    bench.add_argument("--workload", choices=tuple(WORKLOADS), default="basic",
+                       help="scheduler_perf-shaped workload: " + ", ".join(WORKLOADS) + " (default: basic)")
+    bench.add_argument("--profile", metavar="F",
+                       help="SchedulerProfile or KubeSchedulerConfiguration file to bench (default: upstream's "
+                            "default profile)")
+    bench.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                       help="output format (default: table)")
 
-    validate = sub.add_parser("validate", help="check SchedulerProfiles and KubeSchedulerConfigurations")
-    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate = sub.add_parser("validate", help="check SchedulerProfiles and KubeSchedulerConfigurations",
+                              description="Check SchedulerProfiles and KubeSchedulerConfigurations as the operator "
+                                          "would load them, together (one scheduler name per profile, one "
+                                          "queueSort). Exit status 1 when anything is invalid.")
+    validate.add_argument("files", nargs="+", metavar="FILE", help=INPUT_HELP)
     return parser
 
 
@@ -74,16 +134,19 @@ def _sandbox_parser(sub) -> None:
 
 def _explain_parser(sub) -> None:
     explain = sub.add_parser("explain", help="why one pod fits where it does, or nowhere, node by node")
-    explain.add_argument("pod", metavar="NAMESPACE/NAME")
-    explain.add_argument("files", nargs="*", metavar="FILE", help="snapshot files (default: the live cluster)")
-    explain.add_argument("--kubeconfig", help="read the live cluster (default without files: in-cluster, "
-                                              "then $KUBECONFIG)")
+    explain.add_argument("pod", metavar="NAMESPACE/NAME", help="the pod to explain")
+    explain.add_argument("files", nargs="*", metavar="FILE", help=f"{INPUT_HELP} (none: the live cluster)")
+    explain.add_argument("--kubeconfig", metavar="F", help="read the live cluster (default without files: in-cluster, "
+                                                           "then $KUBECONFIG)")
     explain.add_argument("--profile", action="append", default=[], metavar="F",
                          help="explain with this profile instead of the pod's own (repeatable: the one of the "
-                              "pod's schedulerName wins)")
-    explain.add_argument("--node", metavar="N", help="show one node's verdict and scores in full")
-    explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
-    explain.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
+                              "pod's schedulerName wins; default: the pod's own profile)")
+    explain.add_argument("--node", metavar="N", help="show one node's verdict and scores in full (default: all "
+                                                      "nodes, grouped by reason)")
+    explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
+                         help="output format (default: table)")
+    explain.add_argument("--seed", type=int, default=0, metavar="N",
+                         help="seed for breaking score ties (default: 0)")
 
 
 def _print_problems(problems: Sequence[str]) -> None:
@@ -101,8 +164,29 @@ def _plugin_registry():
     return registry
 
 
+def load_profile_files(paths: Sequence[str]):
+    """The --profile files: only SchedulerProfiles and KubeSchedulerConfigurations belong there."""
+    from kopfsched.documents import problem_line, read_documents
+    from kopfsched.simulate.loader import CONFIG_KINDS, ClusterInput, add_document
+
+    inputs = ClusterInput()
+    for document in read_documents(paths, inputs.problems):
+        kind = document.obj.get("kind")
+        if kind in CONFIG_KINDS or not isinstance(kind, str) or not kind:
+            add_document(inputs, document)
+        else:
+            inputs.problems.append(problem_line(document.where, _label(document.obj),
+                                                "kind: not a SchedulerProfile or KubeSchedulerConfiguration"))
+    return inputs
+
+
+def _label(obj) -> str | None:
+    from kopfsched.documents import object_label
+
+    return object_label(obj)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from kopfsched.simulate.loader import load_files
     from kopfsched.simulate.output import to_json, to_table
     from kopfsched.simulate.runner import simulate
 
@@ -110,10 +194,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not args.files and inputs.problems and not inputs.nodes:
         _print_problems(inputs.problems)
         return EXIT_INVALID
-    profile_inputs = load_files(list(args.profile))
+    profile_inputs = load_profile_files(list(args.profile))
     inputs.problems.extend(profile_inputs.problems)
-    inputs.problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in
-                           profile_inputs.nodes + profile_inputs.pods + profile_inputs.objects)
     inputs.configs.extend(profile_inputs.configs)
     registry = _plugin_registry()
     if args.reschedule_all:
@@ -131,23 +213,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         sys.stdout.write(simulate_html(sim, report))
     else:
-        sys.stdout.write(to_table(report))
+        sys.stdout.write(to_table(report, explain=args.explain))
+    _print_problems(inputs.warnings)
     _print_problems(inputs.problems)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
 def _override_profiles(paths: list[str], registry, problems: list[str]):
     """The profiles of --profile files (the built-in default left out)."""
-    from kopfsched.simulate.loader import load_files
     from kopfsched.simulate.runner import build_profiles
 
     if not paths:
         return []
-    inputs = load_files(paths)
+    inputs = load_profile_files(paths)
     problems.extend(inputs.problems)
-    problems.extend(f"{o.source}: {o.label}: kind: not a profile" for o in inputs.nodes + inputs.pods + inputs.objects)
     if not inputs.configs:
-        problems.append(f"{', '.join(paths)}: no SchedulerProfile or KubeSchedulerConfiguration found")
+        if not inputs.problems:
+            problems.append(f"{', '.join(paths)}: no SchedulerProfile or KubeSchedulerConfiguration in it")
         return []
     before = len(inputs.problems)
     profiles = [p for p in build_profiles(inputs, registry) if p.source != "default"]
@@ -160,7 +242,9 @@ def _read_input(files: list[str], kubeconfig: str | None):
     from kopfsched.simulate.loader import ClusterInput, load_files
 
     if files:
-        return load_files(files)
+        from kopfsched.documents import Progress
+
+        return load_files(files, progress=Progress())
     try:
         from kopfsched.kube.snapshot import read_cluster
     except ImportError as exc:  # the kube layer is optional for offline use
@@ -210,6 +294,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         sys.stdout.write(explain_html(explanation))
     else:
         sys.stdout.write(to_table(entry, node=args.node))
+    _print_problems(inputs.warnings)
     _print_problems(inputs.problems)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
@@ -218,7 +303,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     try:
         from kopfsched.kube.snapshot import snapshot
     except ImportError as exc:  # the kube layer is optional for offline use
-        print(f"kopfsched snapshot is unavailable: {exc}", file=sys.stderr)
+        print(f"kopfsched snapshot: unavailable: {exc}", file=sys.stderr)
         return EXIT_INVALID
     if args.output is None:
         return snapshot(args.kubeconfig, sys.stdout, quiet=args.quiet)
@@ -248,6 +333,7 @@ def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
         sys.stdout.write(compare_html(comparison))
     else:
         sys.stdout.write(compare.to_table(comparison.report))
+    _print_problems(inputs.warnings)
     _print_problems(inputs.problems)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
@@ -264,18 +350,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from kopfsched.bench.runner import bench
-    from kopfsched.bench.workloads import DEFAULT_SIZE, SIZES, WORKLOADS
+    from kopfsched.bench.workloads import DEFAULT_SIZE, SIZES
 
-    if args.workload not in WORKLOADS:
-        print(f"unknown workload {args.workload!r}; choose from: {', '.join(WORKLOADS)}", file=sys.stderr)
-        return EXIT_USAGE
     default_nodes, default_init, default_pods = SIZES.get(args.workload, DEFAULT_SIZE)
     nodes = default_nodes if args.nodes is None else args.nodes
     init_pods = default_init if args.init_pods is None else args.init_pods
     pods = default_pods if args.pods is None else args.pods
-    if min(nodes, pods) < 1 or init_pods < 0:
-        print("--nodes and --pods must be at least 1, --init-pods at least 0", file=sys.stderr)
-        return EXIT_USAGE
     registry = _plugin_registry()
     profile = None
     if args.profile:
@@ -294,27 +374,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _load_one_profile(path: str, registry):
-    from kopfsched.simulate.loader import load_files
     from kopfsched.simulate.runner import build_profiles
 
-    inputs = load_files([path])
-    problems = list(inputs.problems)
-    if not inputs.configs:
-        return None, [*problems, f"{path}: no SchedulerProfile or KubeSchedulerConfiguration found"]
+    inputs = load_profile_files([path])
+    if not inputs.configs and not inputs.problems:
+        return None, [f"{path}: no SchedulerProfile or KubeSchedulerConfiguration in it"]
     profiles = build_profiles(inputs, registry)
-    problems.extend(inputs.problems[len(problems):])
     chosen = next((p for p in profiles if p.source != "default"), profiles[0])
-    return chosen, problems
+    return chosen, inputs.problems
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         from kopfsched.kube.main import run_operator
     except ImportError as exc:  # the kube layer is optional for offline use
-        print(f"kopfsched run is unavailable: {exc}", file=sys.stderr)
+        print(f"kopfsched run: unavailable: {exc}", file=sys.stderr)
         return EXIT_INVALID
     return run_operator(kubeconfig=args.kubeconfig, config_file=args.config, leader_elect=args.leader_elect,
-                        metrics_port=args.metrics_port)
+                        metrics_port=args.metrics_port or None)
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:

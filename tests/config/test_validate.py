@@ -1,8 +1,10 @@
-"""`validate_files`: one line per problem, `<file>: <Kind>/<name>: <field path>: <message>`."""
+"""`validate_files`: one line per problem, `<file>: document N: <Kind>/<name>: <field path>: <message>`."""
 
 from __future__ import annotations
 
 import textwrap
+
+import pytest
 
 from kopfsched.config import validate_files
 from tests.config.fakes import fake_registry
@@ -44,10 +46,12 @@ def test_problems_name_file_kind_object_and_path(tmp_path):
         parallelism: 0
         """)
     assert validate_files([path], fake_registry()) == [
-        f"{path}: SchedulerProfile/bad: spec.percentageOfNodesToScore: not in valid range [0-100], got 120",
-        f'{path}: SchedulerProfile/bad: spec.plugins.score.enabled[0].name: '
+        f"{path}: document 2: SchedulerProfile/bad: spec.percentageOfNodesToScore: not in valid range [0-100], "
+        "got 120",
+        f'{path}: document 2: SchedulerProfile/bad: spec.plugins.score.enabled[0].name: '
         'unknown plugin "Foo": neither built in nor installed',
-        f"{path}: KubeSchedulerConfiguration: parallelism: should be an integer value greater than zero, got 0",
+        f"{path}: document 3: KubeSchedulerConfiguration: parallelism: should be an integer value greater than zero, "
+        "got 0",
     ]
 
 
@@ -62,7 +66,7 @@ def test_kind_list_is_unpacked(tmp_path):
             spec: {podInitialBackoffSeconds: 0}
         """)
     assert validate_files([path], fake_registry()) == [
-        f"{path}: SchedulerProfile/x: spec.podInitialBackoffSeconds: must be greater than 0, got 0"]
+        f"{path}: document 1 item 1: SchedulerProfile/x: spec.podInitialBackoffSeconds: must be greater than 0, got 0"]
 
 
 def test_profiles_are_checked_together_across_files(tmp_path):
@@ -74,8 +78,8 @@ def test_profiles_are_checked_together_across_files(tmp_path):
         spec: {schedulerName: good}
         """)
     assert validate_files([first, second], fake_registry()) == [
-        f'{second}: SchedulerProfile/other: spec.schedulerName: scheduler name "good" is also used by'
-        " SchedulerProfile/good"]
+        f'{second}: document 1: SchedulerProfile/other: spec.schedulerName: scheduler name "good" is also used by'
+        f" SchedulerProfile/good ({first}: document 1)"]
 
 
 def test_syntax_errors_and_unreadable_files_are_one_line_each(tmp_path):
@@ -83,6 +87,17 @@ def test_syntax_errors_and_unreadable_files_are_one_line_each(tmp_path):
     missing = str(tmp_path / "missing.yaml")
     lines = validate_files([broken, missing], fake_registry())
     assert lines == [
-        f"{broken}: YAML syntax error: line 3, column 1: expected ',' or ']', but got '<stream end>'",
+        f"{broken}: document 1: line 3, column 1: invalid YAML: did not find expected ',' or ']'",
         f"{missing}: cannot read: No such file or directory",
     ]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    pytest.param("", "{path}: no objects (the input is empty)", id="empty"),
+    pytest.param("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+                 "{path}: no SchedulerProfile or KubeSchedulerConfiguration in it", id="no-profiles"),
+])
+def test_a_file_without_profiles_is_not_valid(tmp_path, text, expected):
+    """`validate` once said "1 file(s) valid" for these."""
+    path = write(tmp_path, "a.yaml", text)
+    assert validate_files([path], fake_registry()) == [expected.format(path=path)]

@@ -22,9 +22,11 @@ def test_an_invalid_config_exits_1_with_one_line(tmp_path: pathlib.Path, capsys:
     code = run_operator(kubeconfig=None, config_file=str(config), leader_elect=False, metrics_port=None)
     err = capsys.readouterr().err
     assert code == 1
-    assert err.count('\n') == 1
-    assert err.startswith(f'invalid --config {config}: percentageOfNodesToScore: ')
-    assert 'profiles[0].plugins.score.enabled[0].name: unknown plugin "Nope"' in err
+    where = f'{config}: document 1: KubeSchedulerConfiguration'
+    assert err.splitlines() == [
+        f'{where}: percentageOfNodesToScore: not in valid range [0-100], got 101',
+        f'{where}: profiles[0].plugins.score.enabled[0].name: unknown plugin "Nope": neither built in nor installed',
+    ]
 
 
 class FakeTime:

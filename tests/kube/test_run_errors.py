@@ -45,7 +45,7 @@ def test_a_malformed_client_connection_exits_1_naming_the_field(
     config = tmp_path / 'config.yaml'
     config.write_text(f'{KSC}clientConnection: {connection}\n')
     code, err = run(capsys, config_file=str(config))
-    assert (code, err) == (1, f'invalid --config {config}: {problem}\n')
+    assert (code, err) == (1, f'{config}: document 1: KubeSchedulerConfiguration: {problem}\n')
 
 
 @pytest.mark.parametrize(('section', 'expected'), [

@@ -1,7 +1,8 @@
 """Configuration: SchedulerProfile / KubeSchedulerConfiguration parsing, upstream's
 defaults and merge rules, and validation that reports every problem with its field path.
 
-Imports only the framework (and the registry it is handed); never kopf or the API client.
+Imports only the framework (and the registry it is handed) and kopfsched.documents to read
+files; never kopf or the API client.
 """
 
 from kopfsched.config.defaults import (

@@ -156,30 +156,39 @@ def profile_field_path(source: str, child: str) -> str:
     return f"profiles[{match.group(1)}].{child}" if match else f"spec.{child}"
 
 
-def profile_conflicts(profiles: Sequence[ProfileConfig]) -> list[tuple[int, Problem]]:
+def profile_conflicts(profiles: Sequence[ProfileConfig],
+                      locations: Sequence[str] | None = None) -> list[tuple[int, Problem]]:
     """(index of the offending profile, problem) for every duplicate scheduler name and every
-    profile whose queueSort plugin or its args differ from the first profile's."""
+    profile whose queueSort plugin or its args differ from the first profile's.
+
+    `locations` (one per profile, e.g. `a.yaml: document 2`) names where the other
+    profile of a conflict was found, so a message names both files."""
     found: list[tuple[int, Problem]] = []
-    by_name: dict[str, ProfileConfig] = {}
-    canon = profiles[0] if profiles else None
+    by_name: dict[str, int] = {}
+
+    def named(index: int) -> str:
+        where = locations[index] if locations is not None else ""
+        return f"{profiles[index].source} ({where})" if where else profiles[index].source
+
     for index, profile in enumerate(profiles):
-        first = by_name.setdefault(profile.scheduler_name, profile)
-        if first is not profile:
+        first = by_name.setdefault(profile.scheduler_name, index)
+        if first != index:
             found.append((index, Problem(
                 profile_field_path(profile.source, "schedulerName"),
-                f'scheduler name "{profile.scheduler_name}" is also used by {first.source}', profile.source)))
-        if canon is None or profile is canon:
+                f'scheduler name "{profile.scheduler_name}" is also used by {named(first)}', profile.source)))
+        if not profiles or index == 0:
             continue
+        canon = profiles[0]
         mine, theirs = profile.enabled("queueSort"), canon.enabled("queueSort")
         if mine != theirs:
             found.append((index, Problem(
                 profile_field_path(profile.source, "plugins.queueSort"),
-                f"queueSort must be the same for all profiles: {_names(mine)} here, {_names(theirs)} in {canon.source}",
+                f"queueSort must be the same for all profiles: {_names(mine)} here, {_names(theirs)} in {named(0)}",
                 profile.source)))
         elif any(profile.plugin_args.get(name) != canon.plugin_args.get(name) for name in mine):
             found.append((index, Problem(
                 profile_field_path(profile.source, "pluginConfig"),
-                f"queueSort must be the same for all profiles: args of {_names(mine)} differ from {canon.source}",
+                f"queueSort must be the same for all profiles: args of {_names(mine)} differ from {named(0)}",
                 profile.source)))
     return found
 

@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from kopfsched.config.defaults import UPSTREAM_DEFAULTS_NOT_IMPLEMENTED, default_multipoint
 from kopfsched.config.extenders import parse_extenders, with_extenders
 from kopfsched.config.field_checks import (
@@ -55,6 +53,7 @@ from kopfsched.config.types import (
     ProfileConfig,
     SchedulerConfig,
 )
+from kopfsched.documents import object_label, problem_line, read_documents
 from kopfsched.framework.interface import EXTENSION_POINTS, implemented_points
 from kopfsched.framework.registry import ArgsError, PluginFactory, PluginLoadError, Registry
 
@@ -511,19 +510,29 @@ def _client_connection(raw: Any, problems: list[Problem]) -> ClientConnectionCon
 
 
 class ConfigFileError(Exception):
-    """A --config file that cannot be read or is not a valid KubeSchedulerConfiguration;
-    the message is one line naming every problem."""
+    """A --config file that cannot be read or is not a valid KubeSchedulerConfiguration:
+    one line per problem, worded as every other input problem (kopfsched.documents)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
 
 
 def load_config_file(path: str, registry: Registry) -> SchedulerConfig:
     """Read and parse a KubeSchedulerConfiguration file; raises ConfigFileError."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            raw = yaml.safe_load(file)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigFileError(f"{path}: {' '.join(str(exc).split())}") from exc
-    parsed, problems = parse_kube_scheduler_configuration(raw, registry)
-    if parsed is None or problems:
-        raise ConfigFileError(f"{path}: " + "; ".join(str(p) for p in problems))
+    problems: list[str] = []
+    documents = list(read_documents([path], problems))
+    if problems:
+        raise ConfigFileError(problems)
+    if len(documents) != 1:
+        raise ConfigFileError([f"{path}: expected one KubeSchedulerConfiguration, found {len(documents)} objects"])
+    [document] = documents
+    kind = document.obj.get("kind")
+    if kind != KSC_KIND:
+        problem = "kind: required" if not isinstance(kind, str) or not kind else f"kind: must be {KSC_KIND}"
+        raise ConfigFileError([problem_line(document.where, object_label(document.obj), problem)])
+    parsed, config_problems = parse_kube_scheduler_configuration(document.obj, registry)
+    if parsed is None or config_problems:
+        raise ConfigFileError([problem_line(document.where, KSC_KIND, str(p)) for p in config_problems])
     return parsed
 

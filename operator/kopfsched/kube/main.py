@@ -57,7 +57,8 @@ def run_operator(*, kubeconfig: str | None, config_file: str | None, leader_elec
         options = options_from(kubeconfig=kubeconfig, config_file=config_file, leader_elect=leader_elect,
                                metrics_port=metrics_port)
     except ConfigFileError as exc:
-        print(f"invalid --config {exc}", file=sys.stderr)
+        for line in exc.lines:
+            print(line, file=sys.stderr)
         return EXIT_FAILED
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

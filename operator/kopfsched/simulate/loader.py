@@ -1,20 +1,24 @@
-"""Reading cluster snapshots for `kopfsched simulate`: YAML files of Nodes, Pods, and the
-other kinds the scheduler reads, plus SchedulerProfiles and KubeSchedulerConfigurations.
+"""Cluster snapshots for `kopfsched simulate`: Nodes, Pods and the other kinds the
+scheduler reads, plus SchedulerProfiles and KubeSchedulerConfigurations, from files,
+directories or stdin (`kopfsched.documents` reads them).
 
-Bad input never raises: every problem becomes one line `file: Kind/name: field: message`,
-and the object it concerns is left out while everything else is kept.
+Bad input never raises: every problem becomes one line
+`file: document N: Kind/ns/name: field: message` (`kopfsched.documents.problem_line`), and the
+object it concerns is left out while everything else is kept. Objects of kinds the
+scheduler never reads (ConfigMaps, Secrets, ... in a `kubectl get all -o yaml` export)
+are skipped with one warning line that counts them.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from kopfsched.documents import Document, Progress, describe_type, problem_line, read_documents
 from kopfsched.framework.quantity import QuantityError
 from kopfsched.framework.resources import quantity_value
 from kopfsched.framework.types import Obj
@@ -32,12 +36,16 @@ CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "Prio
                   "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration", "DeviceClass", "ResourceSlice")
 
 
+
 @dataclass(slots=True)
 class Loaded:
     """One object and where it came from."""
 
     obj: Obj
     source: str
+    """The file (or `<stdin>`)."""
+    where: str = ""
+    """`file: document N`, the prefix of its problem lines; the source when not given."""
 
     @property
     def label(self) -> str:
@@ -45,6 +53,10 @@ class Loaded:
         name = meta.get("name", "?")
         ns = meta.get("namespace")
         return f"{self.obj.get('kind')}/{ns}/{name}" if ns else f"{self.obj.get('kind')}/{name}"
+
+    def problem(self, message: str) -> str:
+        """The one-line problem report for this object."""
+        return problem_line(self.where or self.source, self.label, message)
 
 
 @dataclass
@@ -56,87 +68,121 @@ class ClusterInput:
     workloads: list[Loaded] = field(default_factory=list)
     """Deployments, Jobs and DaemonSets not yet expanded into pods."""
     problems: list[str] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Objects of kinds the scheduler never reads, by kind."""
+    warnings: list[str] = field(default_factory=list)
+    """Lines for stderr that do not make the input invalid."""
 
 
-def _documents(path: str) -> Iterator[tuple[int, Any]]:
-    with open(path, encoding="utf-8") as f:
-        for index, doc in enumerate(yaml.safe_load_all(f)):
-            if doc is None:
-                continue
-            if isinstance(doc, dict) and doc.get("kind") == "List":
-                for item in doc.get("items") or ():
-                    yield index, item
-            else:
-                yield index, doc
+def skipped_warning(skipped: Counter[str]) -> str | None:
+    """The one warning line for everything skipped, e.g.
+    `warning: skipped 12 objects of kinds the scheduler does not read: ConfigMap (9), Secret (3)`."""
+    if not skipped:
+        return None
+    total = sum(skipped.values())
+    kinds = ", ".join(f"{kind} ({count})" for kind, count in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    noun = "object" if total == 1 else "objects"
+    return f"warning: skipped {total} {noun} of kinds the scheduler does not read: {kinds}"
 
 
-def load_files(paths: list[str], into: ClusterInput | None = None) -> ClusterInput:
+def load_files(paths: Iterable[str], into: ClusterInput | None = None, *,
+               progress: Progress | None = None) -> ClusterInput:
+    """The objects of `paths` (files, directories, `-` for stdin) sorted by what simulate does with them."""
     result = into or ClusterInput()
-    for path in paths:
-        try:
-            documents = list(_documents(path))
-        except OSError as exc:
-            result.problems.append(f"{path}: cannot read: {exc.strerror or exc}")
-            continue
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark is not None else ""
-            result.problems.append(f"{path}: {where}invalid YAML: {getattr(exc, 'problem', None) or exc}")
-            continue
-        for index, doc in documents:
-            _add(result, doc, f"{path}")
-            del index
-    _check_duplicates(result)
+    for document in read_documents(paths, result.problems, progress=progress):
+        add_document(result, document)
+    _finish(result)
     return result
 
 
 def load_objects(objects: Iterable[Any], source: str, into: ClusterInput | None = None) -> ClusterInput:
     """Objects already parsed (a live cluster's, a test's), checked as files are."""
     result = into or ClusterInput()
-    for doc in objects:
-        _add(result, doc, source)
-    _check_duplicates(result)
+    for index, doc in enumerate(objects, 1):
+        where = f"{source}: object {index}"
+        if not isinstance(doc, dict):
+            result.problems.append(f"{where}: not an object")
+            continue
+        add_document(result, Document(doc, source, where))
+    _finish(result)
     return result
 
 
-def _add(result: ClusterInput, doc: Any, path: str) -> None:
-    if not isinstance(doc, dict):
-        result.problems.append(f"{path}: a document is not an object")
-        return
+def _finish(result: ClusterInput) -> None:
+    _check_duplicates(result)
+    result.warnings = [w for w in result.warnings if not w.startswith("warning: skipped ")]
+    warning = skipped_warning(result.skipped)
+    if warning:
+        result.warnings.append(warning)
+
+
+def add_document(result: ClusterInput, document: Document) -> None:
+    """Check one object and file it under nodes, pods, objects or configs (or a problem)."""
+    doc, where = document.obj, document.where
     kind = doc.get("kind")
     meta = doc.get("metadata")
-    label = f"{kind}/{(meta or {}).get('name', '?') if isinstance(meta, dict) else '?'}"
-    if not isinstance(kind, str):
-        result.problems.append(f"{path}: {label}: kind: missing")
-        return
-    if kind == "KubeSchedulerConfiguration":
-        result.configs.append(Loaded(doc, path))
-        return
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        result.problems.append(f"{path}: {label}: metadata.name: required")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    label = f"{kind if isinstance(kind, str) and kind else '?'}/{name if isinstance(name, str) and name else '?'}"
+    if not isinstance(kind, str) or not kind:
+        result.problems.append(problem_line(where, label, "kind: required"))
         return
     if kind not in ("Node", "Pod", *CONFIG_KINDS, *OBJECT_KINDS, *WORKLOAD_KINDS):
-        result.problems.append(f"{path}: {label}: kind: unsupported kind {kind!r}")
+        result.skipped[kind] += 1
+        return
+    if kind == "KubeSchedulerConfiguration":
+        result.configs.append(Loaded(doc, document.source, where))
+        return
+    if meta is not None and not isinstance(meta, dict):
+        result.problems.append(problem_line(where, label, "metadata: must be an object"))
+        return
+    if not isinstance(name, str) or not name:
+        result.problems.append(problem_line(where, label, "metadata.name: required"))
+        return
+    namespace = meta.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        result.problems.append(problem_line(where, label, "metadata.namespace: must be a non-empty string"))
         return
     if kind not in CLUSTER_SCOPED:
         meta.setdefault("namespace", "default")
-    loaded = Loaded(doc, path)
+    loaded = Loaded(doc, document.source, where)
+    problem = _check_metadata(meta)
     if kind == "Node":
-        problem = _check_node(doc)
+        problem = problem or _check_node(doc)
         target = result.nodes
     elif kind == "Pod":
-        problem = _check_pod(doc)
+        problem = problem or _check_pod(doc)
         target = result.pods
     elif kind in CONFIG_KINDS:
-        problem, target = None, result.configs
+        target = result.configs
     elif kind in WORKLOAD_KINDS:
-        problem, target = None, result.workloads
+        target = result.workloads
     else:
-        problem, target = None, result.objects
+        target = result.objects
     if problem:
-        result.problems.append(f"{path}: {loaded.label}: {problem}")
+        result.problems.append(loaded.problem(problem))
         return
     target.append(loaded)
+
+
+def _check_metadata(meta: dict[str, Any]) -> str | None:
+    """Labels and annotations are string maps for the API server; selectors compare strings."""
+    for name in ("labels", "annotations"):
+        value = meta.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"metadata.{name}: must be an object"
+        for key, item in value.items():
+            if not isinstance(key, str) or not isinstance(item, str):
+                wrong = item if isinstance(key, str) else key
+                return f"metadata.{name}.{key}: must be a string, not {describe_type(wrong)}"
+    return None
+
+
+def _type(value: Any) -> str:
+    from kopfsched.documents import describe_type
+
+    return describe_type(value)
 
 
 def _check_quantities(resources: Any, path: str) -> str | None:
@@ -216,10 +262,10 @@ def _check_duplicates(result: ClusterInput) -> None:
         kept: list[Loaded] = []
         for item in group:
             if item.label in seen:
-                result.problems.append(f"{item.source}: {item.label}: metadata.name: duplicate name "
-                                       f"(first defined in {seen[item.label]})")
+                result.problems.append(item.problem(f"metadata.name: duplicate name (first defined in "
+                                                    f"{seen[item.label]})"))
                 continue
-            seen[item.label] = item.source
+            seen[item.label] = item.where or item.source
             kept.append(item)
         group[:] = kept
 
@@ -236,8 +282,7 @@ def apply_priority_classes(result: ClusterInput) -> None:
         if spec.get("priority") is None:
             chosen = classes.get(name) if name else default
             if name and chosen is None and name not in ("system-cluster-critical", "system-node-critical"):
-                result.problems.append(f"{loaded.source}: {loaded.label}: spec.priorityClassName: "
-                                       f"no PriorityClass named {name!r}")
+                result.problems.append(loaded.problem(f"spec.priorityClassName: no PriorityClass named {name!r}"))
                 continue
             if chosen is not None:
                 spec["priority"] = int(chosen.get("value", 0))
@@ -277,7 +322,7 @@ def generate_resource_claims(result: ClusterInput) -> None:
                                      "uid": meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}",
                                      "controller": True, "blockOwnerDeletion": True}]},
                 "spec": copy.deepcopy(template_spec.get("spec") or {})}
-            result.objects.append(Loaded(claim, loaded.source))
+            result.objects.append(Loaded(claim, loaded.source, loaded.where))
             statuses.append({"name": pod_claim.get("name"), "resourceClaimName": name})
             named.add(pod_claim.get("name"))
         if statuses:

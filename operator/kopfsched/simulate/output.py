@@ -1,4 +1,4 @@
-"""simulate's results as the JSON of DESIGN.md, or as tables for people."""
+"""simulate's results as JSON (docs/simulate-json.md), or as tables for people."""
 
 from __future__ import annotations
 
@@ -61,15 +61,19 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
             entry["result"] = "Scheduled"
             entry["node"] = spec["nodeName"]
         elif attempt is None and not scheduler.responsible_for(PodInfo(pod)):
-            # In a cluster another scheduler would take it; offline nothing will.
-            entry["message"] = f'no profile for schedulerName "{entry["schedulerName"]}"'
+            # kube-scheduler leaves pods of other scheduler names to their scheduler: not a failure.
+            entry["result"] = "NotHandled"
+            entry["message"] = f'no profile named "{entry["schedulerName"]}"'
         if attempt is not None:
             if entry["result"] != "Scheduled":
                 entry["message"] = attempt.message or entry["message"]
             entry["nominatedNode"] = sim.log.nominated.get(key)
             entry["victims"] = list(sim.log.victims.get(key, ()))
             if explain:
-                entry["filter"] = filter_explain(attempt.diagnosis, node_names)
+                # A preemptor's later attempt only sees its nominated node; the first failed
+                # attempt says why it had to preempt.
+                first_failure = sim.log.first_failures.get(key) if entry["victims"] else None
+                entry["filter"] = filter_explain((first_failure or attempt).diagnosis, node_names)
                 entry["scores"] = attempt.scores or {}
         elif explain:
             entry["filter"], entry["scores"] = {}, {}
@@ -119,6 +123,7 @@ def to_json(sim: Simulation, *, explain: bool) -> dict[str, Any]:
         "summary": {
             "scheduled": sum(1 for p in pods if p["result"] == "Scheduled"),
             "unschedulable": sum(1 for p in pods if p["result"] == "Unschedulable"),
+            "notHandled": sum(1 for p in pods if p["result"] == "NotHandled"),
             "preempted": len(set(sim.log.preempted)),
             "seconds": round(sim.seconds, 3),
         },
@@ -136,18 +141,58 @@ def _preempted(pod: dict[str, Any]) -> str:
     return f"preempted {', '.join(pod['victims'])}" if pod["victims"] else ""
 
 
-def to_table(report: dict[str, Any]) -> str:
+def to_table(report: dict[str, Any], *, explain: bool = False) -> str:
+    handled = [p for p in report["pods"] if p["result"] != "NotHandled"]
+    others = [p for p in report["pods"] if p["result"] == "NotHandled"]
     pod_rows = [[f"{p['namespace']}/{p['name']}", p["schedulerName"], p["result"], p["node"] or "-",
-                 p["message"] if p["result"] != "Scheduled" else _preempted(p)] for p in report["pods"]]
+                 p["message"] if p["result"] != "Scheduled" else _preempted(p)] for p in handled]
     node_rows = [[n["name"], str(n["pods"]),
                   f"{n['requested'].get('cpu', '0')}/{n['allocatable'].get('cpu', '0')}",
                   f"{n['requested'].get('memory', '0')}/{n['allocatable'].get('memory', '0')}"]
                  for n in report["nodes"]]
     s = report["summary"]
-    summary = (f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['preempted']} preempted "
-               f"in {s['seconds']:.3f}s")
-    return "\n\n".join([
-        _table(["POD", "SCHEDULER", "RESULT", "NODE", "MESSAGE"], pod_rows),
-        _table(["NODE", "PODS", "CPU (requested/allocatable)", "MEMORY (requested/allocatable)"], node_rows),
-        summary,
-    ]) + "\n"
+    not_handled = f", {s['notHandled']} not handled" if s.get("notHandled") else ""
+    summary = (f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable{not_handled}, "
+               f"{s['preempted']} preempted in {s['seconds']:.3f}s")
+    parts = [_table(["POD", "SCHEDULER", "RESULT", "NODE", "MESSAGE"], pod_rows)]
+    if others:
+        names = sorted({p["schedulerName"] for p in others})
+        parts.append(
+            "Not handled: no profile here serves these scheduler names; like kube-scheduler, kopfsched leaves\n"
+            "such pods to their own scheduler. To schedule them, add that profile with --profile "
+            f"({', '.join(names)}).\n"
+            + _table(["POD", "SCHEDULER", "MESSAGE"],
+                     [[f"{p['namespace']}/{p['name']}", p["schedulerName"], p["message"]] for p in others]))
+    if explain:
+        parts.extend(_explain_table(p) for p in handled if "filter" in p)
+    parts += [_table(["NODE", "PODS", "CPU (requested/allocatable)", "MEMORY (requested/allocatable)"], node_rows),
+              summary]
+    return "\n\n".join(parts) + "\n"
+
+
+def _explain_table(pod: dict[str, Any]) -> str:
+    """One pod's --explain as tables: the nodes filtered out, then the scored nodes, best first."""
+    head = f"{pod['namespace']}/{pod['name']}: {pod['result']}" + (f" on {pod['node']}" if pod["node"] else "")
+    if pod["victims"]:
+        head += f" after preempting {', '.join(pod['victims'])} (filter: its first attempt, before preempting)"
+    lines = [head]
+    filtered = pod.get("filter") or {}
+    if filtered:
+        lines.append(_indent(_table(["FILTERED OUT", "PLUGIN", "CODE", "REASONS"],
+                                    [[node, v["plugin"], v["code"], "; ".join(v["reasons"])]
+                                     for node, v in filtered.items()])))
+    scores = pod.get("scores") or {}
+    if scores:
+        plugins = sorted({name for per_node in scores.values() for name in per_node if name != "total"})
+        ranked = sorted(scores.items(), key=lambda item: (-item[1].get("total", 0), item[0]))
+        lines.append(_indent(_table(["SCORED", "TOTAL", *plugins],
+                                    [[node, str(v.get("total", 0)), *(str(v.get(p, "-")) for p in plugins)]
+                                     for node, v in ranked])))
+    if not filtered and not scores:
+        lines.append("  " + ("only one node was feasible, so none was scored" if pod["result"] == "Scheduled"
+                             else "not attempted, so no per-node details"))
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from kopfsched.cache.cache import Cache
 from kopfsched.config.defaults import default_profile
-from kopfsched.config.field_checks import check_profiles_consistent
+from kopfsched.config.field_checks import profile_conflicts
 from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
+from kopfsched.documents import problem_line
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import PodInfo, parse_time, pod_key
 from kopfsched.plugins.registry import full_registry
@@ -41,10 +42,13 @@ class VirtualClock:
 
 class AttemptLog(NullObserver):
     """Each pod's last attempt, in the order of first attempts, and what its preemptions did
-    (a pod that preempted is usually bound by a later attempt, which has no victims)."""
+    (a pod that preempted is usually bound by a later attempt, which has no victims).
+    The first failed attempt is kept too: a preemptor's explanation shows why it had to
+    preempt, not only the later attempt on its nominated node."""
 
     def __init__(self) -> None:
         self.attempts: dict[str, Attempt] = {}
+        self.first_failures: dict[str, Attempt] = {}
         self.preempted: list[str] = []
         self.victims: dict[str, list[str]] = {}
         self.nominated: dict[str, str] = {}
@@ -52,6 +56,8 @@ class AttemptLog(NullObserver):
     def attempted(self, attempt: Attempt) -> None:
         key = attempt.pod.key
         self.attempts[key] = attempt
+        if attempt.diagnosis is not None and key not in self.first_failures:
+            self.first_failures[key] = attempt
         self.preempted.extend(attempt.victims)
         if attempt.victims:
             self.victims.setdefault(key, []).extend(attempt.victims)
@@ -74,6 +80,7 @@ def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConf
     """The built-in default profile, then every profile of the input, checked together;
     problems go to inputs.problems and the offending profiles are left out."""
     profiles: list[ProfileConfig] = []
+    locations: list[str] = []
     for loaded in inputs.configs:
         kind = loaded.obj.get("kind")
         if kind == "SchedulerProfile":
@@ -82,13 +89,16 @@ def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConf
         else:
             config, problems = parse_kube_scheduler_configuration(loaded.obj, registry)
             found = list(config.profiles) if config is not None else []
-        inputs.problems.extend(f"{loaded.source}: {loaded.label}: {p}" for p in problems)
+        inputs.problems.extend(loaded.problem(str(p)) for p in problems)
         if not problems:
             profiles.extend(found)
+            locations.extend([loaded.where or loaded.source] * len(found))
     if not any(p.scheduler_name == DEFAULT_SCHEDULER_NAME for p in profiles):
         profiles.insert(0, default_profile(registry))
-    conflicts = check_profiles_consistent(profiles)
-    inputs.problems.extend(str(p) for p in conflicts)
+        locations.insert(0, "")
+    conflicts = profile_conflicts(profiles, locations)
+    inputs.problems.extend(problem_line(locations[index], problem.source, str(problem)) if locations[index]
+                           else str(problem) for index, problem in conflicts)
     if conflicts:
         first = {p.scheduler_name: p for p in reversed(profiles)}  # the first of each name wins
         profiles = [p for p in profiles if first[p.scheduler_name] is p]

@@ -1,0 +1,255 @@
+"""What every offline input path does with what a user feeds it: files, directories, stdin,
+kubectl exports, and malformed, empty, binary, huge and hostile input. Each problem is one
+line naming the file, the document and the object, the exit status is 1, and the same input
+gives the same line in every subcommand that reads it."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kopfsched import documents
+from kopfsched.cli import main
+from kopfsched.documents import Progress, read_documents
+
+NODE = """\
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+"""
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p1, namespace: default}
+spec: {containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]}
+"""
+PROFILE = """\
+apiVersion: kopfsched.dev/v1alpha1
+kind: SchedulerProfile
+metadata: {name: packing}
+"""
+KSC = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+BOMB = "".join(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 10 if i else ['x'] * 10)}]\n"
+               for i in range(7))
+
+# (id, content, the one expected line with {f} for the file)
+HOSTILE = [
+    ("empty", b"", "{f}: no objects (the input is empty)"),
+    ("only-comments", b"# nothing here\n---\n---\n", "{f}: no objects (the input is empty)"),
+    ("binary", b"\x7fELF\x02\x01\x01\x00\x00\x00", "{f}: binary data, not YAML or JSON"),
+    ("not-utf8", b"kind: SchedulerProfile\nmetadata: {name: caf\xe9}\n",
+     "{f}: line 2: not UTF-8 text (byte 0xe9 at offset 43)"),
+    ("yaml-syntax", b"kind: SchedulerProfile\nspec: [unclosed\n",
+     "{f}: document 1: line 3, column 1: invalid YAML: did not find expected ',' or ']'"),
+    ("alias-bomb", BOMB.encode(),
+     "{f}: document 1: invalid YAML: aliases expand to more than 100000 values (an alias bomb?)"),
+    ("recursive-alias", b"a: &a [*a]\n", "{f}: document 1: line 1: invalid YAML: an alias refers to itself"),
+    ("deep-flow", b"[" * 200_000, "{f}: document 1: nested too deeply"),
+    ("deep-block", b"- " * 200_000 + b"x\n", "{f}: document 1: nested too deeply"),
+    ("python-tag", b"kind: !!python/object/apply:os.system [ls]\n",
+     "{f}: document 1: line 1, column 7: invalid YAML: could not determine a constructor for the tag "
+     "'tag:yaml.org,2002:python/object/apply:os.system'"),
+    ("list-document", b"- a\n- b\n", "{f}: document 1: not an object but a list"),
+    ("scalar-document", b"just text\n", "{f}: document 1: not an object but a string"),
+    ("list-items-not-a-list", b"kind: List\nitems: {a: 1}\n", "{f}: document 1: List: items: must be a list, "
+                                                                "not an object"),
+    ("no-kind", b"metadata: {name: x}\n", "{f}: document 1: ?/x: kind: required"),
+    ("mapping-key", b"? [a]\n: b\n", "{f}: document 1: line 1: invalid YAML: a key must be a scalar, not a list"),
+]
+
+
+def write(tmp_path: Path, name: str, content: bytes | str) -> str:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def subcommands(tmp_path: Path, bad: str) -> dict[str, list[str]]:
+    nodes = write(tmp_path, "nodes.yaml", NODE)
+    return {
+        "simulate": ["simulate", nodes, bad],
+        "simulate --profile": ["simulate", nodes, "--profile", bad],
+        "validate": ["validate", bad],
+        "bench --profile": ["bench", "--nodes", "2", "--init-pods", "0", "--pods", "1", "--profile", bad],
+        "run --config": ["run", "--config", bad],
+    }
+
+
+@pytest.mark.parametrize("command", ["simulate", "simulate --profile", "validate", "bench --profile", "run --config"])
+@pytest.mark.parametrize(("content", "expected"), [pytest.param(c, e, id=i) for i, c, e in HOSTILE])
+def test_hostile_input_is_one_line_and_exit_1_everywhere(tmp_path, capsys, command, content, expected):
+    bad = write(tmp_path, "bad.yaml", content)
+    code, out, err = run(capsys, subcommands(tmp_path, bad)[command])
+    assert code == 1
+    assert err.splitlines() == [expected.format(f=bad)]
+    assert "Traceback" not in out + err
+
+
+def test_a_file_over_the_input_limit_is_refused_unread(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", 1000)
+    big = write(tmp_path, "big.yaml", NODE + "#" * 2000 + "\n")
+    code, _, err = run(capsys, ["simulate", big])
+    assert (code, err.splitlines()) == (1, [f"{big}: larger than 1000 bytes, the input limit"])
+
+
+def test_huge_stdin_is_refused(capsys, monkeypatch):
+    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"#" * 5000)))
+    code, _, err = run(capsys, ["validate", "-"])
+    assert (code, err.splitlines()) == (1, ["<stdin>: larger than 1000 bytes, the input limit"])
+
+
+def test_a_missing_file_and_an_empty_directory(tmp_path, capsys):
+    missing, empty = str(tmp_path / "missing.yaml"), tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run(capsys, ["simulate", missing, str(empty)])
+    assert (code, err.splitlines()) == (1, [f"{missing}: cannot read: No such file or directory",
+                                            f"{empty}: no .yaml, .yml or .json files in the directory"])
+
+
+# -- what a user feeds it ------------------------------------------------------------------
+
+
+def test_stdin(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((NODE + "---\n" + POD).encode())))
+    code, out, err = run(capsys, ["simulate", "-", "-o", "json"])
+    assert (code, err) == (0, "")
+    [pod] = json.loads(out)["pods"]
+    assert (pod["name"], pod["result"], pod["node"]) == ("p1", "Scheduled", "n1")
+
+
+def test_stdin_twice_is_a_problem(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(NODE.encode())))
+    code, _, err = run(capsys, ["simulate", "-", "-"])
+    assert (code, err.splitlines()) == (1, ["-: standard input can be read only once"])
+
+
+def test_a_directory_is_read_as_kubectl_reads_it(tmp_path, capsys):
+    """Its .yaml, .yml and .json files in name order; other files and subdirectories are ignored."""
+    folder = tmp_path / "cluster"
+    (folder / "sub").mkdir(parents=True)
+    write(folder, "a-nodes.yml", NODE)
+    write(folder, "b-pod.json", json.dumps({"apiVersion": "v1", "kind": "Pod",
+                                            "metadata": {"name": "p2", "namespace": "default"},
+                                            "spec": {"containers": [{"name": "c"}]}}))
+    write(folder, "c-pod.yaml", POD)
+    write(folder, "notes.txt", "not: read")
+    write(folder / "sub", "ignored.yaml", "kind: Broken")
+    code, out, err = run(capsys, ["simulate", str(folder), "-o", "json"])
+    assert (code, err) == (0, "")
+    assert [(p["name"], p["node"]) for p in json.loads(out)["pods"]] == [("p2", "n1"), ("p1", "n1")]
+
+
+def test_kinds_the_scheduler_never_reads_are_skipped_with_one_counting_warning(tmp_path, capsys):
+    export = write(tmp_path, "export.yaml", "\n---\n".join([
+        NODE, POD,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
+        "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n",
+    ]))
+    code, out, err = run(capsys, ["simulate", export, "-o", "json"])
+    assert code == 0
+    assert err.splitlines() == [
+        "warning: skipped 4 objects of kinds the scheduler does not read: ConfigMap (3), Secret (1)"]
+    assert json.loads(out)["summary"]["scheduled"] == 1
+
+
+def test_a_kubectl_json_list_and_an_api_pod_list(tmp_path, capsys):
+    """`kubectl get nodes -o json` gives a List; the API's PodList leaves out each item's kind."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    nodes = write(tmp_path, "nodes.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": [node]}))
+    pods = write(tmp_path, "pods.json", json.dumps({"apiVersion": "v1", "kind": "PodList", "items": [
+        {"metadata": {"name": "p1", "namespace": "ns"}, "spec": {"containers": [{"name": "c"}]}}]}))
+    code, out, err = run(capsys, ["simulate", nodes, pods, "-o", "json"])
+    assert (code, err) == (0, "")
+    assert [(p["namespace"], p["name"], p["node"]) for p in json.loads(out)["pods"]] == [("ns", "p1", "n1")]
+
+
+def test_problems_name_the_document_and_the_list_item(tmp_path, capsys):
+    path = write(tmp_path, "c.yaml", NODE + "---\nkind: List\nitems:\n- " + json.dumps(
+        {"kind": "Pod", "metadata": {"name": "x", "labels": {"tier": 1}}, "spec": {"containers": [{"name": "c"}]}}))
+    code, _, err = run(capsys, ["simulate", path])
+    assert (code, err.splitlines()) == (
+        1, [f"{path}: document 2 item 1: Pod/default/x: metadata.labels.tier: must be a string, not a number"])
+
+
+def test_invalid_json_names_line_and_column(tmp_path, capsys):
+    path = write(tmp_path, "c.json", '{"kind": "Pod",\n "metadata": }')
+    code, _, err = run(capsys, ["simulate", path])
+    assert code == 1
+    [line] = err.splitlines()
+    assert line.startswith(f"{path}: invalid JSON: line 2, column ")
+
+
+def test_yaml_niceties(tmp_path):
+    """Unquoted timestamps stay strings (as the API's JSON has them); merge keys merge; an
+    alias is a copy, so defaulting one object never changes another."""
+    path = write(tmp_path, "a.yaml", """\
+base: &labels {app: web, tier: front}
+pod:
+  metadata:
+    creationTimestamp: 2026-01-01T00:00:00Z
+    labels:
+      <<: *labels
+      tier: back
+  other: *labels
+""")
+    problems: list[str] = []
+    [doc] = list(read_documents([path], problems))
+    assert problems == []
+    assert doc.obj["pod"]["metadata"] == {"creationTimestamp": "2026-01-01T00:00:00Z",
+                                          "labels": {"app": "web", "tier": "back"}}
+    assert doc.obj["pod"]["other"] == doc.obj["base"]
+    assert doc.obj["pod"]["other"] is not doc.obj["base"]
+
+
+def test_the_pure_python_parser_reads_the_same(tmp_path, monkeypatch):
+    """Where libyaml is missing (or for deeply nested input) PyYAML's own parser runs."""
+    path = write(tmp_path, "a.yaml", NODE + "---\n" + POD)
+    fast = [d.obj for d in read_documents([path], [])]
+    monkeypatch.setattr(documents, "_CParser", None)
+    assert [d.obj for d in read_documents([path], [])] == fast
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.5  # every reading advances time: a slow load
+        return self.now
+
+
+def test_progress_lines_for_a_long_load(tmp_path):
+    path = write(tmp_path, "a.yaml", "---\n".join([NODE] * 3000))
+    out = io.StringIO()
+    progress = Progress(stream=out, clock=FakeClock(), after=2.0, every=2.0)
+    assert len(list(read_documents([path], [], progress=progress))) == 3000
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2
+    assert lines[0].startswith(f"kopfsched: reading {path}: ")
+    assert "% of " in lines[0]
+    assert lines[-1].startswith("kopfsched: read 3000 objects from 1 file(s) in ")
+
+
+def test_no_progress_for_a_quick_load(tmp_path):
+    path = write(tmp_path, "a.yaml", NODE)
+    out = io.StringIO()
+    list(read_documents([path], [], progress=Progress(stream=out, clock=lambda: 0.0)))
+    assert out.getvalue() == ""
