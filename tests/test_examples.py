@@ -65,8 +65,12 @@ CLUSTER_REJECTIONS = [
     pytest.param("shop/legacy-app-0", with_preemption(
         "0/24 nodes are available: 1 node(s) were unschedulable, 20 node(s) didn't match Pod's node "
         "affinity/selector, 3 node(s) had untolerated taint(s).", NOT_HELPFUL), id="selector-matches-nothing"),
-    pytest.param("batch/report-0", 'no profile for schedulerName "bin-packing"', id="profile-not-given"),
 ]
+
+
+def test_cluster_pods_of_an_unserved_scheduler_are_not_handled(cluster: dict[str, dict[str, Any]]) -> None:
+    assert (cluster["batch/report-0"]["result"], cluster["batch/report-0"]["message"]) == (
+        "NotHandled", 'no profile named "bin-packing"')
 
 
 @pytest.mark.parametrize(("pod", "message"), CLUSTER_REJECTIONS)
@@ -96,8 +100,8 @@ def test_cluster_placements(cluster: dict[str, dict[str, Any]]) -> None:
 
 
 def test_cluster_summary() -> None:
-    assert run(CLUSTER)["summary"] | {"seconds": 0} == {"scheduled": 9, "unschedulable": 7, "preempted": 0,
-                                                        "seconds": 0}
+    assert run(CLUSTER)["summary"] | {"seconds": 0} == {"scheduled": 9, "unschedulable": 4, "notHandled": 3,
+                                                        "preempted": 0, "seconds": 0}
 
 
 def test_cluster_with_bin_packing_profile_packs_reports() -> None:

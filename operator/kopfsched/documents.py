@@ -39,7 +39,11 @@ try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is a declared dependency; json is the fallback
     orjson = None  # type: ignore[assignment]
+import itertools
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import wait as futures_wait
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -369,10 +373,28 @@ def _too_deep_for_c(data: bytes) -> bool:
 
 def _yaml_documents(data: bytes, source: str, problems: list[str],
                     progress: Progress | None) -> Iterator[Document]:
+    workers = _parallel_workers(data)
+    if workers > 1:
+        yield from _parallel_yaml_documents(data, source, problems, progress, workers)
+        return
+    on_read = (lambda pos: progress.reading(source, pos, len(data))) if progress else None
+    for index, doc, problem, _ in _yaml_items(data, 0, on_read):
+        if problem is not None:
+            problems.append(f"{source}: document {index}: {problem}")
+        else:
+            yield from _unpack(doc, source, index, problems)
+
+
+YamlItem = tuple[int, Any, str | None, bool]
+"""(document index from 1, the object, or None with a problem, whether the problem ended the stream)."""
+
+
+def _yaml_items(data: bytes, line_offset: int, on_read: Callable[[int], None] | None) -> Iterator[YamlItem]:
+    """The documents of a YAML stream; a syntax error ends it (nothing after it can be trusted)."""
     fast = not _too_deep_for_c(data)
     anchors = b"&" in data  # without an anchor there is no alias: the plain conversion is enough
-    on_read = (lambda pos: progress.reading(source, pos, len(data))) if progress else (lambda pos: None)
-    composer = _init_composer(_composer_class(fast), _Chunks(data, on_read) if fast else data.decode("utf-8"))
+    stream = _Chunks(data, on_read) if fast and on_read else data if fast else data.decode("utf-8")
+    composer = _init_composer(_composer_class(fast), stream)
     index = 0
     while True:
         index += 1
@@ -382,21 +404,93 @@ def _yaml_documents(data: bytes, source: str, problems: list[str],
             node = composer.get_node()
             doc = _Converter(composer).convert(node) if anchors else _plain(node, composer)
         except yaml.YAMLError as exc:
-            problems.append(f"{source}: document {index}: {_yaml_error(exc)}")
+            yield index, None, _yaml_error(exc, line_offset), True
             return
         except _ConvertError as exc:
-            problems.append(f"{source}: document {index}: {exc}")
+            yield index, None, exc.text(line_offset), False
             continue
         except RecursionError:
-            problems.append(f"{source}: document {index}: nested too deeply")
+            yield index, None, "nested too deeply", True
             return
-        yield from _unpack(doc, source, index, problems)
+        yield index, doc, None, False
 
 
-def _yaml_error(exc: yaml.YAMLError) -> str:
+# -- large YAML in parallel ---------------------------------------------------------------------
+
+PARALLEL_MIN_BYTES = 8 << 20
+"""Below this, starting processes costs more than it saves."""
+_DOCUMENT_START = re.compile(rb"\n---(?=[ \t\r\n]|$)")
+_fork_data: bytes = b""
+
+
+def _parallel_workers(data: bytes) -> int:
+    """How many processes to parse `data` with: 1 (in this process) unless it is large, the
+    machine has more than one core for us, and processes can be forked."""
+    if len(data) < PARALLEL_MIN_BYTES or _CParser is None:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+        multiprocessing.get_context("fork")
+    except (AttributeError, ValueError):
+        return 1
+    return max(1, min(cores, 4))
+
+
+def _split(data: bytes, parts: int) -> list[tuple[int, int]]:
+    """Byte ranges of about equal size, each starting at a document marker. A `---` at the
+    start of a line always starts a document in YAML, even inside a scalar, so cutting
+    there never changes what the stream means."""
+    bounds = [0]
+    for i in range(1, parts):
+        found = _DOCUMENT_START.search(data, max(len(data) * i // parts, bounds[-1]))
+        if found is None:
+            break
+        bounds.append(found.start() + 1)
+    bounds.append(len(data))
+    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _parse_range(job: tuple[int, int, int]) -> list[YamlItem]:
+    start, end, line_offset = job
+    return list(_yaml_items(_fork_data[start:end], line_offset, None))
+
+
+def _parallel_yaml_documents(data: bytes, source: str, problems: list[str], progress: Progress | None,
+                             workers: int) -> Iterator[Document]:
+    """Parse byte ranges in forked processes (which inherit `data`), then number the documents
+    as one stream. Results are yielded in order; a syntax error ends the stream, as it would
+    in one process."""
+    global _fork_data
+    ranges = _split(data, workers)
+    jobs = [(a, b, data.count(b"\n", 0, a)) for a, b in ranges]
+    _fork_data = data
+    try:
+        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_parse_range, job) for job in jobs]
+            offset = 0
+            for (start, end, _), future in zip(jobs, futures, strict=True):
+                while progress is not None and not future.done():
+                    futures_wait([future], timeout=0.5)
+                    progress.reading(source, start, len(data))
+                items = future.result()
+                for index, doc, problem, stop in items:
+                    if problem is not None:
+                        problems.append(f"{source}: document {index + offset}: {problem}")
+                        if stop:
+                            return
+                    else:
+                        yield from _unpack(doc, source, index + offset, problems)
+                offset += len(items)
+                if progress is not None:
+                    progress.reading(source, end, len(data))
+    finally:
+        _fork_data = b""
+
+
+def _yaml_error(exc: yaml.YAMLError, line_offset: int = 0) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    where = f"line {mark.line + line_offset + 1}, column {mark.column + 1}: " if mark is not None else ""
     return f"{where}invalid YAML: {problem or ' '.join(str(exc).split())}"
 
 
@@ -417,7 +511,7 @@ def _plain(node: Node, constructor: SafeConstructor) -> Any:
             try:
                 result[key] = _plain(value_node, constructor)
             except TypeError as exc:
-                raise _ConvertError(f"line {key_node.start_mark.line + 1}: invalid YAML: "
+                raise _ConvertError(key_node.start_mark.line,
                                     f"a key must be a scalar, not {describe_type(key)}") from exc
         return result
     if node.tag != _SEQ:
@@ -426,7 +520,13 @@ def _plain(node: Node, constructor: SafeConstructor) -> Any:
 
 
 class _ConvertError(Exception):
-    pass
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line, self.message = line, message
+
+    def text(self, line_offset: int) -> str:
+        where = f"line {self.line + line_offset + 1}: " if self.line is not None else ""
+        return f"{where}invalid YAML: {self.message}"
 
 
 class _Converter:
@@ -455,7 +555,7 @@ class _Converter:
             return self._scalar(node)
         key = id(node)
         if key in self.active:
-            raise _ConvertError(f"line {node.start_mark.line + 1}: invalid YAML: an alias refers to itself")
+            raise _ConvertError(node.start_mark.line, "an alias refers to itself")
         if key in self.seen:
             in_alias = True
         else:
@@ -475,8 +575,7 @@ class _Converter:
     def _spend(self) -> None:
         self.budget -= 1
         if self.budget < 0:
-            raise _ConvertError(f"invalid YAML: aliases expand to more than {MAX_ALIAS_VALUES} values "
-                                "(an alias bomb?)")
+            raise _ConvertError(None, f"aliases expand to more than {MAX_ALIAS_VALUES} values (an alias bomb?)")
 
     def _mapping(self, node: MappingNode, in_alias: bool) -> dict[Any, Any]:
         if node.tag != _MAP:
@@ -488,7 +587,7 @@ class _Converter:
                 value = self.convert(value_node, in_alias)
                 sources = value if isinstance(value, list) else [value]
                 if not all(isinstance(s, dict) for s in sources):
-                    raise _ConvertError(f"line {key_node.start_mark.line + 1}: invalid YAML: "
+                    raise _ConvertError(key_node.start_mark.line,
                                         "a merge key (<<) takes a mapping or a list of mappings")
                 merged.extend(sources)
                 continue
@@ -496,7 +595,7 @@ class _Converter:
             try:
                 result[key] = self.convert(value_node, in_alias)
             except TypeError as exc:  # an unhashable key, e.g. a mapping used as a key
-                raise _ConvertError(f"line {key_node.start_mark.line + 1}: invalid YAML: "
+                raise _ConvertError(key_node.start_mark.line,
                                     f"a key must be a scalar, not {describe_type(key)}") from exc
         if merged:
             # Explicit keys win over merged ones; among merged mappings the first wins.
@@ -513,7 +612,7 @@ class _Converter:
         except yaml.YAMLError:
             raise
         except (ValueError, TypeError) as exc:
-            raise _ConvertError(f"line {node.start_mark.line + 1}: invalid YAML: {exc}") from exc
+            raise _ConvertError(node.start_mark.line, str(exc)) from exc
 
     def _other(self, node: Node) -> Any:
         """Explicitly tagged collections (!!set, !!omap, !!pairs): rare, left to PyYAML."""

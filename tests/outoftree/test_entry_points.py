@@ -140,14 +140,16 @@ def test_validate_reports_bad_args_of_an_installed_plugin(installed, tmp_path, c
     installed.append(ep("Good", f"{SAMPLES}:Good"))
     path = _profile(tmp_path, "Good", config=[{"name": "Good", "args": {"label": 3}}])
     assert cli.main(["validate", path]) == cli.EXIT_INVALID
-    assert capsys.readouterr().err == f"{path}: SchedulerProfile/custom: spec.pluginConfig[0].args.label: " \
+    assert capsys.readouterr().err == f"{path}: document 1: SchedulerProfile/custom: " \
+                                      "spec.pluginConfig[0].args.label: " \
                                       "must be a string, got 3\n"
 
 
 def test_validate_rejects_a_plugin_that_is_not_installed(installed, tmp_path, capsys):
     path = _profile(tmp_path, "NodeLabelPreference")
     assert cli.main(["validate", path]) == cli.EXIT_INVALID
-    assert capsys.readouterr().err == (f"{path}: SchedulerProfile/custom: spec.plugins.filter.enabled[0].name: "
+    assert capsys.readouterr().err == (f"{path}: document 1: SchedulerProfile/custom: "
+                                       "spec.plugins.filter.enabled[0].name: "
                                        'unknown plugin "NodeLabelPreference": neither built in nor installed\n')
 
 
@@ -158,8 +160,8 @@ def test_validate_reports_a_broken_installed_plugin_in_one_line(installed, tmp_p
     message = ('plugin "Broken" (tests.outoftree.sample_broken:Plugin) cannot be loaded: '
                "ImportError: No module named 'somedependency'")
     assert capsys.readouterr().err.splitlines() == [
-        f"{path}: SchedulerProfile/custom: spec.plugins.filter.enabled[0].name: {message}",
-        f"{path}: SchedulerProfile/custom: spec.pluginConfig[0].name: {message}",
+        f"{path}: document 1: SchedulerProfile/custom: spec.plugins.filter.enabled[0].name: {message}",
+        f"{path}: document 1: SchedulerProfile/custom: spec.pluginConfig[0].name: {message}",
     ]
 
 
