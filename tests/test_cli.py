@@ -180,6 +180,10 @@ def test_pods_of_other_scheduler_names_are_not_handled_not_unschedulable(capsys:
     assert [line.split()[:2] for line in not_handled.splitlines()[3:]] == [
         [f"batch/report-{i}", "bin-packing"] for i in range(3)]
 
+    assert main(["explain", "batch/report-0", str(EXAMPLES / "cluster.yaml"), "-o", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert (entry["result"], entry["message"]) == ("NotHandled", 'no profile named "bin-packing"')
+
 
 def test_with_the_profile_the_same_pods_are_scheduled(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(EXAMPLES / "cluster.yaml"), "--profile",

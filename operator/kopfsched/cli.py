@@ -407,11 +407,17 @@ COMMANDS = {"run": cmd_run, "sandbox": cmd_sandbox, "simulate": cmd_simulate, "e
             "snapshot": cmd_snapshot, "bench": cmd_bench, "validate": cmd_validate}
 
 
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """A subcommand's parser, so its usage errors read `kopfsched NAME: error: ...` as argparse's own."""
+    [choices] = [a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return choices[name]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "simulate" and not args.files and not args.kubeconfig:
-        parser.error("simulate: give snapshot FILEs, or --kubeconfig F to read a live cluster")
+        _subparser(parser, "simulate").error("give snapshot FILEs, or --kubeconfig F to read a live cluster")
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

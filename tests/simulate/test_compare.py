@@ -62,7 +62,7 @@ def test_compare_unchanged_and_unschedulable_changes(tmp_path: Path, capsys) -> 
     # big fits on a alone under either profile, which it fills; report has a profile only after,
     # which packs it on the fuller of b and c.
     assert report["changes"] == [{"namespace": "default", "name": "report",
-                                  "before": {"result": "Unschedulable", "node": None},
+                                  "before": {"result": "NotHandled", "node": None},
                                   "after": {"result": "Scheduled", "node": "c"}}]
 
 

@@ -59,7 +59,7 @@ def test_reason_counts_reads_upstreams_histogram() -> None:
                "scheduling.")
     assert reason_counts(message) == [[1, "node(s) were unschedulable"], [20, "Insufficient cpu"],
                                       [3, "node(s) had untolerated taint(s)"]]
-    assert reason_counts('no profile for schedulerName "x"') == []
+    assert reason_counts('no profile named "x"') == []
 
 
 def test_simulate_report_click_a_pending_pod(capsys, tmp_path: pathlib.Path) -> None:

@@ -103,7 +103,9 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     scheduler = sim.scheduler
     fwk = scheduler.framework_for(pod)
     if fwk is None:
-        entry["message"] = f'no profile for schedulerName "{scheduler_name}"'
+        # kube-scheduler leaves such pods to the scheduler of that name, as simulate reports them.
+        entry["result"] = "NotHandled"
+        entry["message"] = f'no profile named "{scheduler_name}"'
         return explanation
     entry["weights"] = {p.name: w for p, w in fwk.score_plugins}
     gate = fwk.run_pre_enqueue_plugins(pod)
