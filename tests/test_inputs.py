@@ -77,16 +77,22 @@ def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, 
 
 def subcommands(tmp_path: Path, bad: str) -> dict[str, list[str]]:
     nodes = write(tmp_path, "nodes.yaml", NODE)
+    cluster = write(tmp_path, "cluster.yaml", NODE + "---\n" + POD)
     return {
         "simulate": ["simulate", nodes, bad],
         "simulate --profile": ["simulate", nodes, "--profile", bad],
         "validate": ["validate", bad],
         "bench --profile": ["bench", "--nodes", "2", "--init-pods", "0", "--pods", "1", "--profile", bad],
         "run --config": ["run", "--config", bad],
+        "explain": ["explain", "default/p1", cluster, bad],
+        "explain --profile": ["explain", "default/p1", cluster, "--profile", bad],
+        "simulate --compare": ["simulate", nodes, "--compare", bad],
+        "sandbox": ["sandbox", bad],
     }
 
 
-@pytest.mark.parametrize("command", ["simulate", "simulate --profile", "validate", "bench --profile", "run --config"])
+@pytest.mark.parametrize("command", ["simulate", "simulate --profile", "validate", "bench --profile", "run --config",
+                                     "explain", "explain --profile", "simulate --compare", "sandbox"])
 @pytest.mark.parametrize(("content", "expected"), [pytest.param(c, e, id=i) for i, c, e in HOSTILE])
 def test_hostile_input_is_one_line_and_exit_1_everywhere(tmp_path, capsys, command, content, expected):
     bad = write(tmp_path, "bad.yaml", content)

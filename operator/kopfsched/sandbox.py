@@ -19,12 +19,13 @@ import logging
 import pathlib
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import yaml
 
+from kopfsched.documents import object_label, problem_line, read_documents
 from kopfsched.emulator.resources import BUILTIN_RESOURCES, ResourceDef
 from kopfsched.emulator.server import FastKubernetesEmulator, write_kubeconfig
 from kopfsched.kube.informer import DEFAULT_SCHEDULER_PROFILE
@@ -78,31 +79,27 @@ class SandboxOptions:
 
 
 def load_objects(paths: list[str]) -> list[dict[str, Any]]:
-    """Every object of the files (multi-document YAML, `kind: List` expanded)."""
+    """Every object of the files (read as every input is: kopfsched.documents); problems
+    raise SandboxError with one line each."""
+    problems: list[str] = []
     objects: list[dict[str, Any]] = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as file:
-                documents = list(yaml.safe_load_all(file))
-        except OSError as exc:
-            raise SandboxError(f"{path}: {exc.strerror or exc}") from exc
-        except yaml.YAMLError as exc:
-            raise SandboxError(f"{path}: not YAML: {' '.join(str(exc).split())}") from exc
-        for document in documents:
-            objects.extend(_expand(document, path))
+    for document in read_documents(paths, problems):
+        missing = next((f for f in ("kind", "apiVersion") if not document.obj.get(f)), None)
+        if missing:
+            problems.append(problem_line(document.where, object_label(document.obj), f"{missing}: required"))
+        else:
+            objects.append(document.obj)
+    if problems:
+        raise SandboxInputError(problems)
     return objects
 
 
-def _expand(document: Any, path: str) -> Iterator[dict[str, Any]]:
-    if document is None:
-        return
-    if not isinstance(document, dict) or not document.get("kind") or not document.get("apiVersion"):
-        raise SandboxError(f"{path}: every document must be a Kubernetes object with apiVersion and kind")
-    if document["kind"] == "List" or (document["kind"].endswith("List") and "items" in document):
-        for item in document.get("items") or ():
-            yield from _expand(item, path)
-    else:
-        yield document
+class SandboxInputError(SandboxError):
+    """Problems with the snapshot files: one line each, worded as in every other command."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
 
 
 class _Api:
@@ -286,6 +283,9 @@ def main(options: SandboxOptions) -> int:
 
     try:
         return asyncio.run(serve())
+    except SandboxInputError as exc:
+        print("\n".join(exc.lines), file=sys.stderr)
+        return EXIT_FAILED
     except SandboxError as exc:
         print(f"kopfsched sandbox: {exc}", file=sys.stderr)
         return EXIT_FAILED
