@@ -78,7 +78,7 @@ class PendingPod:
         return f"{self.namespace}/{self.name}"
 
     def to_json(self) -> dict:
-        """The /debug/pending entry (the fields DESIGN fixes first, then ours)."""
+        """The /debug/pending entry (the documented fields first, then ours)."""
         return {
             "namespace": self.namespace, "name": self.name, "schedulerName": self.scheduler_name,
             "attempts": self.attempts, "lastAttempt": rfc3339(self.last_attempt), "message": self.message,

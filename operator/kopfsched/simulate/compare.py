@@ -139,6 +139,7 @@ def to_table(report: dict[str, Any]) -> str:
     lines += ["", *textwrap.wrap(summary, 80, subsequent_indent="  ", break_on_hyphens=False)]
     for label in ("before", "after"):
         s = report[label]["summary"]
-        lines.append(f"{label.capitalize()}: {s['scheduled']} scheduled, {s['unschedulable']} unschedulable, "
-                     f"{s['preempted']} preempted")
+        not_handled = f", {s['notHandled']} not handled" if s.get("notHandled") else ""
+        lines.append(f"{label.capitalize()}: {s['scheduled']} scheduled, {s['unschedulable']} unschedulable"
+                     f"{not_handled}, {s['preempted']} preempted")
     return "\n".join(lines) + "\n"
