@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat as statmode
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -220,10 +221,10 @@ def _read(path: str, problems: list[str]) -> bytes | None:
 def _size_ok(stream: IO[bytes]) -> bool:
     """False for a regular file over the limit (refused without reading it)."""
     try:
-        stat = os.fstat(stream.fileno())
+        info = os.fstat(stream.fileno())
     except OSError:
         return True
-    return not (os.path.stat.S_ISREG(stat.st_mode) and stat.st_size > MAX_INPUT_BYTES)
+    return not (statmode.S_ISREG(info.st_mode) and info.st_size > MAX_INPUT_BYTES)
 
 
 def _parse(data: bytes, source: str, problems: list[str], progress: Progress | None) -> Iterator[Document]:
@@ -330,7 +331,7 @@ def _composer_class(fast: bool) -> type:
                                 yaml.composer.Composer, SafeConstructor, _FastResolver), {})
 
 
-def _init_composer(cls: type, stream: Any) -> Any:
+def _init_composer(cls: Any, stream: Any) -> Any:
     composer = cls.__new__(cls)
     if _CParser is not None and issubclass(cls, _CParser):
         _CParser.__init__(composer, stream)
@@ -577,7 +578,7 @@ class _Converter:
         if self.budget < 0:
             raise _ConvertError(None, f"aliases expand to more than {MAX_ALIAS_VALUES} values (an alias bomb?)")
 
-    def _mapping(self, node: MappingNode, in_alias: bool) -> dict[Any, Any]:
+    def _mapping(self, node: Any, in_alias: bool) -> dict[Any, Any]:
         if node.tag != _MAP:
             return self._other(node)
         result: dict[Any, Any] = {}
@@ -606,7 +607,7 @@ class _Converter:
             return base
         return result
 
-    def _scalar(self, node: ScalarNode) -> Any:
+    def _scalar(self, node: Node) -> Any:
         try:
             return self.constructor.construct_object(node)
         except yaml.YAMLError:

@@ -114,5 +114,5 @@ def test_a_missing_snapshot_is_one_line_and_status_1(tmp_path: pathlib.Path) -> 
     result = subprocess.run(sandbox_command('missing.yaml'), cwd=tmp_path, env=environment(), capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == 'kopfsched sandbox: missing.yaml: No such file or directory'
+    assert result.stderr.strip().splitlines()[-1] == 'missing.yaml: cannot read: No such file or directory'
     assert 'Traceback' not in result.stderr

@@ -131,9 +131,10 @@ class Cache:
         state = self._pods.get(uid)
         return state is not None and state.assumed
 
-    def add_pod(self, pod: Obj) -> PodInfo:
-        """A bound pod seen by the watch: confirms an assumed pod or adds a new one."""
-        pod_info = PodInfo(pod)
+    def add_pod(self, pod: Obj, *, pod_info: PodInfo | None = None) -> PodInfo:
+        """A bound pod seen by the watch: confirms an assumed pod or adds a new one.
+        `pod_info`: the caller's PodInfo of this very object, to save building another."""
+        pod_info = pod_info if pod_info is not None and pod_info.pod is pod else PodInfo(pod)
         state = self._pods.get(pod_info.uid)
         if state is not None:
             self._remove_from_node(state.pod_info)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from fractions import Fraction
@@ -56,25 +55,9 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 def milli_value(value: str | int | float) -> int:
     """The value in thousandths, rounded up (upstream's Quantity.MilliValue)."""
-    if type(value) is str:
-        return _milli_value_of_text(value)
     return math.ceil(parse_quantity(value) * 1000)
 
 
 def int_value(value: str | int | float) -> int:
     """The value rounded up to an integer (upstream's Quantity.Value)."""
-    if type(value) is str:
-        return _int_value_of_text(value)
-    return math.ceil(parse_quantity(value))
-
-
-# A cluster repeats a few hundred quantity strings ("100m", "256Mi") over every pod; exact
-# Fraction arithmetic per pod was most of the time it takes to load a large snapshot.
-@functools.lru_cache(maxsize=4096)
-def _milli_value_of_text(value: str) -> int:
-    return math.ceil(parse_quantity(value) * 1000)
-
-
-@functools.lru_cache(maxsize=4096)
-def _int_value_of_text(value: str) -> int:
     return math.ceil(parse_quantity(value))

@@ -53,12 +53,14 @@ class EventHandlers:
         if _assigned(pod):
             known = self.cache.get_pod(uid) if uid else None
             bound_before = known is not None and not self.cache.is_assumed(uid)
+            placed = None
             if old is None or not _assigned(old):
                 placed = PodInfo(pod)
                 self.queue.delete(placed)
                 self.scheduler._pending_unmanaged.pop(uid, None)
                 self.scheduler.pending.forget(placed.uid)
-            pod_info = self.cache.add_pod(pod)
+            # One PodInfo for both: building it (resource sums) was most of loading a large snapshot.
+            pod_info = self.cache.add_pod(pod, pod_info=placed)
             if known is not None and bound_before:
                 self.queue.assigned_pod_updated(known, pod_info)
             else:

@@ -132,8 +132,9 @@ def add_document(result: ClusterInput, document: Document) -> None:
     if kind == "KubeSchedulerConfiguration":
         result.configs.append(Loaded(doc, document.source, where))
         return
-    if meta is not None and not isinstance(meta, dict):
-        result.problems.append(problem_line(where, label, "metadata: must be an object"))
+    if not isinstance(meta, dict):
+        message = "metadata.name: required" if meta is None else "metadata: must be an object"
+        result.problems.append(problem_line(where, label, message))
         return
     if not isinstance(name, str) or not name:
         result.problems.append(problem_line(where, label, "metadata.name: required"))
