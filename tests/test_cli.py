@@ -96,7 +96,7 @@ def test_simulate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert out.splitlines()[1].split()[:4] == ["default/good", "default-scheduler", "Scheduled", "n1"]
 
 
-@pytest.mark.parametrize("workload", ["basic", "pod-anti-affinity", "topology-spread"])
+@pytest.mark.parametrize("workload", ["basic", "pod-anti-affinity", "topology-spread", "dra"])
 def test_bench_json(capsys: pytest.CaptureFixture[str], workload: str) -> None:
     assert main(["bench", "--workload", workload, "--nodes", "20", "--init-pods", "0", "--pods", "20",
                  "-o", "json"]) == 0

@@ -43,7 +43,8 @@ def allocate(claims, slices, *, node=NODE1, classes=CLASSES, allocated=()):
     by_name = {c["metadata"]["name"]: c for c in classes}
     allocator = Allocator(claims=list(claims), classes=by_name.get, inventory=Inventory(list(slices)),
                           in_use=set(allocated))
-    return allocator.allocate(node, LABELS.get(node, {}))
+    placement = allocator.allocate(node, LABELS.get(node, {}))
+    return None if placement is None else allocator.results(placement)
 
 
 CASES = [

@@ -87,6 +87,10 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
     handlers = EventHandlers(scheduler)
     client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
     client.on_pod_delete = handlers.on_pod_delete
+    client.on_object_change = handlers.on_object_upsert
+    for obj in workload.objects:
+        client.add_object(obj)
+        handlers.on_object_upsert(obj["kind"], obj)
     for node in workload.nodes:
         handlers.on_node_upsert(node)
     for pod in workload.init_pods:

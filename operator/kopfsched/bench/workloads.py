@@ -9,7 +9,7 @@ schedule (scheduler_perf's `churn` op in `create` mode); only the measured pods 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Obj = dict[str, Any]
@@ -25,6 +25,8 @@ class Workload:
     """Makes the i-th churn pod; None: no churn."""
     churn_interval: float = 0.2
     """Seconds between two churn pods (scheduler_perf's intervalMilliseconds: 200)."""
+    objects: list[Obj] = field(default_factory=list)
+    """Other API objects, loaded before the pods (e.g. DeviceClasses, ResourceSlices, ResourceClaims)."""
 
 
 def default_node(i: int, *, zones: bool = False) -> Obj:
@@ -145,6 +147,65 @@ def unschedulable(nodes: int, init_pods: int, pods: int) -> Workload:
                     churn=lambda i: _large_cpu_pod(f"unschedulable-{i}"))
 
 
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_DEVICES_PER_NODE = 10
+"""scheduler_perf's maxClaimsPerNode for SchedulingWithResourceClaimTemplate/5000pods_500nodes."""
+
+
+def _claim(name: str, namespace: str, owner: str, *, node: str | None = None, device: int = 0) -> Obj:
+    """A claim as the resourceclaim controller makes it from scheduler_perf's
+    resourceclaimtemplate.yaml (one device of test-class); allocated and reserved when `node` is set."""
+    claim: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                  "metadata": {"name": name, "namespace": namespace, "uid": f"{namespace}-{name}",
+                               "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": owner,
+                                                    "uid": f"{namespace}-{owner}", "controller": True}]},
+                  "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "test-class"}}]}}}
+    if node is not None:
+        claim["status"] = {
+            "allocation": {"devices": {"results": [{"request": "req-0", "driver": DRA_DRIVER, "pool": node,
+                                                    "device": f"instance-{device}"}]},
+                           "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                               {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": owner, "uid": f"{namespace}-{owner}"}]}
+    return claim
+
+
+def _claim_pod(name: str, namespace: str, *, node_name: str | None = None) -> Obj:
+    """scheduler_perf's pod-with-claim-template.yaml, its claim already generated."""
+    pod = default_pod(name, namespace=namespace, node_name=node_name,
+                      resourceClaims=[{"name": "resource", "resourceClaimTemplateName": "test-claim-template"}])
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    pod["status"]["resourceClaimStatuses"] = [{"name": "resource", "resourceClaimName": f"{name}-resource"}]
+    return pod
+
+
+def dra(nodes: int, init_pods: int, pods: int) -> Workload:
+    """SchedulingWithResourceClaimTemplate (5000pods_500nodes: 500 nodes, 2500 init pods, 2500
+    measured): every node's driver publishes ten devices in one ResourceSlice, every pod has one
+    claim from a template asking for one device of the class; init pods hold allocated claims."""
+    per_node = max(DRA_DEVICES_PER_NODE, -(-(init_pods + pods) // nodes))
+    node_objs = [default_node(i) for i in range(nodes)]
+    selector = {"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}
+    objects: list[Obj] = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                           "metadata": {"name": "test-class"}, "spec": {"selectors": [selector]}}]
+    for i in range(nodes):
+        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                        "metadata": {"name": f"node-{i}-{DRA_DRIVER}"},
+                        "spec": {"driver": DRA_DRIVER, "nodeName": f"node-{i}",
+                                 "pool": {"name": f"node-{i}", "generation": 1, "resourceSliceCount": 1},
+                                 "devices": [{"name": f"instance-{d}"} for d in range(per_node)]}})
+    init = []
+    for i in range(init_pods):
+        node = f"node-{i % nodes}"
+        init.append(_claim_pod(f"init-{i}", "init", node_name=node))
+        objects.append(_claim(f"init-{i}-resource", "init", f"init-{i}", node=node, device=i // nodes))
+    measured = []
+    for i in range(pods):
+        measured.append(_claim_pod(f"pod-{i}", "test"))
+        objects.append(_claim(f"pod-{i}-resource", "test", f"pod-{i}"))
+    return Workload(node_objs, init, measured, objects)
+
+
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "basic": basic,
     "pod-anti-affinity": pod_anti_affinity,
@@ -152,6 +213,7 @@ WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "preemption": preemption,
     "preemption-async": preemption_async,
     "unschedulable": unschedulable,
+    "dra": dra,
 }
 
 DEFAULT_SIZE = (500, 500, 2000)

@@ -29,6 +29,10 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 """resourceapi.AllocationResultsMaxSize: devices per claim."""
 
 
+FreeCounts = Callable[[Any, Callable[[Device], bool]], Mapping[str, int] | None]
+"""(request key, selectable) -> free matching devices per node, or None (DraManager.free_counts)."""
+
+
 class AllocationError(Exception):
     """Something is wrong with a claim or class: scheduling the pod stops with an error."""
 
@@ -67,6 +71,10 @@ class _Request:
     key: tuple[str, ...]
     all_devices: list[Device] = field(default_factory=list)
     num_devices: int = 0
+    allocator: Any = None
+
+    def selectable(self, device: Device) -> bool:
+        return self.allocator.selectable(self, device)
 
 
 @dataclass(slots=True)
@@ -112,6 +120,20 @@ class _Chosen:
     device: Device
 
 
+@dataclass(slots=True)
+class Placement:
+    """The devices one node gives the claims: per claim, the chosen devices and, per request,
+    which option (sub-request) was taken. `Allocator.results` turns it into AllocationResults;
+    Filter keeps placements and only the chosen node's is ever turned. `devices` None: the
+    node is known to fit and the devices are picked by `results` (nothing changes in between:
+    the cycle runs alone)."""
+
+    devices: list[list[_Chosen]] | None
+    options: list[list[int]]
+    node_name: str = ""
+    labels: Mapping[str, str] | None = None
+
+
 class Allocator:
     """Built once per cycle (PreFilter) for the pod's unallocated claims; `allocate` per node.
 
@@ -119,10 +141,14 @@ class Allocator:
     claims (including those this scheduler has assumed but not yet written)."""
 
     def __init__(self, *, claims: list[Mapping[str, Any]], classes: Callable[[str], Mapping[str, Any] | None],
-                 inventory: Inventory, in_use: Container[DeviceID]) -> None:
+                 inventory: Inventory, in_use: Container[DeviceID],
+                 free_counts: FreeCounts | None = None) -> None:
         self.claims = claims
         self.inventory = inventory
         self.in_use = in_use
+        self._free_counts = free_counts
+        self._free: Mapping[str, int] | None = None
+        self._free_known = False
         self._classes = classes
         self.error: AllocationError | None = None
         self._slots: list[list[_Slot]] = []
@@ -133,6 +159,19 @@ class Allocator:
                 self._constraint_specs.append(self._claim_constraints(claim))
         except AllocationError as exc:
             self.error = exc
+        requests = [request for slots in self._slots for slot in slots for request in slot.options]
+        self._per_node = any(request.mode == "All" for request in requests)
+        """Only "All" makes the number of devices depend on the node."""
+        self._simple = not self._per_node and not any(self._constraint_specs) and all(
+            len(slot.options) == 1 and not slot.options[0].admin_access for slots in self._slots for slot in slots)
+        """No choice between sub-requests, no constraint, no admin access: the first free
+        devices are the search's first solution, so a greedy pass finds it (see _greedy)."""
+        self._single = self._simple and len(requests) == 1
+        if self.error is None and not self._per_node:
+            try:
+                self._check_sizes()
+            except AllocationError as exc:
+                self.error = exc
 
     # -- validation (once per cycle) -----------------------------------------------------------
 
@@ -183,7 +222,8 @@ class Allocator:
         return _Request(name=name, base_name=base, sub_name=sub, class_name=class_name, device_class=device_class,
                         mode=mode, count=count, admin_access=bool(admin and spec.get("adminAccess")),
                         admin_access_set=admin_set, selectors=selectors,
-                        key=(class_name, *(source for source, _, _ in selectors)), num_devices=count)
+                        key=(class_name, *(source for source, _, _ in selectors)), num_devices=count,
+                        allocator=self)
 
     def _claim_constraints(self, claim: Mapping[str, Any]) -> list[tuple[frozenset[str], str]]:
         constraints = []
@@ -219,56 +259,129 @@ class Allocator:
 
     # -- allocation per node ------------------------------------------------------------------
 
-    def allocate(self, node_name: str, labels: Mapping[str, str]) -> list[dict[str, Any]] | None:
-        """One AllocationResult per claim (claim order), or None when the node cannot hold
-        them. Raises AllocationError when the claims cannot be allocated anywhere."""
+    def allocate(self, node_name: str, labels: Mapping[str, str]) -> Placement | None:
+        """The devices of this node for every claim (see `results`), or None when the node
+        cannot hold them. Raises AllocationError when the claims cannot be allocated anywhere."""
         if self.error is not None:
             raise self.error
         try:
-            self._prepare_node(node_name, labels)
+            if self._per_node:
+                self._prepare_node(node_name, labels)
+            if self._single and self._free_counts is not None:
+                fits = self._fits_by_count(node_name, labels)
+                if fits is not None:
+                    return fits if fits else self._nothing(node_name, labels)
+            if self._simple:
+                placement = self._greedy(node_name, labels)
+                if placement is not None or self._single:
+                    return placement if placement is not None else self._nothing(node_name, labels)
+            run = _Run(self, node_name, labels)
+            try:
+                found = run.claim(0)
+            except _MaxSizeExceeded:
+                found = False
         except ValueError as exc:
             raise AllocationError(str(exc)) from None
-        run = _Run(self, node_name, labels)
-        try:
-            found = run.claim(0)
-        except _MaxSizeExceeded:
-            found = False
         if not found:
-            if any(pool.invalid for pool, _ in self.inventory.node_devices(node_name, labels)):
-                # Not fatal for other nodes; surfaced as this node's reason.
-                raise InvalidPoolsError("invalid resource pools were encountered")
-            return None
-        return [self._result(index, chosen) for index, chosen in enumerate(run.results)]
+            return self._nothing(node_name, labels)
+        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots])
 
-    def _prepare_node(self, node_name: str, labels: Mapping[str, str]) -> None:
-        """Per-node request data: how many devices "All" means here, and the claim-size check."""
-        node_pools = None
-        for claim, slots in zip(self.claims, self._slots, strict=True):
-            minimum = 0
+    def _nothing(self, node_name: str, labels: Mapping[str, str]) -> None:
+        if any(pool.invalid for pool, _ in self.inventory.node_devices(node_name, labels)):
+            # Not fatal for other nodes; surfaced as this node's reason.
+            raise InvalidPoolsError("invalid resource pools were encountered")
+        return None
+
+    def quick(self) -> tuple[Mapping[str, int], int] | None:
+        """(free devices per node, devices needed) when one plain request is all there is and
+        the free-device index can answer for every node; then a node fits exactly when it
+        has that many free. None otherwise (ask `allocate` per node)."""
+        if self.error is not None or not self._single or self._free_counts is None:
+            return None
+        request = self._slots[0][0].options[0]
+        if not self._free_known:
+            self._free, self._free_known = self._free_counts(request.key, request.selectable), True
+        return None if self._free is None else (self._free, request.count)
+
+    def lazy(self, node_name: str) -> Placement:
+        """The placement for a node that `quick` said fits: its devices picked by `results`."""
+        return Placement(None, [[0]], node_name, {})
+
+    def _fits_by_count(self, node_name: str, labels: Mapping[str, str]) -> Placement | bool | None:
+        """One claim, one plain request: the node fits when it has enough free devices for
+        the request (the free-device index); None when there is no index to ask."""
+        request = self._slots[0][0].options[0]
+        if not self._free_known:
+            self._free, self._free_known = self._free_counts(request.key, request.selectable), True
+        if self._free is None:
+            return None
+        if self._free.get(node_name, 0) < request.count:
+            return False
+        return Placement(None, [[0]], node_name, labels)
+
+    def _greedy(self, node_name: str, labels: Mapping[str, str]) -> Placement | None:
+        """The first free devices for each request in turn: what the search tries first, so
+        when it completes it is the search's answer; None when it does not."""
+        in_use, candidates = self.in_use, self.inventory.candidates
+        taken: set[DeviceID] = set()
+        placed: list[list[_Chosen]] = []
+        for slots in self._slots:
+            chosen: list[_Chosen] = []
             for slot in slots:
-                least = None
-                for request in slot.options:
-                    if request.mode == "All":
-                        if node_pools is None:
-                            node_pools = self.inventory.node_devices(node_name, labels)
-                        request.all_devices = []
-                        for pool, devices in node_pools:
-                            if pool.incomplete:
-                                raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
-                                                      f"devices, but resource pool {pool.pool_id} is currently being "
-                                                      "updated")
-                            if pool.invalid:
-                                raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
-                                                      f"devices, but resource pool {pool.pool_id} is currently invalid")
-                            request.all_devices.extend(d for d in devices if self.selectable(request, d))
-                        request.num_devices = len(request.all_devices)
-                    least = request.num_devices if least is None else min(least, request.num_devices)
-                minimum += least or 0
+                request = slot.options[0]
+                need = request.count
+                for device in candidates(node_name, labels, request.key, request.selectable):
+                    if device.id in in_use or device.id in taken:
+                        continue
+                    taken.add(device.id)
+                    chosen.append(_Chosen(request, device))
+                    need -= 1
+                    if not need:
+                        break
+                if need:
+                    return None
+            placed.append(chosen)
+        return Placement(placed, [[0] * len(slots) for slots in self._slots])
+
+    def results(self, placement: Placement) -> list[dict[str, Any]]:
+        """One AllocationResult per claim, in claim order."""
+        if placement.devices is None:
+            picked = self._greedy(placement.node_name, placement.labels or {})
+            if picked is None:
+                raise AllocationError(f"internal error, node {placement.node_name} no longer has free devices")
+            placement = picked
+        return [self._result(index, chosen, placement.options[index])
+                for index, chosen in enumerate(placement.devices)]
+
+    def _check_sizes(self) -> None:
+        for claim, slots in zip(self.claims, self._slots, strict=True):
+            minimum = sum(min(request.num_devices for request in slot.options) for slot in slots)
             if minimum > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(f"claim {claim_ref(claim)}: number of requested devices {minimum} exceeds the "
                                       f"claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
 
-    def _result(self, claim_index: int, chosen: list[_Chosen]) -> dict[str, Any]:
+    def _prepare_node(self, node_name: str, labels: Mapping[str, str]) -> None:
+        """Per-node request data: how many devices "All" means here, and the claim-size check."""
+        node_pools = self.inventory.node_devices(node_name, labels)
+        for claim, slots in zip(self.claims, self._slots, strict=True):
+            for slot in slots:
+                for request in slot.options:
+                    if request.mode != "All":
+                        continue
+                    request.all_devices = []
+                    for pool, devices in node_pools:
+                        if pool.incomplete:
+                            raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
+                                                  f"devices, but resource pool {pool.pool_id} is currently being "
+                                                  "updated")
+                        if pool.invalid:
+                            raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
+                                                  f"devices, but resource pool {pool.pool_id} is currently invalid")
+                        request.all_devices.extend(d for d in devices if self.selectable(request, d))
+                    request.num_devices = len(request.all_devices)
+        self._check_sizes()
+
+    def _result(self, claim_index: int, chosen: list[_Chosen], options: list[int]) -> dict[str, Any]:
         claim = self.claims[claim_index]
         results = []
         for item in chosen:
@@ -278,7 +391,7 @@ class Allocator:
                 result["adminAccess"] = True
             results.append(result)
         allocation: dict[str, Any] = {"devices": {"results": results}}
-        config = self._config(claim, claim_index)
+        config = self._config(claim, claim_index, options)
         if config:
             allocation["devices"]["config"] = config
         node_selector = _node_selector([item.device for item in chosen])
@@ -286,13 +399,13 @@ class Allocator:
             allocation["nodeSelector"] = node_selector
         return allocation
 
-    def _config(self, claim: Mapping[str, Any], claim_index: int) -> list[dict[str, Any]]:
+    def _config(self, claim: Mapping[str, Any], claim_index: int, options: list[int]) -> list[dict[str, Any]]:
         """Class configs once per class, then the claim's configs for the chosen requests."""
         config: list[dict[str, Any]] = []
         by_class: dict[str, tuple[int, int]] = {}
         slots = self._slots[claim_index]
-        for slot in slots:
-            request = slot.options[slot.chosen]
+        for slot, option in zip(slots, options, strict=True):
+            request = slot.options[option]
             if request.class_name in by_class:
                 start, end = by_class[request.class_name]
                 for entry in config[start:end]:
@@ -304,7 +417,7 @@ class Allocator:
                                **{k: v for k, v in entry.items() if k != "requests"}})
             by_class[request.class_name] = (start, len(config))
         requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
-        chosen_names = {slot.options[slot.chosen].name for slot in slots}
+        chosen_names = {slot.options[option].name for slot, option in zip(slots, options, strict=True)}
         for entry in ((claim.get("spec") or {}).get("devices") or {}).get("config") or ():
             wanted = entry.get("requests") or []
             body = {k: v for k, v in entry.items() if k != "requests"}
@@ -379,9 +492,7 @@ class _Run:
                 return True
             undo()
             return False
-        selectable = self.a.selectable
-        candidates = self.a.inventory.candidates(self.node_name, self.labels, request.key,
-                                                 lambda d: selectable(request, d))
+        candidates = self.a.inventory.candidates(self.node_name, self.labels, request.key, request.selectable)
         for device in candidates:
             if self.busy(claim_index, request, device.id):
                 continue

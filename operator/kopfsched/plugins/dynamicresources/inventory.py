@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
@@ -140,6 +141,20 @@ class Inventory:
                 else:
                     self._elsewhere.append((target, pool, devices))
         self._candidates: dict[tuple[str, Any], list[Device]] = {}
+
+    @property
+    def node_local_only(self) -> bool:
+        """Every slice names its node (nodeName): no selector or allNodes slices."""
+        return not self._elsewhere
+
+    @cached_property
+    def invalid_nodes(self) -> frozenset[str]:
+        """Nodes that a nodeName slice of an invalid pool reaches."""
+        return frozenset(node for node, entries in self._by_node.items() if any(p.invalid for p, _ in entries))
+
+    def nodes(self) -> list[str]:
+        """The nodes that nodeName slices publish devices for."""
+        return list(self._by_node)
 
     def node_devices(self, node_name: str, labels: Mapping[str, str]) -> list[tuple[Pool, list[Device]]]:
         """(pool, devices of one slice) for every slice that reaches the node, pools in

@@ -13,13 +13,13 @@ the watch, or someone else changed it): then the API object is the truth again.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kopfsched.framework.handle import ObjectLister
 from kopfsched.framework.types import Obj
-from kopfsched.plugins.dynamicresources.inventory import DeviceID, Inventory
+from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
 
 RESOURCE_CLAIM = "ResourceClaim"
 RESOURCE_SLICE = "ResourceSlice"
@@ -44,26 +44,52 @@ class _Assumed:
     """The API object the assumption was made over (identity: a new version voids it)."""
 
 
+class FreeIndex:
+    """For one request shape (class and selectors): how many of its devices each node has
+    that no claim holds, kept up to date as devices are taken and freed. It answers the
+    common Filter question (one claim, one request, N devices) without looking at devices."""
+
+    def __init__(self, by_node: Mapping[str, list[DeviceID]], in_use: Mapping[DeviceID, int]) -> None:
+        self.node_of = {device: node for node, devices in by_node.items() for device in devices}
+        self.free = {node: sum(1 for device in devices if device not in in_use) for node, devices in by_node.items()}
+
+    def taken(self, device: DeviceID) -> None:
+        node = self.node_of.get(device)
+        if node is not None:
+            self.free[node] -= 1
+
+    def freed(self, device: DeviceID) -> None:
+        node = self.node_of.get(device)
+        if node is not None:
+            self.free[node] += 1
+
+
 class InUse:
     """Device ID → how many claims hold it; `in` is the question the allocator asks."""
 
     def __init__(self) -> None:
         self.counts: dict[DeviceID, int] = {}
+        self.indexes: list[FreeIndex] = []
 
     def __contains__(self, device: object) -> bool:
         return device in self.counts
 
     def add(self, devices: frozenset[DeviceID]) -> None:
         for device in devices:
-            self.counts[device] = self.counts.get(device, 0) + 1
+            held = self.counts.get(device, 0)
+            self.counts[device] = held + 1
+            if not held:
+                for index in self.indexes:
+                    index.taken(device)
 
     def remove(self, devices: frozenset[DeviceID]) -> None:
         for device in devices:
             left = self.counts.get(device, 0) - 1
             if left > 0:
                 self.counts[device] = left
-            else:
-                self.counts.pop(device, None)
+            elif self.counts.pop(device, None) is not None:
+                for index in self.indexes:
+                    index.freed(device)
 
     def __iter__(self) -> Iterator[DeviceID]:
         return iter(self.counts)
@@ -78,6 +104,7 @@ class DraManager:
         self._assumed: dict[ClaimKey, _Assumed] = {}
         self._slices_cursor: int | None = None
         self._inventory: Inventory | None = None
+        self._indexes: dict[Any, FreeIndex] = {}
 
     # -- inventory ---------------------------------------------------------------------------
 
@@ -85,8 +112,25 @@ class DraManager:
         cursor, changed = self.objects.changes(RESOURCE_SLICE, self._slices_cursor)
         if self._inventory is None or changed is None or changed:
             self._inventory = Inventory(self.objects.list(RESOURCE_SLICE))
+            self._indexes = {}
+            self.in_use.indexes = []
         self._slices_cursor = cursor
         return self._inventory
+
+    def free_counts(self, key: Any, selectable: Callable[[Device], bool]) -> Mapping[str, int] | None:
+        """Per node, how many devices that `selectable` accepts are free (see FreeIndex); None
+        when some slice reaches nodes by selector or allNodes (then the allocator looks).
+        `key` identifies what `selectable` checks, as for Inventory.candidates."""
+        inventory = self.inventory()
+        if not inventory.node_local_only:
+            return None
+        index = self._indexes.get(key)
+        if index is None:
+            by_node = {node: [device.id for device in inventory.candidates(node, {}, key, selectable)]
+                       for node in inventory.nodes()}
+            index = self._indexes[key] = FreeIndex(by_node, self.in_use.counts)
+            self.in_use.indexes.append(index)
+        return index.free
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -97,6 +141,7 @@ class DraManager:
         if changed is None:
             self.in_use = InUse()
             self._held = {}
+            self._indexes = {}
             for claim in self.objects.list(RESOURCE_CLAIM):
                 meta = claim.get("metadata") or {}
                 self._refresh((meta.get("namespace") or "", meta.get("name") or ""))

@@ -25,10 +25,11 @@ Args: `filterTimeout` (upstream's, a duration) is accepted and not enforced.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from kopfsched.framework.client import ClusterError
 from kopfsched.framework.cycle_state import CycleState, StateKey
@@ -36,10 +37,17 @@ from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWit
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
+from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
-from kopfsched.plugins.dynamicresources.allocator import AllocationError, Allocator, InvalidPoolsError, claim_ref
+from kopfsched.plugins.dynamicresources.allocator import (
+    AllocationError,
+    Allocator,
+    InvalidPoolsError,
+    Placement,
+    claim_ref,
+)
 from kopfsched.plugins.dynamicresources.manager import DEVICE_CLASS, RESOURCE_CLAIM, DraManager, manager_for
 from kopfsched.plugins.helper import objects
 
@@ -67,6 +75,10 @@ class DynamicResourcesArgs:
 
 class ClaimError(Exception):
     """A pod's claim is missing, deleting or not the pod's: the message is upstream's."""
+
+
+_CANNOT_ALLOCATE = Status.unresolvable("cannot allocate all claims")
+_INVALID_POOLS = Status.unresolvable("invalid resource pools were encountered")
 
 
 # --- claims of a pod ----------------------------------------------------------------------
@@ -133,12 +145,17 @@ class _StateData:
     pending: list[int] = field(default_factory=list)
     """Indices of the claims to allocate."""
     allocator: Allocator | None = None
-    node_allocations: dict[str, list[Obj]] = field(default_factory=dict)
+    node_allocations: dict[str, Placement] = field(default_factory=dict)
     unavailable: set[int] = field(default_factory=set)
     allocations: dict[int, Obj] = field(default_factory=dict)
     """Claim index → the allocation Reserve assumed for it."""
     rejected: bool = False
     """PreFilter turned the pod away: nothing for PostFilter to deallocate."""
+    quick: tuple[Mapping[str, int], int] | None = None
+    """Allocator.quick: (free devices per node, devices needed) for the one-request case."""
+    invalid_nodes: frozenset[str] = frozenset()
+    rejections: dict[str, Status] = field(default_factory=dict)
+    """Filter answers computed by filter_nodes, so the runtime's follow-up asks cost nothing."""
 
     def clone(self) -> _StateData:
         return self  # shared with preemption's dry runs, as upstream
@@ -212,9 +229,17 @@ class DynamicResources:
                 return problem
         if data.pending:
             objects = self.handle.objects
+            inventory = self.manager.inventory()
             data.allocator = Allocator(claims=[claims[i] for i in data.pending],
                                        classes=lambda name: objects.get(DEVICE_CLASS, name),
-                                       inventory=self.manager.inventory(), in_use=self.manager.sync())
+                                       inventory=inventory, in_use=self.manager.sync().counts,
+                                       free_counts=self.manager.free_counts)
+            if len(data.pending) == len(claims):
+                try:
+                    data.quick = data.allocator.quick()
+                except AllocationError:
+                    data.quick = None  # Filter reports it, node by node
+                data.invalid_nodes = inventory.invalid_nodes
         return None
 
     @staticmethod
@@ -255,6 +280,14 @@ class DynamicResources:
         data = state.get(STATE_KEY)
         if data is None or not data.claims:
             return None
+        if data.quick is not None:
+            free, need = data.quick
+            if free.get(node.name, 0) >= need:
+                return None
+            return _INVALID_POOLS if node.name in data.invalid_nodes else _CANNOT_ALLOCATE
+        known = data.rejections.get(node.name)
+        if known is not None:
+            return known
         labels = node.labels
         unavailable = [index for index, selector in enumerate(data.available_on)
                        if selector is not None and not selector(labels, node.name)]
@@ -266,12 +299,31 @@ class DynamicResources:
             except AllocationError as exc:
                 return Status.as_error(str(exc))
             if allocations is None:
-                return Status.unresolvable("cannot allocate all claims")
+                return _CANNOT_ALLOCATE
             data.node_allocations[node.name] = allocations
         if unavailable:
             data.unavailable.update(unavailable)
             return Status.unresolvable("resourceclaim not available on the node")
         return None
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Filter over many nodes: one dict lookup per node in the one-request case (the
+        free-device index), else Filter per node with its rejections kept for the runtime."""
+        data = state.get(STATE_KEY)
+        nodes = table.nodes
+        if data is None or not data.claims:
+            return np.ones(len(rows), dtype=bool)
+        if data.quick is not None:
+            free, need = data.quick
+            return np.fromiter((free.get(nodes[row].name, 0) >= need for row in rows.tolist()), dtype=bool,
+                               count=len(rows))
+        passed = np.ones(len(rows), dtype=bool)
+        for position, row in enumerate(rows.tolist()):
+            status = self.filter(state, pod, nodes[row])
+            if status is not None:
+                data.rejections[nodes[row].name] = status
+                passed[position] = False
+        return passed
 
     # PostFilter
 
@@ -300,20 +352,28 @@ class DynamicResources:
         data = state.get(STATE_KEY)
         if data is None or not data.pending:
             return None
-        allocations = data.node_allocations.get(node_name)
-        if allocations is None:
+        placement = data.node_allocations.get(node_name)
+        if placement is None and data.quick is not None and data.allocator is not None:
+            placement = data.allocator.lazy(node_name)
+        if placement is None or data.allocator is None:
             return Status.as_error("claim allocation not found for node")
+        try:
+            allocations = data.allocator.results(placement)
+        except AllocationError as exc:
+            return Status.as_error(str(exc))
         if len(allocations) != len(data.pending):
             return Status.as_error(f"internal error, have {len(allocations)} allocations, "
                                    f"{len(data.pending)} claims")
         for index, allocation in zip(data.pending, allocations, strict=True):
             data.allocations[index] = allocation
-            claim = copy.deepcopy(data.claims[index])
-            finalizers = claim.setdefault("metadata", {}).setdefault("finalizers", [])
+            # A new claim object sharing the unchanged parts: API objects are never mutated.
+            claim = data.claims[index]
+            meta = claim.get("metadata") or {}
+            finalizers = list(meta.get("finalizers") or ())
             if FINALIZER not in finalizers:
                 finalizers.append(FINALIZER)
-            claim.setdefault("status", {})["allocation"] = allocation
-            self.manager.assume(claim)
+            self.manager.assume({**claim, "metadata": {**meta, "finalizers": finalizers},
+                                 "status": {**(claim.get("status") or {}), "allocation": allocation}})
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
