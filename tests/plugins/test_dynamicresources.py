@@ -381,3 +381,25 @@ def test_hint_generated_claim_named_in_the_pod_status():
     waiting = pod_with_claim_template(status=False)
     assert hint(waiting, waiting, pod_with_claim_template()) is QueueingHint.QUEUE
     assert hint(waiting, waiting, waiting) is QueueingHint.SKIP
+
+
+# --- filter_nodes agrees with filter ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("requests", [
+    pytest.param((request("req-1", CLASS),), id="one-request-free-device-index"),
+    pytest.param((request("req-1", CLASS), request("req-2", CLASS)), id="two-requests-allocator-per-node"),
+])
+def test_filter_nodes_agrees_with_filter(requests):
+    from kopfsched.testing import make_handle, run_filter
+
+    slices = [resource_slice(f"{n}-slice", n, DRIVER, *(device(f"d{i}") for i in range(k)), node=n)
+              for n, k in (("full", 1), ("roomy", 3), ("empty", 0))]
+    taken = claim("taken", request("req-1", CLASS), namespace=NS,
+                  allocation=allocation(local_selector("full"), result("req-1", DRIVER, "full", "d0")))
+    nodes = [make_node(n) for n in ("full", "roomy", "empty", "no-slice")]
+    handle = make_handle(nodes, objects=[pending_claim(*requests), taken, DEVICE_CLASS, *slices])
+    statuses = run_filter(DynamicResources(None, handle), pod_with_claim_name(), nodes)  # checks filter_nodes too
+    cannot = (UNRESOLVABLE, ("cannot allocate all claims",))
+    assert {n: outcome(s) if s is None else (s.code, s.reasons) for n, s in statuses.items()} == {
+        "full": cannot, "roomy": None, "empty": cannot, "no-slice": cannot}
