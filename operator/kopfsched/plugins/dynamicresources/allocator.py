@@ -269,12 +269,18 @@ class Allocator:
                 self._prepare_node(node_name, labels)
             if self._single and self._free_counts is not None:
                 fits = self._fits_by_count(node_name, labels)
-                if fits is not None:
-                    return fits if fits else self._nothing(node_name, labels)
+                if isinstance(fits, Placement):
+                    return fits
+                if fits is False:
+                    self._check_pools(node_name, labels)
+                    return None
             if self._simple:
                 placement = self._greedy(node_name, labels)
-                if placement is not None or self._single:
-                    return placement if placement is not None else self._nothing(node_name, labels)
+                if placement is not None:
+                    return placement
+                if self._single:
+                    self._check_pools(node_name, labels)
+                    return None
             run = _Run(self, node_name, labels)
             try:
                 found = run.claim(0)
@@ -283,25 +289,30 @@ class Allocator:
         except ValueError as exc:
             raise AllocationError(str(exc)) from None
         if not found:
-            return self._nothing(node_name, labels)
+            self._check_pools(node_name, labels)
+            return None
         return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots])
 
-    def _nothing(self, node_name: str, labels: Mapping[str, str]) -> None:
+    def _check_pools(self, node_name: str, labels: Mapping[str, str]) -> None:
+        """No allocation on the node: say so as upstream when some of its pools are invalid."""
         if any(pool.invalid for pool, _ in self.inventory.node_devices(node_name, labels)):
             # Not fatal for other nodes; surfaced as this node's reason.
             raise InvalidPoolsError("invalid resource pools were encountered")
-        return None
 
     def quick(self) -> tuple[Mapping[str, int], int] | None:
         """(free devices per node, devices needed) when one plain request is all there is and
         the free-device index can answer for every node; then a node fits exactly when it
         has that many free. None otherwise (ask `allocate` per node)."""
-        if self.error is not None or not self._single or self._free_counts is None:
+        if self.error is not None or not self._single:
             return None
         request = self._slots[0][0].options[0]
-        if not self._free_known:
+        free = self._free_devices(request)
+        return None if free is None else (free, request.count)
+
+    def _free_devices(self, request: _Request) -> Mapping[str, int] | None:
+        if not self._free_known and self._free_counts is not None:
             self._free, self._free_known = self._free_counts(request.key, request.selectable), True
-        return None if self._free is None else (self._free, request.count)
+        return self._free
 
     def lazy(self, node_name: str) -> Placement:
         """The placement for a node that `quick` said fits: its devices picked by `results`."""
@@ -311,11 +322,10 @@ class Allocator:
         """One claim, one plain request: the node fits when it has enough free devices for
         the request (the free-device index); None when there is no index to ask."""
         request = self._slots[0][0].options[0]
-        if not self._free_known:
-            self._free, self._free_known = self._free_counts(request.key, request.selectable), True
-        if self._free is None:
+        free = self._free_devices(request)
+        if free is None:
             return None
-        if self._free.get(node_name, 0) < request.count:
+        if free.get(node_name, 0) < request.count:
             return False
         return Placement(None, [[0]], node_name, labels)
 
@@ -350,8 +360,8 @@ class Allocator:
             if picked is None:
                 raise AllocationError(f"internal error, node {placement.node_name} no longer has free devices")
             placement = picked
-        return [self._result(index, chosen, placement.options[index])
-                for index, chosen in enumerate(placement.devices)]
+        devices = placement.devices or []
+        return [self._result(index, chosen, placement.options[index]) for index, chosen in enumerate(devices)]
 
     def _check_sizes(self) -> None:
         for claim, slots in zip(self.claims, self._slots, strict=True):
