@@ -131,7 +131,8 @@ def test_bench_churn_workloads(capsys: pytest.CaptureFixture[str], workload: str
 def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
     from kopfsched.bench.workloads import SIZES, WORKLOADS, preemption_async, unschedulable
 
-    assert SIZES == {"preemption-async": (5000, 20000, 5000), "unschedulable": (5000, 20000, 10000)}
+    assert SIZES == {"preemption-async": (5000, 20000, 5000), "unschedulable": (5000, 20000, 10000),
+                     "dra": (500, 2500, 2500)}
     assert set(SIZES) <= set(WORKLOADS)
     async_shape = preemption_async(2, 8, 1)
     assert [p["spec"]["nodeName"] for p in async_shape.init_pods] == ["node-0", "node-1"] * 4

@@ -203,7 +203,7 @@ def dra(nodes: int, init_pods: int, pods: int) -> Workload:
     for i in range(pods):
         measured.append(_claim_pod(f"pod-{i}", "test"))
         objects.append(_claim(f"pod-{i}-resource", "test", f"pod-{i}"))
-    return Workload(node_objs, init, measured, objects)
+    return Workload(node_objs, init, measured, objects=objects)
 
 
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
@@ -222,5 +222,6 @@ DEFAULT_SIZE = (500, 500, 2000)
 SIZES: dict[str, tuple[int, int, int]] = {
     "preemption-async": (5000, 20000, 5000),
     "unschedulable": (5000, 20000, 10000),
+    "dra": (500, 2500, 2500),
 }
 """Workloads whose own size is scheduler_perf's performance case rather than DEFAULT_SIZE."""
