@@ -10,12 +10,12 @@ no plugin reads them and they are often half of an object's size.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TextIO
 
-import yaml
 from kubernetes_asyncio import client as k8s
 
 from kopfsched.framework.client import ClusterError, NotFoundError
@@ -41,11 +41,6 @@ SNAPSHOT_KINDS: tuple[WatchedKind, ...] = (
 """What the operator watches, plus what simulate reads that the operator gets elsewhere
 (PriorityClasses resolve into spec.priority at admission; CSI objects for volume limits;
 DRA's classes, claims and slices)."""
-
-try:
-    _Dumper: Any = yaml.CSafeDumper
-except AttributeError:  # PyYAML built without libyaml
-    _Dumper = yaml.SafeDumper
 
 Progress = Callable[[str], None]
 
@@ -105,14 +100,15 @@ async def list_pages(client: KubeClusterClient, kinds: Iterable[WatchedKind] = S
 
 async def write_snapshot(client: KubeClusterClient, out: TextIO, *, page_size: int = PAGE_SIZE,
                          progress: Progress | None = None) -> int:
-    """Every object as one YAML document each; returns how many were written."""
+    """Every object as one YAML document each; returns how many were written.
+
+    Each document is the object's JSON on one line (JSON is YAML): written some 25 times
+    faster than block-style YAML, and still one object per line for grep."""
     written = 0
     out.write(f"# kopfsched snapshot, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
     async for _, items in list_pages(client, page_size=page_size, progress=progress):
-        if items:
-            out.write(yaml.dump_all(items, Dumper=_Dumper, explicit_start=True, sort_keys=False,
-                                    default_flow_style=False, allow_unicode=True))
-            written += len(items)
+        out.write("".join(f"---\n{json.dumps(item, ensure_ascii=False, separators=(',', ':'))}\n" for item in items))
+        written += len(items)
     return written
 
 
