@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kopfsched.framework.handle import Handle
 
@@ -27,6 +27,22 @@ class ArgsError(ValueError):
             problems = [("", problems)]
         self.problems = problems
         super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in problems))
+
+
+class CheckableArgs(Protocol):
+    def problems(self) -> list[tuple[str, str]]: ...
+
+
+A = TypeVar("A", bound=CheckableArgs)
+
+
+def checked_args(args: A, decoding: list[tuple[str, str]] | None = None) -> A:
+    """`args` once valid: raises ArgsError with the problems found while decoding them and
+    those of their own `problems()` (upstream's Validate...Args)."""
+    problems = [*(decoding or ()), *args.problems()]
+    if problems:
+        raise ArgsError(problems)
+    return args
 
 
 class PluginLoadError(Exception):

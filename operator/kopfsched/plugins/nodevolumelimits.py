@@ -41,6 +41,7 @@ from kopfsched.plugins.helper.volumes import (
     PVC_RESOURCE,
     bound_volume_name,
     claim_class,
+    claim_hint,
     ephemeral_claim_name,
     ephemeral_claim_owned_error,
     not_found,
@@ -392,21 +393,21 @@ def is_schedulable_after_pod_deleted(pod: Any, old: Any, new: Any) -> QueueingHi
 
 def is_schedulable_after_pvc_added(pod: Any, old: Any, new: Any) -> QueueingHint:
     """Queue when the new claim is one of the pod's, directly or as an ephemeral volume's."""
-    pvc, target = objects.raw(new), objects.raw(pod)
-    if pvc is None or target is None:
-        return QueueingHint.QUEUE
-    if objects.meta(pvc).get("namespace", "default") != objects.meta(target).get("namespace", "default"):
-        return QueueingHint.SKIP
-    for volume in pod_volumes(target):
+    return claim_hint(pod, new, _uses_claim)
+
+
+def _uses_claim(pvc: Obj, pod: Obj) -> bool:
+    name = objects.meta(pvc).get("name")
+    for volume in pod_volumes(pod):
         if volume.get("persistentVolumeClaim") is not None:
             claim = volume["persistentVolumeClaim"].get("claimName")
         elif volume.get("ephemeral") is not None:
-            claim = ephemeral_claim_name(target, volume)
+            claim = ephemeral_claim_name(pod, volume)
         else:
             continue
-        if claim == objects.meta(pvc).get("name"):
-            return QueueingHint.QUEUE
-    return QueueingHint.SKIP
+        if claim == name:
+            return True
+    return False
 
 
 def is_schedulable_after_volume_attachment_deleted(pod: Any, old: Any, new: Any) -> QueueingHint:

@@ -30,7 +30,15 @@ from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 from kopfsched.plugins.helper import objects
-from kopfsched.plugins.helper.volumes import PVC_RESOURCE, access_modes, claim_names, not_found, pod_volumes
+from kopfsched.plugins.helper.volumes import (
+    PVC_RESOURCE,
+    access_modes,
+    claim_hint,
+    claim_names,
+    claimed_directly,
+    not_found,
+    pod_volumes,
+)
 
 NAME = "VolumeRestrictions"
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
@@ -174,12 +182,7 @@ def _used_by_pods(key: str, nodes: Iterable[NodeInfo]) -> bool:
 
 def is_schedulable_after_pvc_added(pod: Any, old: Any, new: Any) -> QueueingHint:
     """Queue when the new claim is one the pod uses."""
-    pvc, target = objects.raw(new), objects.raw(pod)
-    if pvc is None or target is None:
-        return QueueingHint.QUEUE
-    if objects.meta(pvc).get("namespace", "default") != objects.meta(target).get("namespace", "default"):
-        return QueueingHint.SKIP
-    return QueueingHint.QUEUE if objects.meta(pvc).get("name") in set(claim_names(target)) else QueueingHint.SKIP
+    return claim_hint(pod, new, claimed_directly)
 
 
 def is_schedulable_after_pod_deleted(pod: Any, old: Any, new: Any) -> QueueingHint:

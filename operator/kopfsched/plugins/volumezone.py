@@ -38,7 +38,9 @@ from kopfsched.plugins.helper.volumes import (
     WAIT_FOR_FIRST_CONSUMER,
     bound_volume_name,
     claim_class,
+    claim_hint,
     claim_names,
+    claimed_directly,
     go_quote,
     not_found,
 )
@@ -176,12 +178,7 @@ class VolumeZone:
 
 
 def is_schedulable_after_pvc_change(pod: Any, old: Any, new: Any) -> QueueingHint:
-    pvc, target = objects.raw(new), objects.raw(pod)
-    if pvc is None or target is None:
-        return QueueingHint.QUEUE
-    if objects.meta(pvc).get("namespace", "default") != objects.meta(target).get("namespace", "default"):
-        return QueueingHint.SKIP
-    return QueueingHint.QUEUE if objects.meta(pvc).get("name") in set(claim_names(target)) else QueueingHint.SKIP
+    return claim_hint(pod, new, claimed_directly)
 
 
 def is_schedulable_after_storage_class_added(pod: Any, old: Any, new: Any) -> QueueingHint:

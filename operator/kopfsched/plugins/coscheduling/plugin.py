@@ -27,7 +27,7 @@ from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWit
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.queued import QueuedPodInfo
-from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
+from kopfsched.framework.registry import PluginFactory, check_known_fields, checked_args, int_field
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import NodeInfo, PodInfo, parse_time
 from kopfsched.plugins.coscheduling.core import (
@@ -62,10 +62,7 @@ class CoschedulingArgs:
         args = cls(permit_waiting_time_seconds=int_field(raw, _WAIT, 60, problems),
                    pod_group_backoff_seconds=int_field(raw, _BACKOFF, 0, problems),
                    pod_group_reject_percentage=int_field(raw, _REJECT, 10, problems))
-        problems.extend(args.problems())
-        if problems:
-            raise ArgsError(problems)
-        return args
+        return checked_args(args, problems)
 
     def problems(self) -> list[tuple[str, str]]:
         """Upstream's ValidateCoschedulingArgs, word for word."""
@@ -83,10 +80,7 @@ class Coscheduling:
     name = NAME
 
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
-        self.args = args or CoschedulingArgs()
-        problems = self.args.problems()
-        if problems:
-            raise ArgsError(problems)
+        self.args = checked_args(args or CoschedulingArgs())
         self.handle = handle
         self.schedule_timeout = float(self.args.permit_waiting_time_seconds)
         self.manager = PodGroupManager(objects=handle.objects, pods=handle.pods, snapshot=handle.snapshot,

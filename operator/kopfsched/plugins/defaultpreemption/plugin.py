@@ -20,7 +20,7 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ClusterEventWithHint
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
-from kopfsched.framework.registry import ArgsError, check_known_fields, int_field
+from kopfsched.framework.registry import check_known_fields, checked_args, int_field
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.defaultpreemption.evaluator import Evaluator
@@ -45,10 +45,7 @@ class DefaultPreemptionArgs:
         percentage = int_field(raw, _PERCENTAGE, 10, problems)
         absolute = int_field(raw, _ABSOLUTE, 100, problems)
         args = cls(min_candidate_nodes_percentage=percentage, min_candidate_nodes_absolute=absolute)
-        problems.extend(args.problems())
-        if problems:
-            raise ArgsError(problems)
-        return args
+        return checked_args(args, problems)
 
     def problems(self) -> list[tuple[str, str]]:
         """Upstream's ValidateDefaultPreemptionArgs, word for word."""
@@ -68,10 +65,7 @@ class DefaultPreemption:
     name = NAME
 
     def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
-        self.args = args or DefaultPreemptionArgs()
-        problems = self.args.problems()
-        if problems:
-            raise ArgsError(problems)
+        self.args = checked_args(args or DefaultPreemptionArgs())
         self.handle = handle
         self.evaluator = Evaluator(
             plugin_name=NAME, handle=handle,

@@ -4,10 +4,12 @@ NotFound errors, whose text users see in scheduling messages)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from kopfsched.framework.events import QueueingHint
 from kopfsched.framework.types import Obj
+from kopfsched.plugins.helper import objects
 
 BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
@@ -23,6 +25,22 @@ def claim_names(pod: Obj) -> Iterator[str]:
         claim = volume.get("persistentVolumeClaim")
         if claim is not None:
             yield claim.get("claimName") or ""
+
+
+def claim_hint(pod: Any, new: Any, uses: Callable[[Obj, Obj], bool]) -> QueueingHint:
+    """The queueing hint of a claim added or changed: QUEUE when it is in the pod's
+    namespace and `uses(pvc, pod)` says the pod uses it (or either is unknown), SKIP otherwise."""
+    pvc, target = objects.raw(new), objects.raw(pod)
+    if pvc is None or target is None:
+        return QueueingHint.QUEUE
+    if objects.meta(pvc).get("namespace", "default") != objects.meta(target).get("namespace", "default"):
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE if uses(pvc, target) else QueueingHint.SKIP
+
+
+def claimed_directly(pvc: Obj, pod: Obj) -> bool:
+    """The pod names the claim in a persistentVolumeClaim volume."""
+    return objects.meta(pvc).get("name") in set(claim_names(pod))
 
 
 def ephemeral_claim_name(pod: Obj, volume: Obj) -> str:

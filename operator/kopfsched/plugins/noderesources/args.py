@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopfsched.framework import ArgsError
-from kopfsched.framework.registry import check_known_fields
+from kopfsched.framework.registry import check_known_fields, checked_args
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -249,11 +248,7 @@ class NodeResourcesFitArgs:
         strategy_raw = _obj(raw.get("scoringStrategy"), "scoringStrategy", problems)
         strategy = ScoringStrategy() if strategy_raw is None else _decode_strategy(strategy_raw, "scoringStrategy",
                                                                                    problems)
-        args = cls(ignored, groups, strategy)
-        problems.extend(args.problems())
-        if problems:
-            raise ArgsError(problems)
-        return args
+        return checked_args(cls(ignored, groups, strategy), problems)
 
     def problems(self) -> Problems:
         """upstream ValidateNodeResourcesFitArgs."""
@@ -295,11 +290,7 @@ class NodeResourcesBalancedAllocationArgs:
     def from_dict(cls, raw: Mapping[str, Any]) -> NodeResourcesBalancedAllocationArgs:
         problems: Problems = []
         _strict(raw, {"resources"}, "", problems)
-        args = cls(_decode_resources(raw.get("resources"), "resources", problems))
-        problems.extend(args.problems())
-        if problems:
-            raise ArgsError(problems)
-        return args
+        return checked_args(cls(_decode_resources(raw.get("resources"), "resources", problems)), problems)
 
     def problems(self) -> Problems:
         """upstream ValidateNodeResourcesBalancedAllocationArgs."""
