@@ -15,7 +15,7 @@ from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
-from kopfsched.simulate.runner import VirtualClock
+from kopfsched.simulate.runner import VirtualClock, drain
 
 
 class Recorder(NullObserver):
@@ -67,27 +67,12 @@ class Harness:
             self.client.add_object({"kind": kind, **obj})
             self.handlers.on_object_upsert(kind, obj)
 
-    async def settle(self, *, max_attempts: int = 1000) -> None:
-        """Schedule until nothing is active, backing off or waiting at Permit with a deadline
-        (advancing virtual time to the next backoff expiry or Permit deadline)."""
-        queue = self.scheduler.queue
-        for _ in range(max_attempts):
-            qpi = queue.pop()
-            if qpi is not None:
-                await self.scheduler.schedule_one(qpi)
-                continue
-            await self.scheduler.settle_tasks()
-            if queue.pending_counts()["active"]:
-                continue
-            waiting = self.scheduler.waiting_pods
-            due = [t for t in (queue.next_backoff_expiry(), waiting.next_deadline()) if t is not None]
-            if not due:
-                return
-            self.clock.now = max(self.clock.now, min(due))
-            waiting.expire(self.clock.now)
-            await self.scheduler.settle_tasks()
-            queue.flush_backoff_completed()
-        raise AssertionError("the queue did not settle")
+    async def settle(self, *, max_attempts: int = 1000, advance: bool = True) -> None:
+        """Schedule until settled, with the product's own loop (simulate's drain, on the
+        harness' virtual clock): profiles with HTTP extenders included. `advance` False:
+        only until nothing is active now (no backoff or Permit deadline waited for)."""
+        if not await drain(self.scheduler, self.clock, budget=max_attempts, advance=advance):
+            raise AssertionError("the queue did not settle")
 
     def node_of(self, name: str, namespace: str = "default") -> str | None:
         return (self.client.pods[f"{namespace}/{name}"].get("spec") or {}).get("nodeName")

@@ -157,12 +157,18 @@ async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, se
     sim, clock, pending = load_scheduler(inputs, registry=registry or full_registry(), seed=seed, explain=explain,
                                          overrides=overrides)
     began = time.perf_counter()
-    await _drain(sim.scheduler, clock, sim, budget=MAX_ATTEMPTS_PER_POD * max(pending, 1))
+    await drain(sim.scheduler, clock, budget=MAX_ATTEMPTS_PER_POD * max(pending, 1), order=sim.order)
     sim.seconds = time.perf_counter() - began
     return sim
 
 
-async def _drain(scheduler: Scheduler, clock: VirtualClock, sim: Simulation, *, budget: int) -> None:
+async def drain(scheduler: Scheduler, clock: VirtualClock, *, budget: int, order: list[str] | None = None,
+                advance: bool = True) -> bool:
+    """Schedule until nothing is active, backing off or waiting at Permit with a deadline,
+    jumping the virtual clock to whatever comes first: a backoff ending or a Permit wait
+    timing out (with `advance` False: until nothing is active now). True once settled;
+    False when `budget` attempts ran out first. `order` receives each pod's key at its
+    first attempt."""
     queue = scheduler.queue
     seen: set[str] = set()
     attempts = 0
@@ -170,23 +176,25 @@ async def _drain(scheduler: Scheduler, clock: VirtualClock, sim: Simulation, *, 
         qpi = queue.pop()
         if qpi is not None:
             attempts += 1
-            if qpi.key not in seen:
+            if order is not None and qpi.key not in seen:
                 seen.add(qpi.key)
-                sim.order.append(qpi.key)
+                order.append(qpi.key)
             await scheduler.schedule_one(qpi)  # suspends only for profiles with extenders
             await asyncio.sleep(0)
             continue
         await scheduler.settle_tasks()
         if queue.pending_counts().get("active"):
             continue
-        # Jump to whatever comes first: a backoff ending or a Permit wait timing out.
+        if not advance:
+            return True
         due = [t for t in (queue.next_backoff_expiry(), scheduler.waiting_pods.next_deadline()) if t is not None]
         if not due:
-            return
+            return True
         clock.now = max(clock.now, min(due))
         scheduler.waiting_pods.expire(clock.now)
         await scheduler.settle_tasks()
         queue.flush_backoff_completed()
+    return False
 
 
 def final_pods(sim: Simulation) -> list[tuple[PodInfo, str]]:
