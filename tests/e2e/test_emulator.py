@@ -601,3 +601,35 @@ async def test_binding_a_gated_pod_conflicts_and_binding_clears_the_nomination(
     assert (status, message) == (409, 'Operation cannot be fulfilled on pods/binding "gated": pod gated has '
                                       'non-empty .spec.schedulingGates')
     assert (bound.spec.node_name, bound.status.nominated_node_name) == ('n1', None)
+
+
+async def test_pages_are_served_at_the_first_pages_revision_until_compacted(
+        http: aiohttp.ClientSession, emulator: FastKubernetesEmulator) -> None:
+    for i in range(3):
+        await http.post('/api/v1/nodes', json=make_node(f'n{i}'))
+    async with http.get('/api/v1/nodes', params={'limit': '2'}) as first_page:
+        first = await first_page.json()
+    await http.post('/api/v1/nodes', json=make_node('n3'))  # after the first page: not in this list
+    token = first['metadata']['continue']
+    async with http.get('/api/v1/nodes', params={'limit': '2', 'continue': token}) as second_page:
+        second = await second_page.json()
+    emulator.compact()
+    async with http.get('/api/v1/nodes', params={'limit': '2', 'continue': token}) as expired:
+        status, gone = expired.status, await expired.json()
+    assert [n['metadata']['name'] for n in first['items'] + second['items']] == ['n0', 'n1', 'n2']
+    assert second['metadata']['resourceVersion'] == first['metadata']['resourceVersion']
+    assert 'continue' not in second['metadata']
+    assert (first['kind'], first['apiVersion']) == ('NodeList', 'v1')
+    assert not any('kind' in n or 'apiVersion' in n for n in first['items'])  # as a real server's list items
+    assert (status, gone['reason']) == (410, 'Expired')
+
+
+@pytest.mark.emulator(continue_ttl=0.0)
+async def test_a_continue_token_older_than_the_compaction_interval_is_expired(http: aiohttp.ClientSession) -> None:
+    for i in range(3):
+        await http.post('/api/v1/nodes', json=make_node(f'n{i}'))
+    async with http.get('/api/v1/nodes', params={'limit': '2'}) as first_page:
+        token = (await first_page.json())['metadata']['continue']
+    await asyncio.sleep(0.01)
+    async with http.get('/api/v1/nodes', params={'limit': '2', 'continue': token}) as expired:
+        assert expired.status == 410

@@ -146,3 +146,34 @@ async def test_a_gated_pod_is_never_bound_and_binds_once_its_gates_are_removed(
         await eventually(lambda: node_of(emulator, 'gated'), what='bound once ungated')
     assert before == []
     assert binding_statuses(emulator, 'gated') == [201]
+
+
+# -- expiring list continuations ---------------------------------------------------------------
+
+
+async def test_an_expired_continue_at_start_up_falls_back_to_a_full_list(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    for i in range(5):
+        await post(http, '/api/v1/nodes', make_node(f'node-{i}'))
+    emulator.compact(on_next_continue=1)  # etcd compacts between the first page and the second
+    async with running_operator(kubeconfig, list_page_size=2) as operator:
+        nodes = sorted(operator.cache.node_names())
+        await post(http, PODS, make_pod('last', scheduler_name='kopfsched',
+                                        node_selector={'kubernetes.io/hostname': 'node-4'}))
+        await eventually(lambda: node_of(emulator, 'last'), what='bound on the last page\'s node')
+    assert nodes == [f'node-{i}' for i in range(5)]
+    assert node_of(emulator, 'last') == 'node-4'
+
+
+async def test_an_expired_continue_in_a_reconcile_falls_back_to_a_full_list(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    for i in range(5):
+        await post(http, '/api/v1/nodes', make_node(f'node-{i}'))
+    async with running_operator(kubeconfig, list_page_size=2) as operator:
+        # Gone without a DELETED event (as while a watch was away): only a reconcile notices.
+        emulator._in_loop(lambda: emulator._store['', 'nodes'].pop((None, 'node-3')))
+        emulator.compact(on_next_continue=1)
+        removed = await operator.informer.reconcile()
+        nodes = sorted(operator.cache.node_names())
+    assert removed == 1
+    assert nodes == ['node-0', 'node-1', 'node-2', 'node-4']

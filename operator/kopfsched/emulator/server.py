@@ -18,6 +18,9 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   resources, like the API) and JSON patch; a body that is not of its Content-Type is a 400, an
   unknown Content-Type (including server-side apply) a 415; PUT with a resourceVersion
   precondition (409), enough for kubernetes_asyncio's LeaseLock;
+- paged lists (limit/continue) served at the first page's revision; the token expires with etcd's
+  compaction (`continue_ttl`, 5 min; `compact()` for tests) and then answers 410 Expired; list items
+  carry no kind/apiVersion, as for built-in types on a real server;
 - DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain; a pod on
   a node is deleted gracefully (deletionTimestamp, DELETED after its grace period, `grace_period_scale`
   shortening it for tests, `end_grace_periods()` ending them at once);
@@ -32,7 +35,7 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
 
 Deliberate leniencies: namespaces need not exist; no schema validation or defaults except a pod's
-`spec.schedulerName` and `status.phase`; status given on create is kept; no paging tokens beyond a simple offset.
+`spec.schedulerName` and `status.phase`; status given on create is kept.
 
 It runs in the caller's loop (`await emulator.start()` ... `await emulator.stop()`), in a thread with its own loop
 (`EmulatorThread`, what the `emulator` fixture uses), or in a subprocess
@@ -60,9 +63,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import datetime
+import itertools
 import json
 import pathlib
 import random
@@ -205,6 +210,20 @@ class _WatchFailure:
     times: int | None
 
 
+@dataclasses.dataclass
+class _ListSnapshot:
+    """A paged list in progress: its items at the first page's revision."""
+
+    rv: int
+    created: float  # time.monotonic()
+    items: list[Obj]
+
+
+MAX_LIST_SNAPSHOTS = 256
+EXPIRED_CONTINUE = ('The provided continue parameter is too old to display a consistent list result. You can start a '
+                    'new list without the continue parameter.')
+
+
 class _Event:
     """A stored watch event; its serialized lines are cached per event type (shared by all watchers)."""
 
@@ -245,6 +264,11 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     grace_period_scale: float = 1.0  # real seconds per grace-period second (tests: small; 0 waits for a hook)
     # Binding clears status.nominatedNodeName (ClearingNominatedNodeNameAfterBinding, beta and on from v1.35).
     clear_nominated_node_on_bind: bool = True
+    # Paged lists are served from the first page's revision; etcd compacts it away after this many seconds
+    # (the API server's default --etcd-compaction-interval), then a continue token answers 410 Expired.
+    continue_ttl: float | None = 300.0
+    # List items carry no kind/apiVersion (only the list does), as a real server answers for built-in types.
+    items_without_type: bool = True
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -260,6 +284,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     _watch_failures: dict[StoreKey, _WatchFailure] = attrs.field(factory=dict, init=False)
     _throttles: list[_Throttle] = attrs.field(factory=list, init=False)
     _terminating: dict[ObjKey, str] = attrs.field(factory=dict, init=False)  # pod key -> uid, in its grace period
+    _list_snapshots: dict[int, _ListSnapshot] = attrs.field(factory=dict, init=False)  # by continue-token id
+    _list_snapshot_ids: Iterator[int] = attrs.field(factory=itertools.count, init=False)
+    _compact_on_continue: int = attrs.field(default=0, init=False)
     _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
@@ -318,6 +345,16 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         throttle = _Throttle(method.upper(), re.compile(path_regex), time.monotonic() + seconds, retry_after)
         with self._guard:
             self._throttles.append(throttle)
+
+    def compact(self, *, on_next_continue: int = 0) -> None:
+        """Compact as etcd does: every paged list in progress expires (its next continue answers 410
+        Expired); with `on_next_continue`, that happens right before each of the next N continues."""
+        def run() -> None:
+            if on_next_continue:
+                self._compact_on_continue += on_next_continue
+            else:
+                self._list_snapshots.clear()
+        self._in_loop(run)
 
     def end_grace_periods(self) -> None:
         """Delete every pod in its grace period now (DELETED events), as kubelets confirming it would."""
@@ -660,18 +697,53 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         return obj
 
     def _list(self, resource: ResourceDef, *, namespace: str | None, query: Mapping[str, str]) -> Obj:
-        matches = self._matcher(resource, namespace=namespace, query=query)
-        objects = sorted(self._store[resource.store_key].items(), key=lambda item: (item[0][0] or '', item[0][1]))
-        items = [obj for _, obj in objects if matches(obj)]
-        metadata: Obj = {'resourceVersion': str(self._rv)}
-        offset = int(query.get('continue') or 0)
-        limit = int(query.get('limit') or 0)
+        limit = _int_query(query, 'limit') if query.get('limit') else 0
+        if query.get('continue'):
+            snapshot_id, snapshot, offset = self._continued(query['continue'])
+        else:
+            matches = self._matcher(resource, namespace=namespace, query=query)
+            objects = sorted(self._store[resource.store_key].items(), key=lambda item: (item[0][0] or '', item[0][1]))
+            snapshot_id, snapshot, offset = -1, _ListSnapshot(self._rv, time.monotonic(),
+                                                              [obj for _, obj in objects if matches(obj)]), 0
+        items = snapshot.items
+        metadata: Obj = {'resourceVersion': str(snapshot.rv)}
         if limit and offset + limit < len(items):
-            metadata['continue'] = str(offset + limit)
+            if snapshot_id < 0:
+                snapshot_id = self._keep_list_snapshot(snapshot)
+            metadata['continue'] = _continue_token(snapshot_id, offset + limit)
             metadata['remainingItemCount'] = len(items) - offset - limit
         items = items[offset:offset + limit] if limit else items[offset:]
+        if self.items_without_type and not resource.custom:
+            items = [{k: v for k, v in obj.items() if k not in ('kind', 'apiVersion')} for obj in items]
         return {'kind': f'{resource.kind}List', 'apiVersion': resource.api_version, 'metadata': metadata,
                 'items': items}
+
+    # --- paged lists (continue tokens served at the first page's revision until compacted) ------------
+
+    def _keep_list_snapshot(self, snapshot: _ListSnapshot) -> int:
+        snapshot_id = next(self._list_snapshot_ids)
+        self._list_snapshots[snapshot_id] = snapshot
+        while len(self._list_snapshots) > MAX_LIST_SNAPSHOTS:
+            del self._list_snapshots[next(iter(self._list_snapshots))]
+        return snapshot_id
+
+    def _continued(self, token: str) -> tuple[int, _ListSnapshot, int]:
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+            snapshot_id, offset = int(decoded['id']), int(decoded['offset'])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ApiError(400, f'continue key is not valid: {e}') from None
+        if self._compact_on_continue:
+            self._compact_on_continue -= 1
+            self._list_snapshots.clear()
+        snapshot = self._list_snapshots.get(snapshot_id)
+        if snapshot is not None and self.continue_ttl is not None and \
+                time.monotonic() - snapshot.created > self.continue_ttl:
+            del self._list_snapshots[snapshot_id]
+            snapshot = None
+        if snapshot is None:
+            raise ApiError(410, EXPIRED_CONTINUE, reason='Expired')
+        return snapshot_id, snapshot, offset
 
     def _matcher(self, resource: ResourceDef, *, namespace: str | None, query: Mapping[str, str],
                  name: str | None = None) -> Callable[[Obj], bool]:
@@ -1121,6 +1193,10 @@ def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> A
         raise ApiError(400, f'the body of {raw.content_type} must be a JSON {expect.__name__}, '
                             f'got {type(data).__name__}')
     return data
+
+
+def _continue_token(snapshot_id: int, offset: int) -> str:
+    return base64.urlsafe_b64encode(_dumps({'id': snapshot_id, 'offset': offset})).decode()
 
 
 def _int_query(query: Mapping[str, str], name: str) -> int:

@@ -39,7 +39,8 @@ class Informer:
     their own feed, the rest into the scheduler's)."""
 
     def __init__(self, *, client: KubeClusterClient, feed: ClusterFeed, profile_feed: ClusterFeed, tasks: TaskSet,
-                 seed_default_profile: bool, relist_reconcile_delay: float, reconcile_interval: float) -> None:
+                 seed_default_profile: bool, relist_reconcile_delay: float, reconcile_interval: float,
+                 list_page_size: int = LIST_PAGE_SIZE) -> None:
         self.client = client
         self.feed = feed
         self.profile_feed = profile_feed
@@ -47,6 +48,7 @@ class Informer:
         self.seed_default_profile = seed_default_profile
         self.relist_reconcile_delay = relist_reconcile_delay
         self.reconcile_interval = reconcile_interval
+        self.list_page_size = list_page_size
         self.listed = False
         """The initial listing is done: the cache holds every node and pod."""
         self._reconcile_pending = False
@@ -129,9 +131,13 @@ class Informer:
                 logger.warning("reconcile failed: %s", exc)
 
     async def list(self, watched: WatchedKind, *, missing_ok: bool = False) -> list[dict[str, Any]]:
-        """Every object of a kind, LIST page by page (pods: only those not finished)."""
+        """Every object of a kind, LIST page by page (pods: only those not finished).
+
+        Pages after the first are served at the first page's revision; once etcd compacted it
+        (after ~5 minutes), a continue answers 410 Expired: then, as client-go's pager does
+        (FullListIfExpired), one fresh list without paging replaces the pages read so far."""
         prefix = "/api/v1" if watched.group_version == "v1" else f"/apis/{watched.group_version}"
-        query = {"limit": str(LIST_PAGE_SIZE)}
+        query = {"limit": str(self.list_page_size)}
         if watched.kind == POD:
             query["fieldSelector"] = POD_FIELD_SELECTOR
         items: list[dict[str, Any]] = []
@@ -143,6 +149,14 @@ class Informer:
                 if missing_ok:
                     return []
                 raise
+            except ClusterError as exc:
+                if "continue" not in query or getattr(exc.__cause__, "status", None) != 410:
+                    raise
+                logger.info("listing %s: the continue token expired after %d items; listing them all again",
+                            watched.plural, len(items))
+                del query["continue"], query["limit"]
+                items = []
+                continue
             for item in page.get("items") or ():
                 item.setdefault("apiVersion", watched.group_version)
                 item.setdefault("kind", watched.kind)

@@ -31,7 +31,7 @@ from kopfsched.kube.client import KubeClusterClient, reporting_instance
 from kopfsched.kube.dashboard import OperatorDashboard
 from kopfsched.kube.feed import ClusterFeed
 from kopfsched.kube.handlers import build_registry
-from kopfsched.kube.informer import Informer
+from kopfsched.kube.informer import LIST_PAGE_SIZE, Informer
 from kopfsched.kube.kopf_thread import KopfThread
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
 from kopfsched.kube.podgroups import PodGroupStatusWriter
@@ -82,6 +82,8 @@ class OperatorOptions:
     """/healthz fails once a watch has been failing (backing off and relisting) for this long."""
     watch_max_backoff: float = MAX_BACKOFF
     """Longest back-off (before jitter) between relists of a failing watch; client-go's is 30 s."""
+    list_page_size: int = LIST_PAGE_SIZE
+    """Objects per page of the operator's own LISTs (start-up and reconciles)."""
     identity: str = field(default_factory=reporting_instance)
     seed_default_profile: bool = True
     """Create SchedulerProfile/kopfsched when the cluster has no SchedulerProfile and
@@ -127,7 +129,8 @@ class Operator:
             client=self.client, feed=ClusterFeed(EventHandlers(self.scheduler)),
             profile_feed=ClusterFeed(ProfileFeedHandlers(self.profiles)),  # type: ignore[arg-type]
             tasks=self.tasks, seed_default_profile=options.seed_default_profile and not (config and config.profiles),
-            relist_reconcile_delay=options.relist_reconcile_delay, reconcile_interval=options.reconcile_interval)
+            relist_reconcile_delay=options.relist_reconcile_delay, reconcile_interval=options.reconcile_interval,
+            list_page_size=options.list_page_size)
         self.pod_groups = PodGroupStatusWriter(scheduler=self.scheduler, client=self.client)
         self.status_writer = StatusWriter(client=self.client, profiles=self.profiles, pod_groups=self.pod_groups,
                                           interval=options.status_interval, profiles_changed=profiles_changed)
