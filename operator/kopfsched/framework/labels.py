@@ -5,7 +5,9 @@ Selectors are compiled once into predicates, so matching many nodes or pods is c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 Labels = Mapping[str, str]
@@ -24,7 +26,56 @@ def _nothing(_: Labels) -> bool:
     return False
 
 
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@lru_cache(maxsize=4096)
+def key_problem(key: str) -> str | None:
+    """Why `key` is not a label key (upstream's IsQualifiedName), or None."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return (f'key: Invalid value: "{key}": a qualified name must consist of alphanumeric characters, '
+                "'-', '_' or '.', and must start and end with an alphanumeric character")
+    name = parts[-1]
+    if len(parts) == 2 and (not parts[0] or len(parts[0]) > 253 or not _SUBDOMAIN.match(parts[0])):
+        return f'key: Invalid value: "{key}": prefix part must be a lowercase RFC 1123 subdomain'
+    if not name:
+        return f'key: Invalid value: "{key}": name part must be non-empty'
+    if len(name) > 63:
+        return f'key: Invalid value: "{key}": name part must be no more than 63 characters'
+    if not _NAME.match(name):
+        return (f'key: Invalid value: "{key}": name part must consist of alphanumeric characters, '
+                "'-', '_' or '.', and must start and end with an alphanumeric character")
+    return None
+
+
+@lru_cache(maxsize=4096)
+def value_problem(value: str) -> str | None:
+    """Why `value` is not a label value (upstream's IsValidLabelValue), or None."""
+    if len(value) > 63:
+        return f'values: Invalid value: "{value}": must be no more than 63 characters'
+    if not _VALUE.match(value):
+        return (f'values: Invalid value: "{value}": a valid label must be an empty string or consist of '
+                "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+    return None
+
+
+def _validate(key: str, operator: str, values: Sequence[str]) -> None:
+    """What labels.NewRequirement rejects: a selector built from it fails to parse, so
+    (depending on the caller, as upstream) its term matches nothing or the pod errors."""
+    problem = key_problem(key) if isinstance(key, str) else f"key: Invalid value: {key!r}"
+    if problem is None:
+        problem = next((p for v in values if (p := value_problem(v) if isinstance(v, str)
+                                              else f"values: Invalid value: {v!r}") is not None), None)
+    if problem is not None:
+        raise SelectorError(problem)
+
+
 def _requirement(key: str, operator: str, values: Sequence[str]) -> LabelPredicate:
+    if operator in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+        _validate(key, operator, values)
     if operator == "In":
         allowed = frozenset(values)
         return lambda labels: key in labels and labels[key] in allowed
@@ -69,6 +120,8 @@ def label_selector(selector: Mapping[str, Any] | None) -> LabelPredicate:
     predicates: list[LabelPredicate] = []
     match_labels = selector.get("matchLabels") or {}
     if match_labels:
+        for key, value in match_labels.items():
+            _validate(key, "=", [value])
         wanted = dict(match_labels)
         predicates.append(lambda labels: all(labels.get(k) == v for k, v in wanted.items()))
     for expr in selector.get("matchExpressions") or ():
