@@ -58,7 +58,7 @@ def test_valid_selectors_still_compile(selector):
 
 
 def test_invalid_match_labels_value_is_rejected():
-    with pytest.raises(SelectorError, match="^values: Invalid value: \"a b\""):
+    with pytest.raises(SelectorError, match=r'^values: Invalid value: "a b"'):
         label_selector({"matchLabels": {"app": "a b"}})
 
 
