@@ -172,6 +172,8 @@ EXPECTED_CLUSTER_RULES = {
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
     ("storage.k8s.io", "volumeattachments"): {"list", "watch"},
+    ("storage.k8s.io", "csidrivers"): {"list", "watch"},
+    ("storage.k8s.io", "csistoragecapacities"): {"list", "watch"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create", "patch"},
     ("kopfsched.dev", "schedulerprofiles"): {"list", "watch", "create"},

@@ -18,6 +18,7 @@ from kopfsched.plugins.volumebinding import PLUGIN, VolumeBinding, VolumeBinding
 from kopfsched.plugins.volumebinding.binder import (
     ERR_REASON_BIND_CONFLICT,
     ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_NOT_ENOUGH_SPACE,
     ERR_REASON_PV_NOT_EXIST,
 )
 from kopfsched.plugins.volumebinding.plugin import ERR_REASON_UNBOUND_IMMEDIATE, STATE_KEY
@@ -99,6 +100,26 @@ IMMEDIATE = storage_class("standard", mode="Immediate", provisioner="example.com
 DYNAMIC = storage_class("dynamic", provisioner="example.com/csi")
 ZONED = storage_class("zoned", provisioner="example.com/csi",
                       topologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["z2"]}]}])
+
+
+def csi_driver(name: str = "example.com/csi", *, capacity: bool | None = True) -> dict:
+    spec = {} if capacity is None else {"storageCapacity": capacity}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+
+
+def storage_capacity(name: str, zone: str, capacity: str | None = "10Gi", *, sc: str = "dynamic",
+                     maximum: str | None = None) -> dict:
+    obj = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+           "metadata": {"name": name, "namespace": "kube-system"}, "storageClassName": sc,
+           "nodeTopology": {"matchLabels": {ZONE: zone}}}
+    if capacity is not None:
+        obj["capacity"] = capacity
+    if maximum is not None:
+        obj["maximumVolumeSize"] = maximum
+    return obj
+
+
+NO_SPACE = (UNRESOLVABLE, (ERR_REASON_NOT_ENOUGH_SPACE,))
 
 
 def answers(statuses: dict[str, Status | None]) -> dict[str, tuple[Code, tuple[str, ...]] | None]:
@@ -190,6 +211,22 @@ FILTER_CASES = [
     pytest.param([WFFC, pvc("data", volume="pv-a", bound=True), pv("pv-a", node="node-a", claim="data", phase="Bound"),
                   pvc("logs"), pv("pv-b", node="node-b")],
                  {"node-a": BIND, "node-b": AFFINITY}, id="bound-and-unbound-on-different-nodes"),
+    # Storage capacity (upstream's CSIStorageCapacity cases): only for a driver that opts in.
+    pytest.param([DYNAMIC, csi_driver(), storage_capacity("z1", "z1"), storage_capacity("z2", "z2", "1Gi"),
+                  pvc("data", sc="dynamic")], {"node-a": None, "node-b": NO_SPACE}, id="capacity-enough-on-one-node"),
+    pytest.param([DYNAMIC, csi_driver(), pvc("data", sc="dynamic")], {"node-a": NO_SPACE, "node-b": NO_SPACE},
+                 id="capacity-no-capacity-objects"),
+    pytest.param([DYNAMIC, csi_driver(capacity=False), pvc("data", sc="dynamic")], {"node-a": None, "node-b": None},
+                 id="capacity-driver-does-not-publish-it"),
+    pytest.param([DYNAMIC, pvc("data", sc="dynamic")], {"node-a": None, "node-b": None},
+                 id="capacity-no-csi-driver-object"),
+    pytest.param([DYNAMIC, csi_driver(), storage_capacity("z1", "z1", "100Gi", maximum="1Gi"),
+                  storage_capacity("z2", "z2", "1Gi", maximum="100Gi"), pvc("data", sc="dynamic")],
+                 {"node-a": NO_SPACE, "node-b": None}, id="capacity-maximum-volume-size-preferred"),
+    pytest.param([DYNAMIC, csi_driver(), storage_capacity("z1", "z1", sc="other"), pvc("data", sc="dynamic")],
+                 {"node-a": NO_SPACE, "node-b": NO_SPACE}, id="capacity-of-another-class"),
+    pytest.param([DYNAMIC, csi_driver(), storage_capacity("z1", "z1", None), pvc("data", sc="dynamic")],
+                 {"node-a": NO_SPACE, "node-b": NO_SPACE}, id="capacity-unknown"),
 ]
 
 
@@ -441,4 +478,18 @@ def test_events_to_register():
                       (EventResource.PERSISTENT_VOLUME_CLAIM, add_update, True),
                       (EventResource.PERSISTENT_VOLUME, add_update, False),
                       (EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL, False),
-                      (EventResource.CSI_NODE, add_update, True)]
+                      (EventResource.CSI_NODE, add_update, True),
+                      (EventResource.CSI_DRIVER, ActionType.UPDATE, True),
+                      (EventResource.CSI_STORAGE_CAPACITY, add_update, True)]
+
+
+def test_hints_for_storage_capacity_and_csi_drivers():
+    hint = plugin([]).is_schedulable_after_csi_storage_capacity_change
+    small, large = storage_capacity("z1", "z1", "1Gi"), storage_capacity("z1", "z1", "5Gi")
+    assert hint(pod_with("data"), None, small) is QueueingHint.QUEUE
+    assert hint(pod_with("data"), small, large) is QueueingHint.QUEUE
+    assert hint(pod_with("data"), large, small) is QueueingHint.SKIP
+    assert hint(pod_with("data"), small, storage_capacity("z1", "z2", "1Gi")) is QueueingHint.QUEUE
+    driver_hint = plugin([]).is_schedulable_after_csi_driver_change
+    assert driver_hint(pod_with("data"), csi_driver(), csi_driver(capacity=False)) is QueueingHint.QUEUE
+    assert driver_hint(pod_with("data"), csi_driver(capacity=False), csi_driver()) is QueueingHint.SKIP

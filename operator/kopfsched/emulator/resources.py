@@ -84,6 +84,7 @@ BUILTIN_RESOURCES: tuple[ResourceDef, ...] = (
     _res('storage.k8s.io', 'v1', 'csinodes', 'CSINode', namespaced=False),
     _res('storage.k8s.io', 'v1', 'volumeattachments', 'VolumeAttachment', namespaced=False),
     _res('storage.k8s.io', 'v1', 'csidrivers', 'CSIDriver', namespaced=False),
+    _res('storage.k8s.io', 'v1', 'csistoragecapacities', 'CSIStorageCapacity'),
     _res('policy', 'v1', 'poddisruptionbudgets', 'PodDisruptionBudget', status=True, short_names=('pdb',)),
     _res('scheduling.k8s.io', 'v1', 'priorityclasses', 'PriorityClass', namespaced=False, short_names=('pc',)),
     # Dynamic Resource Allocation, as v1.34 serves it (GA).

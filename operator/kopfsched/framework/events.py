@@ -23,6 +23,8 @@ class EventResource(enum.StrEnum):
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
     VOLUME_ATTACHMENT = "VolumeAttachment"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     NAMESPACE = "Namespace"
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
     RESOURCE_CLAIM = "ResourceClaim"

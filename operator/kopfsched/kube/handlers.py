@@ -39,6 +39,9 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("StorageClass", "storage.k8s.io/v1", "storageclasses"),
     WatchedKind("CSINode", "storage.k8s.io/v1", "csinodes"),
     WatchedKind("VolumeAttachment", "storage.k8s.io/v1", "volumeattachments"),
+    # VolumeBinding's storage capacity check (drivers that publish capacity, and the capacity).
+    WatchedKind("CSIDriver", "storage.k8s.io/v1", "csidrivers"),
+    WatchedKind("CSIStorageCapacity", "storage.k8s.io/v1", "csistoragecapacities"),
     WatchedKind("Namespace", "v1", "namespaces"),
     WatchedKind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
     # PodTopologySpread's System defaulting reads the selectors of these.

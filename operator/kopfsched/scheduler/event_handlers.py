@@ -18,6 +18,8 @@ OBJECT_RESOURCES: dict[str, EventResource] = {
     "StorageClass": EventResource.STORAGE_CLASS,
     "CSINode": EventResource.CSI_NODE,
     "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
+    "CSIDriver": EventResource.CSI_DRIVER,
+    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
     "Namespace": EventResource.NAMESPACE,
     "PodDisruptionBudget": EventResource.POD_DISRUPTION_BUDGET,
     "PodGroup": EventResource.POD_GROUP,

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from kopfsched.framework.client import ClusterClient
 from kopfsched.framework.handle import ObjectLister
-from kopfsched.framework.labels import SelectorError
+from kopfsched.framework.labels import SelectorError, label_selector
+from kopfsched.framework.quantity import QuantityError, parse_quantity
 from kopfsched.framework.types import Obj
 from kopfsched.plugins.helper.volumes import claim_class
 from kopfsched.plugins.volumebinding.assume_cache import PV, PVC, PVAssumeCache, PVCAssumeCache
@@ -53,6 +54,30 @@ ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 
 POLL_INTERVAL_SECONDS = 1.0
+
+
+def _capacity_sufficient(capacity: Obj, size: int) -> bool:
+    """maximumVolumeSize when set (more precise), else capacity; missing means none."""
+    limit = capacity.get("maximumVolumeSize")
+    if limit is None:
+        limit = capacity.get("capacity")
+    if limit is None:
+        return False
+    try:
+        return math.ceil(parse_quantity(limit)) >= size
+    except QuantityError:
+        return False
+
+
+def _node_has_access(capacity: Obj, labels: Mapping[str, str]) -> bool:
+    """Only nodeTopology label selectors are supported, as upstream; none means unavailable."""
+    topology = capacity.get("nodeTopology")
+    if topology is None:
+        return False
+    try:
+        return label_selector(topology)(labels)
+    except SelectorError:
+        return False
 
 
 class VolumeBindingError(Exception):
@@ -199,8 +224,9 @@ class VolumeBinder:
                                  labels: Mapping[str, str]) -> tuple[bool, bool, list[Obj]]:
         """(provisioning allowed on this node, enough capacity, the claims to provision).
 
-        Storage capacity (CSIDriver.storageCapacity with CSIStorageCapacity objects) is not
-        tracked, so capacity is always sufficient."""
+        Capacity is checked as upstream's hasEnoughCapacity: only for provisioners whose
+        CSIDriver sets `storageCapacity`, against the CSIStorageCapacity objects of the claim's
+        class whose nodeTopology selects the node."""
         for pvc in claims:
             class_name = claim_class(pvc)
             if not class_name:
@@ -213,7 +239,19 @@ class VolumeBinder:
                 return False, True, []
             if not match_topology_selector_terms(storage_class.get("allowedTopologies"), labels):
                 return False, True, []
+            if not self._has_enough_capacity(provisioner, pvc, class_name, labels):
+                return True, False, []
         return True, True, list(claims)
+
+    def _has_enough_capacity(self, provisioner: str, pvc: Obj, class_name: str, labels: Mapping[str, str]) -> bool:
+        if "storage" not in (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}):
+            return True  # no capacity to check for
+        driver = self.objects.get("CSIDriver", provisioner)
+        if driver is None or not (driver.get("spec") or {}).get("storageCapacity"):
+            return True  # not a CSI driver, or one that does not publish capacity
+        size = math.ceil(requested_storage(pvc))
+        return any(capacity.get("storageClassName") == class_name and _capacity_sufficient(capacity, size)
+                   and _node_has_access(capacity, labels) for capacity in self.objects.list("CSIStorageCapacity"))
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
 

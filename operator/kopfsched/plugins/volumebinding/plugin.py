@@ -26,6 +26,7 @@ from typing import Any
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
+from kopfsched.framework.quantity import QuantityError, parse_quantity
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
@@ -203,7 +204,6 @@ class VolumeBinding:
     # Queueing
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
-        # CSIDriver and CSIStorageCapacity events are upstream's too; kopfsched does not watch them.
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE),
                                  self.is_schedulable_after_storage_class_change),
@@ -214,7 +214,30 @@ class VolumeBinding:
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
                                  self.is_schedulable_after_csi_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE),
+                                 self.is_schedulable_after_csi_driver_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_csi_storage_capacity_change),
         ]
+
+    def is_schedulable_after_csi_storage_capacity_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """A new capacity object, one that now covers other nodes or another class, or more room."""
+        old, new = objects.raw(old), objects.raw(new)
+        if old is None or new is None:
+            return QueueingHint.QUEUE
+        if old.get("nodeTopology") != new.get("nodeTopology") or old.get("storageClassName") != new.get(
+                "storageClassName"):
+            return QueueingHint.QUEUE
+        for field_name in ("capacity", "maximumVolumeSize"):
+            if _more_room(old.get(field_name), new.get(field_name)):
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_csi_driver_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """A driver that stops publishing capacity no longer limits provisioning."""
+        before = ((objects.raw(old) or {}).get("spec") or {}).get("storageCapacity")
+        after = ((objects.raw(new) or {}).get("spec") or {}).get("storageCapacity")
+        return QueueingHint.QUEUE if before and not after else QueueingHint.SKIP
 
     def is_schedulable_after_storage_class_change(self, pod: Any, old: Any, new: Any) -> QueueingHint:
         """A new class, or new allowedTopologies (the binding mode cannot change)."""
@@ -242,6 +265,17 @@ class VolumeBinding:
         before = (objects.meta(objects.raw(old)).get("annotations") or {}).get(MIGRATED_PLUGINS_ANNOTATION)
         after = (objects.meta(objects.raw(new)).get("annotations") or {}).get(MIGRATED_PLUGINS_ANNOTATION)
         return QueueingHint.QUEUE if before != after else QueueingHint.SKIP
+
+
+def _more_room(old: Any, new: Any) -> bool:
+    if new is None:
+        return False
+    if old is None:
+        return True
+    try:
+        return parse_quantity(new) > parse_quantity(old)
+    except QuantityError:
+        return True
 
 
 PLUGIN = PluginFactory(name=NAME, factory=VolumeBinding, args_type=VolumeBindingArgs)
