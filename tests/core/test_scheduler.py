@@ -57,6 +57,18 @@ async def test_fit_error_message_condition_and_single_event():
     assert attempt.diagnosis.node_to_status.get("gpu-1").plugin == "TaintToleration"
 
 
+async def test_the_condition_carries_the_pods_generation_as_observed_generation():
+    """PodObservedGenerationTracking (on by default since v1.34): the scheduler's condition
+    says which generation of the pod it judged; a pod without a generation gets none."""
+    h = Harness([make_node("small", cpu="1")])
+    with_generation = make_pod("big", requests={"cpu": "2"})
+    with_generation["metadata"]["generation"] = 3
+    h.add_pods(with_generation, make_pod("plain", requests={"cpu": "2"}))
+    await h.settle()
+    assert h.condition("big")["observedGeneration"] == 3
+    assert "observedGeneration" not in h.condition("plain")
+
+
 async def test_unschedulable_pod_binds_when_a_fitting_node_arrives():
     h = Harness([make_node("small", cpu="1")])
     h.add_pods(make_pod("big", requests={"cpu": "2"}))

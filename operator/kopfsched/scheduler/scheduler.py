@@ -67,9 +67,14 @@ def truncate_message(message: str, limit: int = EVENT_NOTE_LENGTH_LIMIT) -> str:
     return message if len(message) <= limit else message[: limit - len(suffix)] + suffix
 
 
-def pod_scheduled_condition(reason: str, message: str, now: str) -> dict[str, Any]:
-    return {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-            "lastProbeTime": None, "lastTransitionTime": now}
+def pod_scheduled_condition(reason: str, message: str, now: str, generation: int | None = None) -> dict[str, Any]:
+    """The PodScheduled=False condition; with the pod's metadata.generation as observedGeneration
+    when the pod has one (upstream's PodObservedGenerationTracking, on by default since v1.34)."""
+    condition: dict[str, Any] = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                                 "lastProbeTime": None, "lastTransitionTime": now}
+    if generation is not None:
+        condition["observedGeneration"] = generation
+    return condition
 
 
 def _utc_now() -> str:
@@ -435,13 +440,16 @@ class Scheduler:
                               nominated_node: str | None) -> None:
         """One status patch for the condition and the nomination, skipped when neither changes."""
         current = _pod_scheduled_condition(pod.pod)
+        generation = (pod.pod.get("metadata") or {}).get("generation")
+        generation = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
         unchanged = (current is not None and current.get("status") == "False"
-                     and current.get("reason") == reason and current.get("message") == message)
+                     and current.get("reason") == reason and current.get("message") == message
+                     and current.get("observedGeneration") == generation)
         nominated_before = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
         renominated = nominated_node is not None and nominated_node != nominated_before
         if not unchanged or renominated:
             await self._call_api(self.client.patch_pod_status(
-                pod=pod.pod, condition=pod_scheduled_condition(reason, message, self.wall_clock()),
+                pod=pod.pod, condition=pod_scheduled_condition(reason, message, self.wall_clock(), generation),
                 nominated_node_name=nominated_node if renominated else None), "pod condition")
         await self._call_api(self.client.record_event(
             regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
