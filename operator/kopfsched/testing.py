@@ -214,13 +214,14 @@ class FakeObjects:
     """The ObjectLister protocol over a fixed list of API objects (Namespaces, PVCs, ...)."""
 
     def __init__(self, objects: Iterable[Obj] = ()) -> None:
-        self._objects = list(objects)
+        self.objects = list(objects)
+        """What the lister serves: a test may add, replace or remove objects in it."""
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
         return next((o for o in self.list(kind, namespace or None) if o["metadata"]["name"] == name), None)
 
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
-        return [o for o in self._objects if o.get("kind") == kind
+        return [o for o in self.objects if o.get("kind") == kind
                 and (namespace is None or (o.get("metadata") or {}).get("namespace", "") == namespace)]
 
     def changes(self, kind: str, since: int | None) -> tuple[int, builtins.list[tuple[str, str]] | None]:

@@ -109,7 +109,7 @@ async def test_a_scheduler_name_defined_twice_is_reported_and_deleting_a_profile
             assert deleted.status == 200
         await eventually(lambda: not operator.scheduler.profiles, what='no profile served')
         await post(http, PODS, make_pod('orphan', scheduler_name='shared'))
-        await eventually(lambda: 'orphan' in {p.name for p in operator.scheduler._pending_unmanaged.values()},
+        await eventually(lambda: 'orphan' in {p.name for p in operator.scheduler.unmanaged},
                          what='the pod seen')
 
     assert (first['status'], first['reason']) == ('True', 'Serving')

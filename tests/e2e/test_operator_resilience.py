@@ -98,17 +98,9 @@ async def test_objects_that_vanished_during_a_relist_do_not_linger(
     async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
         await eventually(lambda: operator.cache.get_pod(ghost['metadata']['uid']), what='the ghost cached')
 
-        def vanish() -> None:
-            # Gone while no watch was looking, and the history compacted past the watchers' resume points:
-            # they get 410 Gone and kopf relists, without DELETED events for what vanished.
-            emulator._store['', 'pods'].pop(('default', 'ghost'))
-            emulator._store['', 'nodes'].pop((None, 'gone-node'))
-            emulator._drop_watches()
-            pods, nodes = emulator._registry['', 'v1', 'pods'], emulator._registry['', 'v1', 'nodes']
-            for i in range(4):
-                emulator._create(pods, 'other', make_pod(f'filler-{i}', 'other', scheduler_name='someone-else'))
-                emulator._create(nodes, None, make_node(f'filler-{i}', unschedulable=True))
-        emulator._in_loop(vanish)
+        # Gone while no watch was looking, and the history compacted past the watchers' resume points:
+        # they get 410 Gone and kopf relists, without DELETED events for what vanished.
+        emulator.vanish_while_watches_are_away(('pods', 'default', 'ghost'), ('nodes', None, 'gone-node'))
         await eventually(lambda: operator.cache.get_pod(ghost['metadata']['uid']) is None, what='the ghost removed')
         await eventually(lambda: operator.cache.get_node('gone-node') is None, what='the node removed')
         await post(http, PODS, make_pod('needs-room', scheduler_name='kopfsched', requests={'cpu': '2'}))

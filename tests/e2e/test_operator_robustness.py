@@ -79,17 +79,12 @@ async def test_a_profile_deleted_while_the_watch_was_away_stops_being_served(
     async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
         await eventually(lambda: operator.profiles.serves('doomed'), what='doomed served')
 
-        def vanish() -> None:
-            profiles = emulator._registry['kopfsched.dev', 'v1alpha1', 'schedulerprofiles']
-            emulator._store[profiles.store_key].pop((None, 'doomed'))
-            emulator._drop_watches()
-            for i in range(4):  # compacts the history past the watch's resume point: 410, relist
-                emulator._create(profiles, None, profile(f'filler-{i}', scheduler_name=f'filler-{i}'))
-        emulator._in_loop(vanish)
-        await eventually(lambda: operator.profiles.serves('filler-3'), what='the relist seen')
+        emulator.vanish_while_watches_are_away(('schedulerprofiles', None, 'doomed'), group='kopfsched.dev')
+        await post(http, PROFILES, profile('later', scheduler_name='later'))
+        await eventually(lambda: operator.profiles.serves('later'), what='the relist seen')
         await eventually(lambda: not operator.profiles.serves('doomed'), what='doomed no longer served')
         crs = sorted(operator.profiles.crs)
-    assert crs == ['filler-0', 'filler-1', 'filler-2', 'filler-3', 'kopfsched']
+    assert crs == ['kopfsched', 'later']
 
 
 def profile_status(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def test_column_counts_equal_the_pod_walk(existing: dict[str, list[dict[str, Any
     assert (got.existing_anti_affinity_counts, got.affinity_counts, got.anti_affinity_counts) == (
         want_existing, want_affinity, want_anti)
     # The walk over every pod (the path taken when the table does not cover the nodes) agrees.
-    ns_labels = plugin._namespace_labels(info.namespace)
+    ns_labels = plugin.namespace_labels(info.namespace)
     assert filtering.existing_anti_affinity_counts(info, ns_labels, infos) == want_existing
     assert filtering.incoming_affinity_counts(got.affinity_terms, got.anti_affinity_terms, infos) == (
         want_affinity, want_anti)

@@ -258,7 +258,7 @@ def test_filter_errors_on_a_delayed_claim_whose_class_has_gone():
     objects = [WFFC, pvc("data", sc="local", annotations={"volume.kubernetes.io/selected-node": "node-a"})]
     vb, state, pod = plugin(objects), CycleState(), PodInfo(pod_with("data"))
     assert vb.pre_filter(state, pod, []) is None
-    vb.handle.objects._objects.remove(WFFC)
+    vb.handle.objects.objects.remove(WFFC)
     status = vb.filter(state, pod, make_handle(NODES).snapshot.get("node-a"))
     assert (status.code, status.reasons) == (Code.ERROR, ('failed to find storage class "local"',))
 
@@ -302,7 +302,7 @@ def test_assumption_ends_when_the_cluster_updates_the_pv():
     objects = [WFFC, pvc("a"), pvc("b"), pv("pv-a", node="node-a")]
     vb = plugin(objects)
     schedule_to(vb, pod_with("a", name="first"), "node-a")
-    store = vb.handle.objects._objects
+    store = vb.handle.objects.objects
     store[store.index(objects[3])] = pv("pv-a", node="node-a")  # a newer version, still unbound
     _, second = schedule_to(vb, pod_with("b", name="second"), "node-a")
     assert second == {"node-a": None, "node-b": BIND}
@@ -359,7 +359,7 @@ def binding_plugin(objects: list[dict], *, complete: bool = True, **handle_field
                                                                                                 BindingClient]:
     """A plugin whose client writes into (and binds in) the handle's own objects."""
     handle = make_handle(NODES, objects=objects, **handle_fields)
-    client = BindingClient(handle.objects._objects, complete=complete)
+    client = BindingClient(handle.objects.objects, complete=complete)
     handle.client = client
     return PLUGIN.new(PLUGIN.decode_args(None), handle), client
 

@@ -412,13 +412,13 @@ def test_recorded_events_are_pruned_when_the_oldest_pod_is_done(make_queue: Make
     a, b = queue.pop(), queue.pop()
     assert a is not None and b is not None
     queue.node_added(make_node("n1"))
-    assert queue._in_flight.event_count == 1
+    assert queue.in_flight_events == 1
     queue.done(b.uid)
-    assert queue._in_flight.event_count == 1  # "a" started earlier and may still need it
+    assert queue.in_flight_events == 1  # "a" started earlier and may still need it
     queue.done(a.uid)
-    assert queue._in_flight.event_count == 0
+    assert queue.in_flight_events == 0
     queue.node_added(make_node("n2"))  # nothing in flight: nothing to remember
-    assert queue._in_flight.event_count == 0
+    assert queue.in_flight_events == 0
 
 
 def test_update_during_the_attempt_requeues_the_newest_version(make_queue: MakeQueue) -> None:

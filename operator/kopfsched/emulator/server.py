@@ -368,6 +368,19 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         """Close every open watch stream cleanly, as an API server restart would."""
         self._in_loop(self._drop_watches)
 
+    def vanish_while_watches_are_away(self, *objects: tuple[str, str | None, str], group: str = '') -> None:
+        """Remove (plural, namespace, name) objects without DELETED events, compact every
+        history to now and end every watch: a watcher resuming gets 410 Gone and must relist,
+        as after a long disconnection from a real API server (the relist lacks the objects)."""
+        def vanish() -> None:
+            for plural, namespace, name in objects:
+                self._store[group, plural].pop((namespace, name), None)
+            for key, history in self._history.items():
+                history.clear()
+                self._compacted_rv[key] = self._rv
+            self._drop_watches()
+        self._in_loop(vanish)
+
     def send_bookmarks(self) -> None:
         """Send a BOOKMARK now on every open watch that allowed bookmarks."""
         self._in_loop(lambda: self._broadcast(_BOOKMARK))

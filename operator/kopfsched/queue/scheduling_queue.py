@@ -129,6 +129,11 @@ class SchedulingQueue:
     # --- reading --------------------------------------------------------------------
 
     @property
+    def in_flight_events(self) -> int:
+        """Cluster events kept for the pods in flight (freed once no pod in flight needs them)."""
+        return self._in_flight.event_count
+
+    @property
     def scheduling_cycle(self) -> int:
         """How many pods were popped so far."""
         return self._cycle

@@ -59,7 +59,7 @@ class EventHandlers:
             if old is None or not _assigned(old):
                 placed = PodInfo(pod)
                 self.queue.delete(placed)
-                self.scheduler._pending_unmanaged.pop(uid, None)
+                self.scheduler.unmanaged.discard(uid)
                 self.scheduler.pending.forget(placed.uid)
             # One PodInfo for both: building it (resource sums) was most of loading a large snapshot.
             pod_info = self.cache.add_pod(pod, pod_info=placed)
@@ -70,7 +70,7 @@ class EventHandlers:
             return
         pod_info = PodInfo(pod)
         if not self.scheduler.responsible_for(pod_info):
-            self.scheduler._pending_unmanaged[pod_info.uid] = pod_info
+            self.scheduler.unmanaged.add(pod_info)
             self.scheduler.pending.forget(pod_info.uid)  # e.g. its schedulerName changed
             return
         if self.cache.is_assumed(pod_info.uid):
@@ -82,7 +82,7 @@ class EventHandlers:
 
     def on_pod_delete(self, pod: Obj) -> None:
         pod_info = PodInfo(pod)
-        self.scheduler._pending_unmanaged.pop(pod_info.uid, None)
+        self.scheduler.unmanaged.discard(pod_info.uid)
         self.scheduler.pending.forget(pod_info.uid)
         removed = self.cache.remove_pod(pod)
         if removed is not None:

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +113,7 @@ class Scheduler:
                                              explain=explain)
         self._queue_sort_less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = _priority_then_timestamp
         self._tasks = TaskSet(logger)
-        self._pending_unmanaged: dict[str, PodInfo] = {}
+        self.unmanaged = UnmanagedPods()
         self._extenders: dict[Any, HTTPExtender] = {}
 
     @property
@@ -166,11 +166,9 @@ class Scheduler:
             if pod.scheduler_name not in new:
                 self.queue.delete(pod)
                 self.pending.forget(pod.uid)
-                self._pending_unmanaged[pod.uid] = pod
-        for uid, pod in list(self._pending_unmanaged.items()):
-            if pod.scheduler_name in new:
-                del self._pending_unmanaged[uid]
-                self.queue.add(pod)
+                self.unmanaged.add(pod)
+        for pod in self.unmanaged.take_served(new):
+            self.queue.add(pod)
         changed = {name for name, profile in new.items() if name in old and old[name] is not profile}
         self.queue.activate(p for p in queued if p.scheduler_name in changed)
 
@@ -504,6 +502,33 @@ class Scheduler:
         await close_all(self._extenders.values())
 
 
+class UnmanagedPods:
+    """Pending pods whose scheduler name no profile serves: kept so that a profile appearing
+    for them queues them, and so that plugins count them among the known pods."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, PodInfo] = {}
+
+    def add(self, pod: PodInfo) -> None:
+        self._pods[pod.uid] = pod
+
+    def discard(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def take_served(self, scheduler_names: Container[str]) -> list[PodInfo]:
+        """Remove and return the pods a profile of `scheduler_names` now serves."""
+        served = [pod for pod in self._pods.values() if pod.scheduler_name in scheduler_names]
+        for pod in served:
+            del self._pods[pod.uid]
+        return served
+
+    def __iter__(self) -> Iterator[PodInfo]:
+        return iter(list(self._pods.values()))
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+
 class _KnownPods:
     """Handle.pods: assigned pods from the cache, then pending pods from the queue (in
     flight included) and pending pods of other schedulers."""
@@ -517,7 +542,7 @@ class _KnownPods:
         seen: dict[str, PodInfo] = {}
         queued = (*queue.active_pods(), *queue.backoff_pods(), *queue.unschedulable_pods(), *queue.gated_pods())
         sources = (sched.cache.pods(), (q.pod_info for q in queued), queue.in_flight_pods(),
-                   sched._pending_unmanaged.values())
+                   sched.unmanaged)
         for source in sources:
             for pod in source:
                 if namespace is None or pod.namespace == namespace:

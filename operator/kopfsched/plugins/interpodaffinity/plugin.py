@@ -91,7 +91,7 @@ class InterPodAffinity:
 
     # -- namespaces ---------------------------------------------------------------------------
 
-    def _namespace_labels(self, namespace: str) -> dict[str, str]:
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
         ns = self.handle.objects.get("Namespace", namespace)
         return dict(((ns or {}).get("metadata") or {}).get("labels") or {})
 
@@ -115,7 +115,7 @@ class InterPodAffinity:
         with_anti_affinity = self.handle.snapshot.have_pods_with_required_anti_affinity()
         if not with_anti_affinity and not own_terms:
             return SKIP  # nothing can reject this pod: don't even look at the namespace
-        namespace_labels = self._namespace_labels(pod.namespace)
+        namespace_labels = self.namespace_labels(pod.namespace)
         table = self.handle.snapshot.table
         by_columns = len(table) == len(nodes) > 0
         keys = columns.topology_keys(table) if by_columns and with_anti_affinity else []
@@ -195,7 +195,7 @@ class InterPodAffinity:
         all_nodes = snapshot.node_infos() if has_constraints else self._nodes_with_scoring_pods()
         if not all_nodes:
             return SKIP
-        namespace_labels = self._namespace_labels(pod.namespace)
+        namespace_labels = self.namespace_labels(pod.namespace)
         preferred_affinity = self._resolve_weighted(preferred_affinity)
         preferred_anti_affinity = self._resolve_weighted(preferred_anti_affinity)
         weight = self.args.hard_pod_affinity_weight
@@ -270,7 +270,7 @@ class InterPodAffinity:
         if matches_all(anti_terms, original):
             return QueueingHint.QUEUE
         # The deleted pod's own anti-affinity may have been what rejected the target.
-        if any(t.matches(target, self._namespace_labels(target.namespace))
+        if any(t.matches(target, self.namespace_labels(target.namespace))
                for t in original.required_anti_affinity_terms):
             return QueueingHint.QUEUE
         return QueueingHint.SKIP
