@@ -140,8 +140,9 @@ def main() -> None:
     slices = sorted(totals["slices"])
     print(f"slices holding the loop: {len(slices)}, median {statistics.median(slices) * 1000:.2f} ms, "
           f"p99 {slices[int(len(slices) * 0.99)] * 1000:.1f} ms, max {slices[-1] * 1000:.1f} ms")
-    print(f"pending store: {held / 2**20:.1f} MiB held, {held / args.pending / 1024:.2f} KiB per pending pod "
-          f"(32 with per-node detail over {args.nodes} nodes)")
+    if args.pending:
+        print(f"pending store: {held / 2**20:.1f} MiB held, {held / args.pending / 1024:.2f} KiB per pending pod "
+              f"({min(32, args.pending)} with per-node detail over {args.nodes} nodes)")
 
 
 if __name__ == "__main__":

@@ -97,3 +97,62 @@ async def test_the_health_server_serves_the_dashboard_only_when_given_a_source()
                 assert resp.status == expected
         finally:
             await server.stop()
+
+
+async def test_the_page_renders_a_large_cluster_aggregated_per_zone(tmp_path) -> None:
+    """400 nodes: above the per-node limit the page shows per-zone sums, histograms and the
+    busiest nodes, from the real view functions."""
+    from kopfsched.cache import Cache
+    from kopfsched.config.defaults import default_profile
+    from kopfsched.plugins.registry import in_tree_registry
+    from kopfsched.scheduler import view
+    from kopfsched.scheduler.activity import Activity
+    from kopfsched.scheduler.scheduler import Scheduler
+    from kopfsched.simulate.client import InMemoryClusterClient
+    from tests.browser import async_page
+    from tests.builders import make_node, make_pod
+
+    registry = in_tree_registry()
+    scheduler = Scheduler(cache=Cache(), client=InMemoryClusterClient(), registry=registry)
+    scheduler.set_profiles([default_profile(registry)])
+    for i in range(400):
+        scheduler.cache.add_node(make_node(f"node-{i:03d}", cpu="4",
+                                           labels={"topology.kubernetes.io/zone": f"zone-{'ab'[i % 2]}"}))
+    scheduler.cache.add_pod(make_pod("hog", uid="hog", node_name="node-007", requests={"cpu": "3900m"}))
+
+    class Real:
+        async def overview(self) -> dict[str, Any]:
+            data = await view.overview(scheduler, Activity(), scheduler.cache)
+            data["instance"] = {"identity": "test", "scheduling": True, "time": 0}
+            for profile in data["profiles"]:
+                profile.update(source="--config", ready={"status": "True"}, queue={})
+            return data
+
+        async def pending(self) -> bytes:
+            return await view.pending_body(scheduler.pending)
+
+        def pending_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+            return None
+
+    app = web.Application()
+    DashboardRoutes(Real()).add_to(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        async with async_page() as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/")
+            await page.get_by_text("Busiest nodes").wait_for(timeout=15_000)
+            assert await page.locator("#node-count").inner_text() == "400 nodes, aggregated per zone"
+            assert await page.locator(".zone h3").all_inner_texts() == [
+                "zone-a\n200 nodes · CPU 0% (0/800) · memory 0% (0B/6.3Ti) · pods 0/22000",
+                "zone-b\n200 nodes · CPU 0.5% (3.9/800) · memory 0% (0B/6.3Ti) · pods 1/22000"]
+            assert await page.locator(".hist").count() == 2
+            busiest = await page.locator(".wide tbody tr").all_inner_texts()
+            assert len(busiest) == 10 and busiest[0].startswith("node-007")
+            await page.screenshot(path=str(tmp_path / "aggregated.png"), full_page=True)
+        assert errors == []
+    finally:
+        await runner.cleanup()

@@ -7,16 +7,17 @@ PostFilter (preemption) outcome, the number of attempts, the first and last atte
 The running operator serves it at /debug/pending; simulate and tests read it directly.
 
 Memory is bounded whatever the cluster size:
-- a summary per pod holds counts, never node names: a few dozen reasons at most
-  (`MAX_REASONS`, the rest folded into one "(other reasons)" count) and the message cut to
-  the Event note limit, so ~1-2 KB a pod whatever the node count;
+- a summary per pod holds counts, never node names: at most `MAX_REASONS` reasons (the
+  rest folded into one "(other reasons)" count) and the message cut to the Event note
+  limit — about 0.9 KB a pod measured, 4 KB at worst, whatever the node count;
 - at most `MAX_PODS` summaries (the least recently attempted go first);
 - the per-node detail (which plugin rejected each node, and why) only for the
   `DETAIL_PODS` most recently failed pods. It is the cycle's own NodeToStatus, kept alive
   rather than copied, so recording costs the scheduling cycle no per-node work.
-At 5000 nodes a held detail is ~0.5 MB (a dict entry and a Status per node), so the whole
-store stays under DETAIL_PODS * 0.5 MB + MAX_PODS * 2 KB ≈ 16 + 40 MB, and 10 000 pending
-pods on 5000 nodes take ~30 MB (measured in tests/scheduler/test_pending.py).
+At 5000 nodes a held detail is ~0.6 MB (a dict entry and a Status per node), so the store
+stays under 32 * 0.6 + 20 000 * 4 KB ≈ 100 MB at the very worst, and 10 000 pending pods
+on 5000 nodes hold ~28 MB (tests/scheduler/test_pending.py and
+`python -m tests.observability.dashboard_cost` measure it with tracemalloc).
 
 Entries go when the pod is bound (by us or anyone), deleted, or no longer ours.
 """
