@@ -271,8 +271,11 @@ def _shown(path: pathlib.Path) -> str:
 def main(options: SandboxOptions) -> int:
     """The `kopfsched sandbox` command."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kopf", "aiohttp.access", "kopfsched.kube.informer"):
+    for noisy in ("aiohttp.access", "kopfsched.kube.informer"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # kopf's warnings here are about the sandbox, not the user's pods ("OS signals are ignored"
+    # in its thread, the optional PodGroup CRD not installed).
+    logging.getLogger("kopf").setLevel(logging.ERROR)
 
     async def serve() -> int:
         stop = asyncio.Event()
