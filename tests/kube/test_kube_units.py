@@ -126,3 +126,17 @@ def test_stats_count_attempts_and_take_percentiles() -> None:
     p = stats.of('p')
     assert (p.scheduled, p.unschedulable, p.errors, p.preemptions, p.last_schedule_time) == (2, 2, 1, 1, 1234.0)
     assert (p.percentile_ms(0.5), p.percentile_ms(0.99)) == (3.0, 10.0)
+
+
+def test_kopfs_signal_warning_is_dropped_and_nothing_else() -> None:
+    """kopf runs outside the main thread on purpose; its warning about OS signals would
+    only alarm a reader of the log. Other kopf warnings stay."""
+    import logging
+
+    from kopfsched.kube.kopf_thread import _not_the_signal_warning
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf._core.reactor.running", logging.WARNING, __file__, 1, message, None, None)
+
+    assert not _not_the_signal_warning(record("OS signals are ignored: running not in the main thread."))
+    assert _not_the_signal_warning(record("Unresolved resources cannot be served (try creating their CRDs): x"))

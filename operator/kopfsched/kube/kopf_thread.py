@@ -28,6 +28,10 @@ STRAGGLERS_CANCELLED = "kopfsched: kopf is stopping"
 """The cancel message of those tasks (what a test can tell them by)."""
 
 
+def _not_the_signal_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("OS signals are ignored")
+
+
 class KopfThread:
     """kopf.operator in a thread with its own event loop, stopped through a threading.Event.
 
@@ -53,6 +57,9 @@ class KopfThread:
     def start(self) -> None:
         # kopf logs every on.event call at INFO: per pod event, that is noise and CPU.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+        # kopf warns that it ignores OS signals when not in the main thread: by design here
+        # (the main thread handles SIGTERM/SIGINT and stops kopf), so not worth a warning.
+        logging.getLogger("kopf._core.reactor.running").addFilter(_not_the_signal_warning)
         self._thread.start()
 
     @property
