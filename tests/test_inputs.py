@@ -259,25 +259,3 @@ def test_no_progress_for_a_quick_load(tmp_path):
     out = io.StringIO()
     list(read_documents([path], [], progress=Progress(stream=out, clock=lambda: 0.0)))
     assert out.getvalue() == ""
-
-
-@pytest.mark.parametrize("workers", [2, 3])
-def test_large_yaml_parsed_in_parallel_reads_the_same(tmp_path, monkeypatch, workers):
-    """Cut at document markers, parsed in forked processes, numbered as one stream: the same
-    objects, the same document numbers and line numbers in problems, and a syntax error
-    still ends the stream."""
-    text = "".join(f"---\nkind: Pod\nmetadata: {{name: p{i}}}\n" for i in range(300))
-    text += "---\nkind: Pod\nmetadata: {name: bad, labels: {? [a] : b}}\n" + text.replace("name: p", "name: q")
-    text += "---\nbroken: [\n---\nkind: Pod\nmetadata: {name: after}\n"
-    path = write(tmp_path, "big.yaml", text)
-    one_problems: list[str] = []
-    one = [(d.where, d.obj) for d in read_documents([path], one_problems)]
-    monkeypatch.setattr(documents, "_parallel_workers", lambda data: workers)
-    many_problems: list[str] = []
-    many = [(d.where, d.obj) for d in read_documents([path], many_problems)]
-    assert many == one
-    assert len(one) == 600
-    assert one_problems == many_problems == [
-        f"{path}: document 301: line 903: invalid YAML: a key must be a scalar, not a list",
-        f"{path}: document 602: line 1806, column 1: invalid YAML: did not find expected node content",
-    ]

@@ -40,11 +40,7 @@ try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is a declared dependency; json is the fallback
     orjson = None  # type: ignore[assignment]
-import itertools
 import json
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import wait as futures_wait
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -374,10 +370,6 @@ def _too_deep_for_c(data: bytes) -> bool:
 
 def _yaml_documents(data: bytes, source: str, problems: list[str],
                     progress: Progress | None) -> Iterator[Document]:
-    workers = _parallel_workers(data)
-    if workers > 1:
-        yield from _parallel_yaml_documents(data, source, problems, progress, workers)
-        return
     on_read = (lambda pos: progress.reading(source, pos, len(data))) if progress else None
     for index, doc, problem, _ in _yaml_items(data, 0, on_read):
         if problem is not None:
@@ -414,78 +406,6 @@ def _yaml_items(data: bytes, line_offset: int, on_read: Callable[[int], None] | 
             yield index, None, "nested too deeply", True
             return
         yield index, doc, None, False
-
-
-# -- large YAML in parallel ---------------------------------------------------------------------
-
-PARALLEL_MIN_BYTES = 8 << 20
-"""Below this, starting processes costs more than it saves."""
-_DOCUMENT_START = re.compile(rb"\n---(?=[ \t\r\n]|$)")
-_fork_data: bytes = b""
-
-
-def _parallel_workers(data: bytes) -> int:
-    """How many processes to parse `data` with: 1 (in this process) unless it is large, the
-    machine has more than one core for us, and processes can be forked."""
-    if len(data) < PARALLEL_MIN_BYTES or _CParser is None:
-        return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-        multiprocessing.get_context("fork")
-    except (AttributeError, ValueError):
-        return 1
-    return max(1, min(cores, 4))
-
-
-def _split(data: bytes, parts: int) -> list[tuple[int, int]]:
-    """Byte ranges of about equal size, each starting at a document marker. A `---` at the
-    start of a line always starts a document in YAML, even inside a scalar, so cutting
-    there never changes what the stream means."""
-    bounds = [0]
-    for i in range(1, parts):
-        found = _DOCUMENT_START.search(data, max(len(data) * i // parts, bounds[-1]))
-        if found is None:
-            break
-        bounds.append(found.start() + 1)
-    bounds.append(len(data))
-    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
-
-
-def _parse_range(job: tuple[int, int, int]) -> list[YamlItem]:
-    start, end, line_offset = job
-    return list(_yaml_items(_fork_data[start:end], line_offset, None))
-
-
-def _parallel_yaml_documents(data: bytes, source: str, problems: list[str], progress: Progress | None,
-                             workers: int) -> Iterator[Document]:
-    """Parse byte ranges in forked processes (which inherit `data`), then number the documents
-    as one stream. Results are yielded in order; a syntax error ends the stream, as it would
-    in one process."""
-    global _fork_data
-    ranges = _split(data, workers)
-    jobs = [(a, b, data.count(b"\n", 0, a)) for a, b in ranges]
-    _fork_data = data
-    try:
-        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_parse_range, job) for job in jobs]
-            offset = 0
-            for (start, end, _), future in zip(jobs, futures, strict=True):
-                while progress is not None and not future.done():
-                    futures_wait([future], timeout=0.5)
-                    progress.reading(source, start, len(data))
-                items = future.result()
-                for index, doc, problem, stop in items:
-                    if problem is not None:
-                        problems.append(f"{source}: document {index + offset}: {problem}")
-                        if stop:
-                            return
-                    else:
-                        yield from _unpack(doc, source, index + offset, problems)
-                offset += len(items)
-                if progress is not None:
-                    progress.reading(source, end, len(data))
-    finally:
-        _fork_data = b""
 
 
 def _yaml_error(exc: yaml.YAMLError, line_offset: int = 0) -> str:
