@@ -177,3 +177,26 @@ async def test_an_expired_continue_in_a_reconcile_falls_back_to_a_full_list(
         nodes = sorted(operator.cache.node_names())
     assert removed == 1
     assert nodes == ['node-0', 'node-1', 'node-2', 'node-4']
+
+
+# -- real objects ------------------------------------------------------------------------------
+
+
+async def test_the_cache_keeps_no_managed_fields_nor_last_applied_configuration(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """The API server's objects carry managedFields (often larger than the spec): none in the cache."""
+    listed = make_node('listed')  # seen by the start-up LIST
+    listed['metadata']['annotations'] = {'kubectl.kubernetes.io/last-applied-configuration': '{"big": "copy"}',
+                                         'kept': 'yes'}
+    await post(http, '/api/v1/nodes', listed)
+    async with running_operator(kubeconfig) as operator:
+        await post(http, '/api/v1/nodes', make_node('watched'))  # seen by kopf's watch
+        created = await post(http, PODS, make_pod('bound', node_name='watched'))
+        cached = await eventually(lambda: operator.cache.get_pod(created['metadata']['uid']), what='pod cached')
+        nodes = [operator.cache.get_node(name) for name in ('listed', 'watched')]
+    stored = emulator.get_object('nodes', None, 'listed')
+    assert stored is not None and stored['metadata']['managedFields'][0]['fieldsV1']['f:metadata']
+    assert 'managedFields' in created['metadata']
+    assert 'managedFields' not in cached.pod['metadata']
+    assert [('managedFields' in info.node['metadata']) for info in nodes] == [False, False]  # type: ignore[union-attr]
+    assert nodes[0].node['metadata']['annotations'] == {'kept': 'yes'}  # type: ignore[union-attr]

@@ -269,6 +269,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     continue_ttl: float | None = 300.0
     # List items carry no kind/apiVersion (only the list does), as a real server answers for built-in types.
     items_without_type: bool = True
+    # Objects carry metadata.managedFields (one entry per manager and subresource, fieldsV1 mirroring what it
+    # wrote), often larger than the spec, as server-side field tracking does.
+    managed_fields: bool = True
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -287,6 +290,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     _list_snapshots: dict[int, _ListSnapshot] = attrs.field(factory=dict, init=False)  # by continue-token id
     _list_snapshot_ids: Iterator[int] = attrs.field(factory=itertools.count, init=False)
     _compact_on_continue: int = attrs.field(default=0, init=False)
+    _manager: str = attrs.field(default='unknown', init=False)  # the field manager of the request being served
     _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
@@ -475,6 +479,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         body = await raw.read()
         self.request_count += 1
         response: aiohttp.web.StreamResponse
+        self._manager = raw.query.get('fieldManager') or (raw.headers.get('User-Agent') or 'unknown').split('/')[0]
         throttle = self._throttled(raw.method, raw.path_qs)
         failure = None if throttle is not None else self._take_failure(raw.method, raw.path_qs)
         if throttle is not None:
@@ -891,9 +896,29 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                         creationTimestamp=self.clock().strftime('%Y-%m-%dT%H:%M:%SZ'))
         new = {**obj, 'apiVersion': resource.api_version, 'kind': resource.kind, 'metadata': metadata}
         _validate(resource, new)
+        if self.managed_fields:
+            metadata['managedFields'] = [self._managed_entry(resource, obj, subresource=None)]
         _apply_defaults(resource, new)
         self._commit(resource, key, new, old=None)
         return new
+
+    # --- managedFields (what server-side field tracking records) ----------------------------------------
+
+    def _managed_entry(self, resource: ResourceDef, written: Obj, *, subresource: str | None) -> Obj:
+        entry: Obj = {'manager': self._manager, 'operation': 'Update', 'apiVersion': resource.api_version,
+                      'time': self.clock().strftime('%Y-%m-%dT%H:%M:%SZ'), 'fieldsType': 'FieldsV1',
+                      'fieldsV1': _fields_v1(written, top=True)}
+        if subresource:
+            entry['subresource'] = subresource
+        return entry
+
+    def _track_fields(self, resource: ResourceDef, old: Obj, new: Obj, *, subresource: str | None) -> None:
+        """The writer's entry replaces its previous one (same manager and subresource)."""
+        written = {'status': new.get('status')} if subresource == 'status' else \
+            {k: v for k, v in new.items() if k != 'status'}
+        entries = [e for e in old['metadata'].get('managedFields') or ()
+                   if (e.get('manager'), e.get('subresource')) != (self._manager, subresource)]
+        new['metadata']['managedFields'] = [*entries, self._managed_entry(resource, written, subresource=subresource)]
 
     def _replace(self, resource: ResourceDef, namespace: str | None, name: str, obj: Obj, *,
                  subresource: str | None) -> Obj:
@@ -951,10 +976,14 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                 metadata.pop(field, None)
         new = {**obj, 'apiVersion': old['apiVersion'], 'kind': old['kind'], 'metadata': metadata}
         _validate(resource, new)
+        if self.managed_fields and 'managedFields' in old_meta:
+            metadata['managedFields'] = old_meta['managedFields']
         if new == old:
             return old  # a no-op write: no new resourceVersion, no event (as the API does)
         if _spec_of(new) != _spec_of(old):
             metadata['generation'] = old_meta.get('generation', 1) + 1
+        if self.managed_fields:
+            self._track_fields(resource, old, new, subresource=subresource)
         self._rv += 1
         metadata['resourceVersion'] = str(self._rv)
         key = (old_meta.get('namespace'), old_meta['name'])
@@ -1206,6 +1235,28 @@ def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> A
         raise ApiError(400, f'the body of {raw.content_type} must be a JSON {expect.__name__}, '
                             f'got {type(data).__name__}')
     return data
+
+
+_UNTRACKED_METADATA = frozenset({'name', 'namespace', 'uid', 'resourceVersion', 'generation', 'creationTimestamp',
+                                 'managedFields', 'generateName', 'deletionTimestamp', 'deletionGracePeriodSeconds'})
+
+
+def _fields_v1(value: Any, *, top: bool = False) -> Obj:
+    """A FieldsV1 set: `f:<field>` per map key, `k:{"name":...}` per keyed list element, `{}` for leaves."""
+    if isinstance(value, dict):
+        fields: Obj = {}
+        for key, item in value.items():
+            if top and key in ('apiVersion', 'kind'):
+                continue
+            if top and key == 'metadata' and isinstance(item, dict):
+                item = {k: v for k, v in item.items() if k not in _UNTRACKED_METADATA}
+                if not item:
+                    continue
+            fields[f'f:{key}'] = _fields_v1(item)
+        return fields
+    if isinstance(value, list) and value and all(isinstance(v, dict) and 'name' in v for v in value):
+        return {'.': {}, **{f'k:{{"name":{json.dumps(v["name"])}}}': {'.': {}, **_fields_v1(v)} for v in value}}
+    return {}
 
 
 def _continue_token(snapshot_id: int, offset: int) -> str:

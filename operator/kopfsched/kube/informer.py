@@ -23,6 +23,23 @@ from kopfsched.scheduler.tasks import TaskSet
 logger = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 500
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def trimmed(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without what the scheduler never reads and what makes it large: managedFields
+    (often larger than the spec) and kubectl's last-applied annotation (a second copy of the
+    object). A copy of the top level and metadata only: kopf's event object stays untouched."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    if "managedFields" not in meta and LAST_APPLIED not in (meta.get("annotations") or {}):
+        return obj
+    meta = {key: value for key, value in meta.items() if key != "managedFields"}
+    annotations = meta.get("annotations")
+    if annotations and LAST_APPLIED in annotations:
+        meta["annotations"] = {key: value for key, value in annotations.items() if key != LAST_APPLIED}
+    return {**obj, "metadata": meta}
 
 DEFAULT_SCHEDULER_PROFILE: dict[str, Any] = {
     "apiVersion": PROFILE_KIND.group_version,
@@ -58,6 +75,7 @@ class Informer:
     def on_event(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
         """One watch event (type None: kopf listed the object)."""
         feed = self.feed
+        obj = trimmed(obj)
         if kind == PROFILE_KIND.kind:
             obj = {**obj, "apiVersion": obj.get("apiVersion") or PROFILE_KIND.group_version, "kind": kind}
             feed = self.profile_feed
@@ -158,6 +176,7 @@ class Informer:
                 items = []
                 continue
             for item in page.get("items") or ():
+                item = trimmed(item)
                 item.setdefault("apiVersion", watched.group_version)
                 item.setdefault("kind", watched.kind)
                 items.append(item)
