@@ -236,6 +236,29 @@ async def close_all(extenders: Iterable[HTTPExtender]) -> None:
     await asyncio.gather(*(e.close() for e in extenders), return_exceptions=True)
 
 
+class ExtenderPool:
+    """One HTTPExtender (so one connection pool) per distinct extender configuration, shared
+    by the profiles that call it and kept across profile reloads."""
+
+    def __init__(self) -> None:
+        self._clients: dict[ExtenderConfig, HTTPExtender] = {}
+
+    def for_extenders(self, configs: Iterable[ExtenderConfig]) -> tuple[HTTPExtender, ...]:
+        """The clients of a profile's extenders, ignorable ones last (as upstream)."""
+        ordered = sorted(configs, key=lambda e: e.ignorable)
+        return tuple(self._clients.setdefault(e, HTTPExtender(e)) for e in ordered)
+
+    def release_unused(self, used: Iterable[HTTPExtender]) -> list[HTTPExtender]:
+        """Forget the clients no profile uses any more; returns them, for closing."""
+        keep = {id(e) for e in used}
+        unused = [e for e in self._clients.values() if id(e) not in keep]
+        self._clients = {k: e for k, e in self._clients.items() if id(e) in keep}
+        return unused
+
+    async def close(self) -> None:
+        await close_all(self._clients.values())
+
+
 def _get(obj: Any, key: str) -> Any:
     """A field of a decoded Go struct: exact key first, then any casing (as encoding/json)."""
     if not isinstance(obj, Mapping):

@@ -38,7 +38,7 @@ from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
 from kopfsched.queue.profile import QueueProfile
 from kopfsched.queue.scheduling_queue import SchedulingQueue
-from kopfsched.scheduler.extender import ExtenderError, HTTPExtender, close_all
+from kopfsched.scheduler.extender import ExtenderError, ExtenderPool, HTTPExtender, close_all
 from kopfsched.scheduler.framework_builder import build_framework, queue_profile
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
 from kopfsched.scheduler.pending import PendingPods
@@ -114,7 +114,7 @@ class Scheduler:
         self._queue_sort_less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = _priority_then_timestamp
         self._tasks = TaskSet(logger)
         self.unmanaged = UnmanagedPods()
-        self._extenders: dict[Any, HTTPExtender] = {}
+        self.extenders = ExtenderPool()
 
     @property
     def snapshot(self) -> Snapshot:
@@ -153,8 +153,10 @@ class Scheduler:
             fwk = build_framework(config, registry=self.registry, handle=self.new_handle(),
                                   observe=self._observe_point(config.scheduler_name))
             new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk),
-                                                 self._extenders_for(config))
-        self._close_unused_extenders(new.values())
+                                                 self.extenders.for_extenders(config.extenders))
+        unused = self.extenders.release_unused(e for profile in new.values() for e in profile.extenders)
+        if unused:
+            self.spawn(close_all(unused), "close extenders")
         self.profiles = new
         for profile in new.values():
             less = profile.framework.queue_sort_less()
@@ -171,18 +173,6 @@ class Scheduler:
             self.queue.add(pod)
         changed = {name for name, profile in new.items() if name in old and old[name] is not profile}
         self.queue.activate(p for p in queued if p.scheduler_name in changed)
-
-    def _extenders_for(self, config: ProfileConfig) -> tuple[HTTPExtender, ...]:
-        """One client (and connection pool) per distinct extender config, kept across reloads."""
-        ordered = sorted(config.extenders, key=lambda e: e.ignorable)
-        return tuple(self._extenders.setdefault(e, HTTPExtender(e)) for e in ordered)
-
-    def _close_unused_extenders(self, profiles: Iterable[Profile]) -> None:
-        used = {id(e) for profile in profiles for e in profile.extenders}
-        unused = [e for e in self._extenders.values() if id(e) not in used]
-        self._extenders = {k: e for k, e in self._extenders.items() if id(e) in used}
-        if unused:
-            self.spawn(close_all(unused), "close extenders")
 
     def _queued_pods(self) -> list[PodInfo]:
         queues = (self.queue.active_pods(), self.queue.backoff_pods(), self.queue.unschedulable_pods(),
@@ -499,7 +489,7 @@ class Scheduler:
         for waiting in self.waiting_pods:
             waiting.reject("", "scheduler is shutting down")
         await self.wait_for_tasks()
-        await close_all(self._extenders.values())
+        await self.extenders.close()
 
 
 class UnmanagedPods:
