@@ -633,3 +633,34 @@ async def test_a_continue_token_older_than_the_compaction_interval_is_expired(ht
     await asyncio.sleep(0.01)
     async with http.get('/api/v1/nodes', params={'limit': '2', 'continue': token}) as expired:
         assert expired.status == 410
+
+
+def _event(**overrides: Any) -> dict[str, Any]:
+    event = {'apiVersion': 'events.k8s.io/v1', 'kind': 'Event', 'metadata': {'name': 'e1', 'namespace': 'default'},
+             'eventTime': '2026-01-01T00:00:00.123456Z', 'reportingController': 'kopfsched',
+             'reportingInstance': 'replica-0', 'action': 'Scheduling', 'reason': 'FailedScheduling',
+             'type': 'Warning', 'note': 'no nodes', 'regarding': {'kind': 'Pod', 'name': 'p', 'namespace': 'default'}}
+    return {**event, **overrides}
+
+
+@pytest.mark.parametrize(('overrides', 'status', 'message_part'), [
+    pytest.param({'eventTime': '2026-01-01T00:00:00Z'}, 400, 'cannot be handled as a Event', id='no-microseconds'),
+    pytest.param({'reportingController': 'x' * 64}, 422, 'reportingController: Invalid value', id='controller-64'),
+    pytest.param({'reportingController': 'example.com/kopf sched'}, 422, 'name part must consist', id='controller'),
+    pytest.param({'action': 'a' * 129}, 422, 'action: Invalid value: "": can have at most 128 characters',
+                 id='action-129'),
+    pytest.param({'reason': ''}, 422, 'reason: Required value', id='no-reason'),
+    pytest.param({'note': 'n' * 1025}, 422, 'note: Invalid value: "": can have at most 1024 characters',
+                 id='note-1025'),
+    pytest.param({'series': {'count': 1, 'lastObservedTime': '2026-01-01T00:00:01.000000Z'}}, 422,
+                 'series.count: Invalid value: 1: should be at least 2', id='series-count'),
+    pytest.param({'series': {'count': 2}}, 422, 'series.lastObservedTime: Required value', id='series-time'),
+])
+async def test_events_are_validated_as_the_api_server_does(
+        http: aiohttp.ClientSession, overrides: dict[str, Any], status: int, message_part: str) -> None:
+    async with http.post('/apis/events.k8s.io/v1/namespaces/default/events', json=_event(**overrides)) as refused:
+        answer = (refused.status, (await refused.json())['message'])
+    async with http.post('/apis/events.k8s.io/v1/namespaces/default/events', json=_event()) as valid:
+        accepted = valid.status
+    assert answer[0] == status and message_part in answer[1], answer
+    assert accepted == 201

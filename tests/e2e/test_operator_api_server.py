@@ -200,3 +200,20 @@ async def test_the_cache_keeps_no_managed_fields_nor_last_applied_configuration(
     assert 'managedFields' not in cached.pod['metadata']
     assert [('managedFields' in info.node['metadata']) for info in nodes] == [False, False]  # type: ignore[union-attr]
     assert nodes[0].node['metadata']['annotations'] == {'kept': 'yes'}  # type: ignore[union-attr]
+
+
+async def test_the_operators_events_pass_the_api_servers_validation(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """A FailedScheduling note over 1024 characters is truncated as upstream does (the API answers
+    422 otherwise); eventTime carries microseconds, reportingController is a qualified name."""
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    # 40 extended resources no node has: 40 distinct "Insufficient ..." reasons, far past 1024 characters.
+    requests = {f'example.com/a-resource-with-a-rather-long-name-{i}': '1' for i in range(40)}
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('nowhere', scheduler_name='kopfsched', requests=requests))
+        await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 1, what='a failure')
+        event = await eventually(lambda: next((e for e in emulator.list_objects('events', group='events.k8s.io')
+                                               if e['regarding']['name'] == 'nowhere'), None), what='the event')
+    statuses = [m.status for m in emulator.mutations(path_regex=r'/apis/events\.k8s\.io/')]
+    assert statuses and all(status in (200, 201) for status in statuses), statuses
+    assert len(event['note']) == 1024 and event['note'].endswith(' ...')

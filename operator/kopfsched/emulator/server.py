@@ -85,7 +85,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from kopfsched.emulator import core_events, openapi, patches, selectors, tables, validation
+from kopfsched.emulator import core_events, event_validation, openapi, patches, selectors, tables, validation
 from kopfsched.emulator.resources import BUILTIN_RESOURCES, ResourceDef, crd_status, group_versions, resources_of_crd
 
 ObjKey = tuple[str | None, str]  # (namespace, name)
@@ -1179,13 +1179,15 @@ def _apply_defaults(resource: ResourceDef, obj: Obj) -> None:
 
 
 def _validate(resource: ResourceDef, obj: Obj) -> None:
-    """What the API server refuses on create and update (see validation.py)."""
+    """What the API server refuses on create and update (see validation.py, event_validation.py)."""
     if resource.custom:
         return
-    message = validation.decode_error(resource.kind, resource.api_version, obj)
+    is_event = _is_new_event(resource)
+    message = event_validation.decode_error(obj) if is_event else \
+        validation.decode_error(resource.kind, resource.api_version, obj)
     if message is not None:
         raise ApiError(400, message)
-    problems = validation.invalid_fields(resource.kind, obj)
+    problems = event_validation.invalid_fields(obj) if is_event else validation.invalid_fields(resource.kind, obj)
     if problems:
         name = obj['metadata'].get('name', '')
         raise ApiError(422, validation.invalid_message(resource.kind, name, problems), details={
