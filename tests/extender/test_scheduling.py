@@ -245,3 +245,66 @@ async def test_a_nominated_node_the_extender_rejects_falls_back_to_the_other_nod
     await settle(h)
     assert [sorted(body["NodeNames"]) for body in extender.bodies("filter")] == [["n1"], ["n1", "n2", "n3"]]
     assert h.node_of("p") in {"n2", "n3"}
+
+
+# --- preemption: the extenders' preempt verb (upstream's ProcessPreemption) --------------------
+
+
+def _full_cluster(h: Harness) -> None:
+    """Each of n1..n3 full with one low-priority pod; a high-priority pod must preempt one."""
+    for i in (1, 2, 3):
+        h.add_pods(make_pod(f"low-{i}", node_name=f"n{i}", uid=f"uid-low-{i}", priority=0, requests={"cpu": "3"}))
+    h.add_pods(make_pod("high", scheduler_name=PROFILE, uid="uid-high", priority=100, requests={"cpu": "3"}))
+
+
+def _nominated(h: Harness, name: str) -> str | None:
+    return (h.client.pods[f"default/{name}"].get("status") or {}).get("nominatedNodeName")
+
+
+async def test_preempt_verb_chooses_among_the_candidates_and_their_victims(harness, extender: FakeExtender):
+    extender.on("preempt", lambda body: {"NodeNameToMetaVictims": {
+        "n2": {"Pods": [{"UID": "uid-low-2"}], "NumPDBViolations": 0}}})
+    h = harness([{"urlPrefix": extender.url, "preemptVerb": "preempt"}])
+    _full_cluster(h)
+    await settle(h)
+
+    [body] = extender.bodies("preempt")
+    assert body["Pod"]["metadata"]["name"] == "high"
+    assert body["NodeNameToMetaVictims"] is None
+    assert {node: [p["metadata"]["name"] for p in victims["Pods"]]
+            for node, victims in body["NodeNameToVictims"].items()} == {
+        "n1": ["low-1"], "n2": ["low-2"], "n3": ["low-3"]}
+    assert h.client.deleted == ["default/low-2"]
+    assert h.node_of("high") == "n2" or _nominated(h, "high") == "n2"
+
+
+async def test_node_cache_capable_preempt_verb_gets_victims_by_uid(harness, extender: FakeExtender):
+    extender.on("preempt", lambda body: {"NodeNameToMetaVictims": {
+        node: victims for node, victims in body["NodeNameToMetaVictims"].items() if node == "n3"}})
+    h = harness([{"urlPrefix": extender.url, "preemptVerb": "preempt", "nodeCacheCapable": True}])
+    _full_cluster(h)
+    await settle(h)
+
+    [body] = extender.bodies("preempt")
+    assert body["NodeNameToVictims"] is None
+    assert body["NodeNameToMetaVictims"]["n1"] == {"Pods": [{"UID": "uid-low-1"}], "NumPDBViolations": 0}
+    assert h.client.deleted == ["default/low-3"]
+
+
+async def test_an_extender_that_accepts_no_candidate_stops_preemption(harness, extender: FakeExtender):
+    extender.on("preempt", lambda body: {"NodeNameToMetaVictims": {}})
+    h = harness([{"urlPrefix": extender.url, "preemptVerb": "preempt"}])
+    _full_cluster(h)
+    await settle(h)
+    assert h.client.deleted == []
+    assert h.recorder.last("high").message.endswith("preemption: no candidate node for preemption")
+
+
+@pytest.mark.parametrize(("ignorable", "deleted"), [(True, 1), (False, 0)], ids=["ignorable", "not-ignorable"])
+async def test_a_failing_preempt_verb(harness, extender: FakeExtender, ignorable: bool, deleted: int):
+    extender.on("preempt", lambda body: web.Response(status=500, text="boom"))
+    h = harness([{"urlPrefix": extender.url, "preemptVerb": "preempt", "ignorable": ignorable}])
+    _full_cluster(h)
+    await settle(h)
+    # Ignorable: preemption goes on without it; otherwise the attempt is an error.
+    assert len(h.client.deleted) == deleted

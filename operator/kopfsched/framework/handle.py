@@ -11,7 +11,7 @@ import asyncio
 import builtins
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,6 +57,25 @@ class PodLister(Protocol):
     pending, of any scheduler name; terminated pods are gone."""
 
     def list(self, namespace: str | None = None) -> list[PodInfo]: ...
+
+
+class PreemptionExtender(Protocol):
+    """What DefaultPreemption asks of a profile's HTTP extender (upstream's framework.Extender)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def supports_preemption(self) -> bool: ...
+
+    def is_ignorable(self) -> bool: ...
+
+    def is_interested(self, pod: PodInfo) -> bool: ...
+
+    async def process_preemption(self, pod: PodInfo, node_to_victims: Any,
+                                 nodes: Mapping[str, NodeInfo]) -> Mapping[str, Any]:
+        """The candidates (node name → victims with `.pods` and `.num_pdb_violations`) the
+        extender accepts, with the victims it chose."""
+        ...
 
 
 class PodNominator(Protocol):
@@ -237,3 +256,5 @@ class Handle:
     extras: dict[str, Any] = field(default_factory=dict)
     pods: PodLister = field(default_factory=_NoPods)
     """Every pod the scheduler knows of, by namespace (pending ones included)."""
+    extenders: tuple[PreemptionExtender, ...] = ()
+    """The profile's HTTP extenders, for preemption's ProcessPreemption (upstream's Extenders())."""

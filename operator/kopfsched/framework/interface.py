@@ -166,6 +166,16 @@ class PostFilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class AsyncPostFilterPlugin(PostFilterPlugin, Protocol):
+    """A PostFilter that may await the API when its profile has extenders (DefaultPreemption
+    asking the extenders' preempt verb); the runtime awaits `post_filter_async` only in the
+    extender profiles' cycles, which may suspend, and calls `post_filter` elsewhere."""
+
+    async def post_filter_async(self, state: CycleState, pod: PodInfo,
+                                statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
     """Runs once before Score over the feasible nodes; SKIP skips this plugin's Score."""
 

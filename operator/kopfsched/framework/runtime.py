@@ -24,6 +24,7 @@ from kopfsched.framework.handle import Handle, WaitingPod
 from kopfsched.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    AsyncPostFilterPlugin,
     BatchFilterPlugin,
     BatchFilterStatusesPlugin,
     BatchScorePlugin,
@@ -97,6 +98,16 @@ def _timed(point: str, status_of: Callable[[Any], Status | None] = lambda result
             return result
         return cast(F, timed)
     return wrap
+
+
+def _post_filter_step(plugin: Any, answer: PostFilterResult | None, status: Status | None,
+                      result: PostFilterResult | None) -> tuple[PostFilterResult | None, Status | None, bool]:
+    """(result, last status, stop): success or an error stops; a rejection goes on to the next plugin."""
+    if status is None or status.code is Code.SUCCESS:
+        return answer, None, True
+    if not status.is_rejection:
+        return result, status.with_plugin(plugin.name), True
+    return answer, status.with_plugin(plugin.name), False
 
 
 def _filter_failure(plugin: Any, status: Status) -> Status:
@@ -484,13 +495,30 @@ class Framework:
             except Exception as exc:
                 last = Status.as_error(exc).with_plugin(plugin.name)
                 break
-            if status is None or status.code is Code.SUCCESS:
-                result, last = answer, None
+            result, last, stop = _post_filter_step(plugin, answer, status, result)
+            if stop:
                 break
-            if not status.is_rejection:
-                last = status.with_plugin(plugin.name)
+        return result, last
+
+    @_timed("PostFilter", lambda result: result[1])
+    async def run_post_filter_plugins_async(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus
+                                            ) -> tuple[PostFilterResult | None, Status | None]:
+        """`run_post_filter_plugins` for profiles with extenders: a plugin that has
+        `post_filter_async` (AsyncPostFilterPlugin) is awaited."""
+        last: Status | None = Status.unschedulable()
+        result: PostFilterResult | None = None
+        for plugin in self.post_filter_plugins:
+            try:
+                if isinstance(plugin, AsyncPostFilterPlugin):
+                    answer, status = await plugin.post_filter_async(state, pod, statuses)
+                else:
+                    answer, status = plugin.post_filter(state, pod, statuses)
+            except Exception as exc:
+                last = Status.as_error(exc).with_plugin(plugin.name)
                 break
-            result, last = answer, status.with_plugin(plugin.name)
+            result, last, stop = _post_filter_step(plugin, answer, status, result)
+            if stop:
+                break
         return result, last
 
     # -- PreScore / Score ------------------------------------------------------------------------

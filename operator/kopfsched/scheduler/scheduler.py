@@ -150,10 +150,12 @@ class Scheduler:
             if kept is not None and kept.config == config:
                 new[config.scheduler_name] = kept
                 continue
-            fwk = build_framework(config, registry=self.registry, handle=self.new_handle(),
+            extenders = self.extenders.for_extenders(config.extenders)
+            handle = self.new_handle()
+            handle.extenders = extenders
+            fwk = build_framework(config, registry=self.registry, handle=handle,
                                   observe=self._observe_point(config.scheduler_name))
-            new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk),
-                                                 self.extenders.for_extenders(config.extenders))
+            new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk), extenders)
         unused = self.extenders.release_unused(e for profile in new.values() for e in profile.extenders)
         if unused:
             self.spawn(close_all(unused), "close extenders")
@@ -237,7 +239,8 @@ class Scheduler:
             except FitError as fit:
                 if profile.extenders:  # preemption looks at the cluster as it is now
                     self.cache.update_snapshot(self.snapshot)
-                nominated, victims = self._run_post_filter(fwk, state, pod, fit)
+                nominated, victims = await self._run_post_filter(fwk, state, pod, fit,
+                                                                 extenders=bool(profile.extenders))
                 self._fail(fwk, qpi, fit, start, nominated_node=nominated, victims=victims)
                 return
             except SchedulingError as err:
@@ -300,12 +303,17 @@ class Scheduler:
         self.spawn(self._binding_cycle(fwk, state, qpi, assumed, host, start, result, extenders=extenders),
                    f"binding {pod.key}")
 
-    def _run_post_filter(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                         fit: FitError) -> tuple[str | None, tuple[str, ...]]:
-        """(nominated node: None leaves the pod's nomination alone, "" clears it; victims)."""
+    async def _run_post_filter(self, fwk: Framework, state: CycleState, pod: PodInfo, fit: FitError, *,
+                               extenders: bool) -> tuple[str | None, tuple[str, ...]]:
+        """(nominated node: None leaves the pod's nomination alone, "" clears it; victims).
+        Awaits (and so may suspend the cycle) only in a profile with extenders."""
         if not fwk.has_post_filter_plugins():
             return "", ()
-        post_result, status = fwk.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
+        statuses = fit.diagnosis.node_to_status
+        if extenders:
+            post_result, status = await fwk.run_post_filter_plugins_async(state, pod, statuses)
+        else:
+            post_result, status = fwk.run_post_filter_plugins(state, pod, statuses)
         # As upstream, the PostFilter status only adds its message: PostFilter plugins are
         # not rejectors whose events bring the pod back.
         if status is not None and status.message:

@@ -141,6 +141,16 @@ def filter_pods_with_pdb_violation(
     return violating, non_violating
 
 
+class _Victims:
+    """What an extender's ProcessPreemption reads per node (extenderv1.Victims)."""
+
+    __slots__ = ("num_pdb_violations", "pods")
+
+    def __init__(self, pods: list[PodInfo], num_pdb_violations: int) -> None:
+        self.pods = pods
+        self.num_pdb_violations = num_pdb_violations
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A node the preemptor fits on once `victims` (most important first) are gone."""
@@ -231,6 +241,27 @@ class Evaluator:
                 statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
         """(result, status) as upstream's Evaluator.Preempt: (None, rejection) keeps the
         pod's nomination, (result with no node, rejection) clears it, (result, None) nominates."""
+        found = self._find_candidates(state, pod, statuses)
+        if not isinstance(found, list):
+            return found
+        return self._pick(found, pod)
+
+    async def preempt_with_extenders(self, state: CycleState, pod: PodInfo,
+                                     statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        """`preempt` with upstream's step 3: the profile's extenders that support preemption
+        (their preempt verb, ProcessPreemption) may drop candidates or change their victims."""
+        found = self._find_candidates(state, pod, statuses)
+        if not isinstance(found, list):
+            return found
+        try:
+            candidates = await self.call_extenders(pod, found)
+        except Exception as exc:  # an extender that is not ignorable failed: the attempt errs
+            return None, Status.as_error(exc)
+        return self._pick(candidates, pod)
+
+    def _find_candidates(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus
+                         ) -> list[Candidate] | tuple[PostFilterResult | None, Status | None]:
+        """Steps 0-2: eligibility, the dry run; the candidates, or the answer when there are none."""
         nominated = _nominated_node_name(pod)
         eligible, message = self.pod_eligible_to_preempt_others(pod, statuses.get(nominated) if nominated else None)
         if not eligible:
@@ -255,12 +286,44 @@ class Evaluator:
             fit = FitError(pod_key=pod.key, num_all_nodes=len(all_nodes),
                            diagnosis=Diagnosis(node_to_status=dry_run.statuses))
             return PostFilterResult(nominated_node_name=""), Status.unschedulable(str(fit))
+        return list(dry_run.candidates)
 
-        best = pick_one_node_for_preemption(dry_run.candidates)
+    def _pick(self, candidates: Sequence[Candidate], pod: PodInfo) -> tuple[PostFilterResult | None, Status | None]:
+        """Steps 4-5: the best candidate, its victims prepared for deletion."""
+        best = pick_one_node_for_preemption(candidates)
         if best is None or not best.name:
             return None, Status.unschedulable(MSG_NO_CANDIDATE)
         self.prepare_candidate(best, pod)
         return PostFilterResult(nominated_node_name=best.name, victims=tuple(v.key for v in best.victims)), None
+
+    async def call_extenders(self, pod: PodInfo, candidates: list[Candidate]) -> list[Candidate]:
+        """Upstream's callExtenders: each interested extender with a preempt verb gets the
+        candidates' victims and answers the nodes (and victims) it accepts; the next one sees
+        that answer. An ignorable extender's failure, or a node it leaves without victims, is
+        skipped; anyone else's is an error."""
+        extenders = [e for e in self.handle.extenders if e.supports_preemption() and e.is_interested(pod)]
+        victims: dict[str, Any] = {c.name: _Victims(list(c.victims), c.num_pdb_violations)
+                                   for c in candidates if c.name}
+        if not extenders or not victims:
+            return candidates
+        nodes = {node.name: node for node in self.handle.snapshot.node_infos()}
+        for extender in extenders:
+            try:
+                answer = dict(await extender.process_preemption(pod, victims, nodes))
+            except Exception:
+                if extender.is_ignorable():
+                    continue
+                raise
+            for node_name, node_victims in list(answer.items()):
+                if node_victims is None or not node_victims.pods:
+                    if extender.is_ignorable():
+                        del answer[node_name]
+                        continue
+                    raise ValueError(f'expected at least one victim pod on node "{node_name}"')
+            victims = answer
+            if not victims:
+                break
+        return [Candidate(name, tuple(v.pods), v.num_pdb_violations) for name, v in victims.items()]
 
     def pod_eligible_to_preempt_others(self, pod: PodInfo, nominated_node_status: Status | None) -> tuple[bool, str]:
         if pod.spec.get("preemptionPolicy") == "Never":

@@ -31,6 +31,13 @@ _PERCENTAGE = "minCandidateNodesPercentage"
 _ABSOLUTE = "minCandidateNodesAbsolute"
 
 
+def _prefixed(result: PostFilterResult | None, status: Status | None) -> tuple[PostFilterResult | None, Status | None]:
+    """Upstream prefixes preemption's message so it reads apart from the FitError's."""
+    if status is not None and status.message:
+        return result, Status(status.code, (f"preemption: {status.message}",), error=status.error)
+    return result, status
+
+
 @dataclass(frozen=True, slots=True)
 class DefaultPreemptionArgs:
     min_candidate_nodes_percentage: int = 10
@@ -75,10 +82,13 @@ class DefaultPreemption:
 
     def post_filter(self, state: CycleState, pod: PodInfo,
                     statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
-        result, status = self.evaluator.preempt(state, pod, statuses)
-        if status is not None and status.message:
-            return result, Status(status.code, (f"preemption: {status.message}",), error=status.error)
-        return result, status
+        return _prefixed(*self.evaluator.preempt(state, pod, statuses))
+
+    async def post_filter_async(self, state: CycleState, pod: PodInfo,
+                                statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        """In a profile with extenders: as post_filter, the extenders' preempt verb consulted
+        on the candidates before the best is picked (upstream's callExtenders)."""
+        return _prefixed(*await self.evaluator.preempt_with_extenders(state, pod, statuses))
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         # Upstream registers events only for async preemption's PreEnqueue gate, which
