@@ -371,18 +371,18 @@ def _too_deep_for_c(data: bytes) -> bool:
 def _yaml_documents(data: bytes, source: str, problems: list[str],
                     progress: Progress | None) -> Iterator[Document]:
     on_read = (lambda pos: progress.reading(source, pos, len(data))) if progress else None
-    for index, doc, problem, _ in _yaml_items(data, 0, on_read):
+    for index, doc, problem in _yaml_items(data, on_read):
         if problem is not None:
             problems.append(f"{source}: document {index}: {problem}")
         else:
             yield from _unpack(doc, source, index, problems)
 
 
-YamlItem = tuple[int, Any, str | None, bool]
-"""(document index from 1, the object, or None with a problem, whether the problem ended the stream)."""
+YamlItem = tuple[int, Any, str | None]
+"""(document index from 1, the object, or None with a problem)."""
 
 
-def _yaml_items(data: bytes, line_offset: int, on_read: Callable[[int], None] | None) -> Iterator[YamlItem]:
+def _yaml_items(data: bytes, on_read: Callable[[int], None] | None) -> Iterator[YamlItem]:
     """The documents of a YAML stream; a syntax error ends it (nothing after it can be trusted)."""
     fast = not _too_deep_for_c(data)
     anchors = b"&" in data  # without an anchor there is no alias: the plain conversion is enough
@@ -397,21 +397,21 @@ def _yaml_items(data: bytes, line_offset: int, on_read: Callable[[int], None] | 
             node = composer.get_node()
             doc = _Converter(composer).convert(node) if anchors else _plain(node, composer)
         except yaml.YAMLError as exc:
-            yield index, None, _yaml_error(exc, line_offset), True
+            yield index, None, _yaml_error(exc)
             return
         except _ConvertError as exc:
-            yield index, None, exc.text(line_offset), False
+            yield index, None, str(exc)
             continue
         except RecursionError:
-            yield index, None, "nested too deeply", True
+            yield index, None, "nested too deeply"
             return
-        yield index, doc, None, False
+        yield index, doc, None
 
 
-def _yaml_error(exc: yaml.YAMLError, line_offset: int = 0) -> str:
+def _yaml_error(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None)
-    where = f"line {mark.line + line_offset + 1}, column {mark.column + 1}: " if mark is not None else ""
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     return f"{where}invalid YAML: {problem or ' '.join(str(exc).split())}"
 
 
@@ -441,13 +441,11 @@ def _plain(node: Node, constructor: SafeConstructor) -> Any:
 
 
 class _ConvertError(Exception):
-    def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(message)
-        self.line, self.message = line, message
+    """A document that parses but cannot become an object; str() is its problem line's tail."""
 
-    def text(self, line_offset: int) -> str:
-        where = f"line {self.line + line_offset + 1}: " if self.line is not None else ""
-        return f"{where}invalid YAML: {self.message}"
+    def __init__(self, line: int | None, message: str) -> None:
+        where = f"line {line + 1}: " if line is not None else ""
+        super().__init__(f"{where}invalid YAML: {message}")
 
 
 class _Converter:
