@@ -58,6 +58,7 @@ _MAP = "tag:yaml.org,2002:map"
 _MERGE = "tag:yaml.org,2002:merge"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _NON_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_LEADING_SPACE = re.compile(rb"\s*")
 _DEEP_BLOCK = re.compile(rb"\n[ \t?:-]{%d}" % MAX_NESTING)
 _JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
                bool: "a boolean", type(None): "null"}
@@ -190,17 +191,21 @@ def _expand(paths: Iterable[str], problems: list[str]) -> Iterator[str]:
 def _read(path: str, problems: list[str]) -> bytes | None:
     """The input's bytes, or None with a problem: unreadable, too large, binary."""
     name = STDIN_NAME if path == STDIN else path
+    too_large = f"{name}: larger than {_size(MAX_INPUT_BYTES)}, the input limit"
     try:
         if path == STDIN:
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             with open(path, "rb") as stream:
-                data = stream.read(MAX_INPUT_BYTES + 1) if _size_ok(stream) else b"\0" * (MAX_INPUT_BYTES + 1)
+                if not _size_ok(stream):
+                    problems.append(too_large)
+                    return None
+                data = stream.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         problems.append(f"{name}: cannot read: {exc.strerror or exc}")
         return None
-    if len(data) > MAX_INPUT_BYTES:
-        problems.append(f"{name}: larger than {_size(MAX_INPUT_BYTES)}, the input limit")
+    if len(data) > MAX_INPUT_BYTES:  # stdin, a pipe or a device: read up to the limit
+        problems.append(too_large)
         return None
     if b"\0" in data[:8192]:
         problems.append(f"{name}: binary data, not YAML or JSON")
@@ -226,7 +231,9 @@ def _size_ok(stream: IO[bytes]) -> bool:
 def _parse(data: bytes, source: str, problems: list[str], progress: Progress | None) -> Iterator[Document]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    head = data.lstrip()[:1]
+    space = _LEADING_SPACE.match(data)
+    start = space.end() if space else 0
+    head = data[start:start + 1]
     if head in (b"{", b"[") or source.endswith(".json"):
         parsed = _json(data)
         if not isinstance(parsed, Exception):
