@@ -403,3 +403,43 @@ def test_filter_nodes_agrees_with_filter(requests):
     cannot = (UNRESOLVABLE, ("cannot allocate all claims",))
     assert {n: outcome(s) if s is None else (s.code, s.reasons) for n, s in statuses.items()} == {
         "full": cannot, "roomy": None, "empty": cannot, "no-slice": cannot}
+
+
+# --- filterTimeout (DRASchedulerFilterTimeout) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "expected"), [({}, 10.0), ({"filterTimeout": "500ms"}, 0.5),
+                                               ({"filterTimeout": "0s"}, 0.0), ({"filterTimeout": "1m"}, 60.0)])
+def test_filter_timeout_args(raw, expected):
+    from kopfsched.plugins.dynamicresources import DynamicResourcesArgs
+
+    assert DynamicResourcesArgs.from_dict(raw).filter_timeout == expected
+
+
+@pytest.mark.parametrize("bad", ["-1s", "ten seconds", 10])
+def test_filter_timeout_args_rejected(bad):
+    from kopfsched.framework.registry import ArgsError
+    from kopfsched.plugins.dynamicresources import DynamicResourcesArgs
+
+    with pytest.raises(ArgsError):
+        DynamicResourcesArgs.from_dict({"filterTimeout": bad})
+
+
+@pytest.mark.parametrize(("timeout", "expected"), [
+    (3.0, (UNRESOLVABLE, ("timed out trying to allocate devices",))),
+    (0.0, (UNRESOLVABLE, ("cannot allocate all claims",))),
+])
+def test_a_search_past_the_filter_timeout_rejects_the_node(timeout, expected):
+    from kopfsched.plugins.dynamicresources import DynamicResourcesArgs
+
+    # Two requests that must share a numa value no two devices have: the search tries every pair.
+    numa = "some-driver/numa"
+    devices = [device(f"d{i}", attributes={"numa": i}) for i in range(6)]
+    objects = [pending_claim(request("req-1", CLASS), request("req-2", CLASS),
+                             constraints=[{"matchAttribute": numa}]),
+               DEVICE_CLASS, resource_slice("worker-slice", WORKER, DRIVER, *devices, node=WORKER)]
+    harness = Harness(objects)
+    ticks = iter(range(10_000))  # a clock that moves one second per reading
+    harness.handle.clock = lambda: float(next(ticks))
+    harness.plugin = DynamicResources(DynamicResourcesArgs(filter_timeout=timeout), harness.handle)
+    assert outcome(harness.cycle(pod_with_claim_name())["filter"][WORKER]) == expected

@@ -25,7 +25,6 @@ from kopfsched.config.field_checks import (
     optional_bool,
     optional_int,
     optional_str,
-    parse_duration,
 )
 from kopfsched.config.types import (
     DEFAULT_EXTENDER_TIMEOUT_SECONDS,
@@ -35,6 +34,7 @@ from kopfsched.config.types import (
     Problem,
     ProfileConfig,
 )
+from kopfsched.framework.duration import parse_duration
 from kopfsched.plugins.noderesources.args import invalid, qualified_name_errors
 from kopfsched.plugins.noderesources.resource_allocation import is_extended_resource_name
 

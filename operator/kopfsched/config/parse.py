@@ -38,7 +38,6 @@ from kopfsched.config.field_checks import (
     optional_bool,
     optional_int,
     optional_str,
-    parse_duration,
     profile_conflicts,
     type_name,
 )
@@ -54,6 +53,7 @@ from kopfsched.config.types import (
     SchedulerConfig,
 )
 from kopfsched.documents import object_label, problem_line, read_documents
+from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.interface import EXTENSION_POINTS, implemented_points
 from kopfsched.framework.registry import ArgsError, PluginFactory, PluginLoadError, Registry
 

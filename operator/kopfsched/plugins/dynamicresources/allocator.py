@@ -12,8 +12,8 @@ Features as upstream v1.34 has them on by default: prioritized lists (firstAvail
 admin access. Off, as upstream by default: device taints, partitionable devices (counters,
 per-device node selection), binding conditions, consumable capacity.
 
-Where ours is incomplete: no per-allocation timeout (upstream's filterTimeout, 10s), no
-`distinctAttribute` constraint (alpha in v1.34, not served by v1).
+The search on one node is bounded by the plugin's filterTimeout (AllocationTimeout). Where
+ours is incomplete: no `distinctAttribute` constraint (alpha in v1.34, not served by v1).
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ FreeCounts = Callable[[Any, Callable[[Device], bool]], Mapping[str, int] | None]
 
 class AllocationError(Exception):
     """Something is wrong with a claim or class: scheduling the pod stops with an error."""
+
+
+class AllocationTimeout(AllocationError):
+    """The search on one node ran past the filter timeout (upstream's filterTimeout)."""
 
 
 class InvalidPoolsError(AllocationError):
@@ -142,8 +146,12 @@ class Allocator:
 
     def __init__(self, *, claims: list[Mapping[str, Any]], classes: Callable[[str], Mapping[str, Any] | None],
                  inventory: Inventory, in_use: Container[DeviceID],
-                 free_counts: FreeCounts | None = None) -> None:
+                 free_counts: FreeCounts | None = None, clock: Callable[[], float] | None = None,
+                 timeout: float = 0.0) -> None:
         self.claims = claims
+        self._clock = clock
+        self._timeout = timeout
+        """Seconds the backtracking search may take per node; 0 (or no clock): no limit."""
         self.inventory = inventory
         self.in_use = in_use
         self._free_counts = free_counts
@@ -282,6 +290,8 @@ class Allocator:
                     self._check_pools(node_name, labels)
                     return None
             run = _Run(self, node_name, labels)
+            if self._clock is not None and self._timeout > 0:
+                run.clock, run.deadline = self._clock, self._clock() + self._timeout
             try:
                 found = run.claim(0)
             except _MaxSizeExceeded:
@@ -455,6 +465,8 @@ class _Run:
         self.results: list[list[_Chosen]] = [[] for _ in allocator.claims]
         self.constraints = [[_Constraint(requests, attribute) for requests, attribute in specs]
                             for specs in allocator._constraint_specs]
+        self.clock: Callable[[], float] | None = None
+        self.deadline = 0.0
 
     def claim(self, claim_index: int) -> bool:
         if claim_index >= len(self.a.claims):
@@ -487,6 +499,8 @@ class _Run:
         return False
 
     def device(self, claim_index: int, slot_index: int, request: _Request, device_index: int) -> bool:
+        if self.clock is not None and self.clock() > self.deadline:
+            raise AllocationTimeout("timed out trying to allocate devices")
         if request.mode == "All" and not request.all_devices:
             return False
         if device_index >= request.num_devices:

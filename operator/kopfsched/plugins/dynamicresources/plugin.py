@@ -20,7 +20,8 @@ Extension points:
   profile, so no other pod gets those devices before the API write lands.
 - PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
 
-Args: `filterTimeout` (upstream's, a duration) is accepted and not enforced.
+Args: `filterTimeout` (a duration, default 10s, 0 disables): how long the search may take on one
+node before the node is "timed out trying to allocate devices".
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 
 from kopfsched.framework.client import ClusterError
 from kopfsched.framework.cycle_state import CycleState, StateKey
+from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
@@ -43,6 +45,7 @@ from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 from kopfsched.plugins.dynamicresources.allocator import (
     AllocationError,
+    AllocationTimeout,
     Allocator,
     InvalidPoolsError,
     Placement,
@@ -61,16 +64,25 @@ RESERVED_FOR_MAX_SIZE = 256
 class DynamicResourcesArgs:
     """Upstream's DynamicResourcesArgs."""
 
-    filter_timeout: str = "10s"
-    """How long Filter may spend allocating for one node (not enforced by kopfsched)."""
+    filter_timeout: float = 10.0
+    """Seconds Filter may spend searching one node's devices (DRASchedulerFilterTimeout, on by
+    default): past it the node is "timed out trying to allocate devices". 0 disables it."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DynamicResourcesArgs:
         problems: list[tuple[str, str]] = []
         check_known_fields(raw, {"filterTimeout", "bindingTimeout"}, problems)
+        timeout = 10.0
+        if raw.get("filterTimeout") is not None:
+            parsed = parse_duration(raw["filterTimeout"])
+            if parsed is None or parsed < 0:
+                problems.append(("filterTimeout", f"Invalid value: {raw['filterTimeout']!r}: must be a non-negative "
+                                                  'duration such as "10s"'))
+            else:
+                timeout = parsed
         if problems:
             raise ArgsError(problems)
-        return cls(filter_timeout=str(raw.get("filterTimeout", "10s")))
+        return cls(filter_timeout=timeout)
 
 
 class ClaimError(Exception):
@@ -233,7 +245,8 @@ class DynamicResources:
             data.allocator = Allocator(claims=[claims[i] for i in data.pending],
                                        classes=lambda name: objects.get(DEVICE_CLASS, name),
                                        inventory=inventory, in_use=self.manager.sync().counts,
-                                       free_counts=self.manager.free_counts)
+                                       free_counts=self.manager.free_counts, clock=self.handle.clock,
+                                       timeout=self.args.filter_timeout)
             if len(data.pending) == len(claims):
                 try:
                     data.quick = data.allocator.quick()
@@ -294,7 +307,7 @@ class DynamicResources:
         if data.allocator is not None:
             try:
                 allocations = data.allocator.allocate(node.name, labels)
-            except InvalidPoolsError as exc:
+            except (InvalidPoolsError, AllocationTimeout) as exc:
                 return Status.unresolvable(str(exc))
             except AllocationError as exc:
                 return Status.as_error(str(exc))
