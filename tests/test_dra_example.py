@@ -36,3 +36,16 @@ def test_dra_example():
     assert trainer_claim["status"]["reservedFor"] == [{"resource": "pods", "name": "trainer", "uid": "ml/trainer"}]
     assert trainer_claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     assert "status" not in next(c for name, c in claims.items() if name.startswith("llm-finetune-gpus-"))
+
+
+def test_explain_reads_the_dra_kinds_and_makes_the_template_claims(capsys):
+    import json
+
+    from kopfsched.cli import main
+
+    assert main(["explain", "ml/llm-finetune", DRA, "-o", "json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert (explained["result"], explained["node"]) == ("Unschedulable", None)
+    assert explained["message"].startswith("0/4 nodes are available: 4 cannot allocate all claims.")
+    assert main(["explain", "ml/trainer", DRA, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["node"] == "gpu-a100-2"
