@@ -65,3 +65,34 @@ def test_pod_requests(pod, expected):
 def test_non_zero_requests_fill_in_defaults_per_container():
     pod = make_pod(requests=[{"cpu": "300m"}, {}])
     assert pod_non_zero_requests(pod) == (400, 2 * 200 * 1024 * 1024)
+
+
+def _resized(spec_cpu: str, *, running: str | None, allocated: str | None = None,
+             infeasible: bool = False) -> dict:
+    """One container whose spec asks `spec_cpu` while its status reports what it runs with."""
+    pod = make_pod("resized", requests={"cpu": spec_cpu, "memory": "1Gi"})
+    status: dict = {"name": "c0"}
+    if running is not None:
+        status["resources"] = {"requests": {"cpu": running, "memory": "1Gi"}}
+    if allocated is not None:
+        status["allocatedResources"] = {"cpu": allocated, "memory": "1Gi"}
+    pod["status"] = {"phase": "Running", "containerStatuses": [status]}
+    if infeasible:
+        pod["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("pod", "cpu"),
+    [
+        pytest.param(_resized("2", running="1"), 2000, id="upsize-pending-counts-the-spec"),
+        pytest.param(_resized("1", running="2"), 2000, id="downsize-pending-counts-what-runs"),
+        pytest.param(_resized("1", running="1", allocated="3"), 3000, id="allocated-larger"),
+        pytest.param(_resized("4", running="1", allocated="2", infeasible=True), 2000,
+                     id="infeasible-ignores-the-spec"),
+        pytest.param(_resized("2", running=None, allocated="3"), 2000, id="no-status-resources-spec-only"),
+    ],
+)
+def test_in_place_resize_counts_the_larger_of_spec_and_status(pod, cpu):
+    """upstream's PodRequests with UseStatusResources (InPlacePodVerticalScaling, on since v1.33)."""
+    assert pod_requests(pod)["cpu"] == cpu

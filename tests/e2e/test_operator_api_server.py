@@ -217,3 +217,29 @@ async def test_the_operators_events_pass_the_api_servers_validation(
     statuses = [m.status for m in emulator.mutations(path_regex=r'/apis/events\.k8s\.io/')]
     assert statuses and all(status in (200, 201) for status in statuses), statuses
     assert len(event['note']) == 1024 and event['note'].endswith(' ...')
+
+
+# -- in-place pod resize -----------------------------------------------------------------------
+
+
+async def test_a_pod_resized_in_place_counts_what_it_runs_with(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """The spec was resized down to 1 cpu; the kubelet still runs (and reports) 3: a 2-cpu pod does not fit."""
+    await post(http, '/api/v1/nodes', make_node('node-0', cpu='4'))
+    resized = make_pod('resized', node_name='node-0', requests={'cpu': '1'})
+    resized['status'] = {'phase': 'Running', 'containerStatuses': [
+        {'name': 'c0', 'image': 'registry.k8s.io/pause:3.10', 'ready': True, 'restartCount': 0,
+         'resources': {'requests': {'cpu': '3'}}, 'allocatedResources': {'cpu': '3'}}]}
+    await post(http, PODS, resized)
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('two-cpus', scheduler_name='kopfsched', requests={'cpu': '2'}))
+        await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 1, what='the rejection')
+        rejected = condition(emulator, 'two-cpus', 'PodScheduled')
+        # The kubelet finished the resize: the status says 1 cpu now, and the pod fits.
+        async with http.patch(f'{PODS}/resized/status', json={'status': {'containerStatuses': [
+                {'name': 'c0', 'image': 'registry.k8s.io/pause:3.10', 'ready': True, 'restartCount': 0,
+                 'resources': {'requests': {'cpu': '1'}}, 'allocatedResources': {'cpu': '1'}}]}},
+                headers={'Content-Type': 'application/merge-patch+json'}) as patched:
+            assert patched.status == 200
+        await eventually(lambda: node_of(emulator, 'two-cpus'), what='bound once the resize is done')
+    assert rejected is not None and rejected['message'].startswith('0/1 nodes are available: 1 Insufficient cpu.')

@@ -144,19 +144,54 @@ def _container_requests(container: Mapping[str, Any], non_missing: Mapping[str, 
     return requests
 
 
+def _resized_containers(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
+    """Container statuses reporting resources (in-place pod resize, on by default since v1.33), by name."""
+    statuses = (pod.get("status") or {}).get("containerStatuses")
+    if not statuses:
+        return None
+    return {cs.get("name"): cs for cs in statuses if isinstance(cs, Mapping) and cs.get("resources") is not None}
+
+
+def _resize_infeasible(pod: Mapping[str, Any]) -> bool:
+    """The PodResizePending condition says Infeasible: the spec's new size will never be applied."""
+    return any(c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _resized_requests(pod: Mapping[str, Any], container: Mapping[str, Any], status: Mapping[str, Any],
+                      non_missing: Mapping[str, int] | None) -> dict[str, int]:
+    """upstream's determineContainerReqs: the larger of what the spec asks (unless the resize is
+    infeasible), what the container runs with and what the kubelet allocated to it."""
+    requests = resource_list((status.get("resources") or {}).get("requests"))
+    _max_into(requests, resource_list(status.get("allocatedResources")))
+    if not _resize_infeasible(pod):
+        _max_into(requests, resource_list((container.get("resources") or {}).get("requests")))
+    if non_missing:
+        for name, default in non_missing.items():
+            requests.setdefault(name, default)
+    return requests
+
+
 def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
     """A pod's effective requests, as upstream's resourcehelper.PodRequests.
 
     Regular containers and restartable (sidecar) init containers add up; each classic init
     container runs alone beside the sidecars started before it, so the pod needs the larger
-    of the two totals. Pod-level requests replace the container sum for cpu and memory, and
-    the RuntimeClass overhead is added last. `non_missing` fills in requests a container
+    of the two totals. A regular container whose status reports resources (in-place resize)
+    counts the larger of its spec, its status resources and its allocatedResources (only the
+    latter two when the resize is Infeasible). Pod-level requests replace the container sum
+    for cpu and memory, and the RuntimeClass overhead is added last. `non_missing` fills in requests a container
     leaves out (the scoring defaults).
     """
     spec = pod.get("spec") or {}
     total: dict[str, int] = {}
+    resized = _resized_containers(pod)
     for container in spec.get("containers") or ():
-        _add_into(total, _container_requests(container, non_missing))
+        status = resized.get(container.get("name")) if resized else None
+        if status is None:
+            _add_into(total, _container_requests(container, non_missing))
+        else:
+            _add_into(total, _resized_requests(pod, container, status, non_missing))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
