@@ -99,3 +99,19 @@ async def test_streams_closed_at_their_timeout_and_bookmarks_keep_the_operator_s
         healthy = operator.healthy()
     assert healthy
     assert [binding_statuses(emulator, f'p{i}') for i in range(4)] == [[201]] * 4
+
+
+async def test_a_kind_relisted_empty_drops_what_vanished_meanwhile(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """kopf forwards nothing when a relist comes back empty: the relist itself must trigger the
+    reconcile of that kind (no 300 s timer any more)."""
+    await post(http, '/apis/policy/v1/namespaces/default/poddisruptionbudgets', {
+        'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'pdb'},
+        'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'x'}}}})
+    async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
+        feed = operator.informer.feed
+        await eventually(lambda: feed.count('PodDisruptionBudget') == 1, what='the PDB known')
+        # Gone without a DELETED event; the PDB watch then ends with 410 Expired and kopf relists it.
+        emulator._in_loop(lambda: emulator._store['policy', 'poddisruptionbudgets'].clear())
+        emulator.watch_error('poddisruptionbudgets', group='policy', code=410)
+        await eventually(lambda: feed.count('PodDisruptionBudget') == 0, what='the PDB forgotten')

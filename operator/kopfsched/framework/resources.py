@@ -149,7 +149,7 @@ def _resized_containers(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] 
     statuses = (pod.get("status") or {}).get("containerStatuses")
     if not statuses:
         return None
-    return {cs.get("name"): cs for cs in statuses if isinstance(cs, Mapping) and cs.get("resources") is not None}
+    return {str(cs.get("name")): cs for cs in statuses if isinstance(cs, Mapping) and cs.get("resources") is not None}
 
 
 def _resize_infeasible(pod: Mapping[str, Any]) -> bool:

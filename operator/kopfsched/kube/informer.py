@@ -3,8 +3,9 @@
 kopf's on.event handlers forward every watch event here (through the scheduler's loop);
 `on_event` routes it to the feed of its kind. kopf gives no signal when its initial
 listing is done, so the operator lists every kind itself (paged) before it schedules; and
-after kopf relists (a `410 Gone` says nothing of what vanished meanwhile) and every
-`reconcile_interval`, a fresh LIST is reconciled with what the feeds know.
+after kopf relists a kind (after `410 Expired` or a watch error: a relist says nothing of
+what vanished meanwhile), a fresh LIST of that kind is reconciled with what its feed knows.
+Like kube-scheduler's informers, nothing relists on a timer unless `reconcile_interval` is set.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ logger = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 500
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def resource_name(watched: WatchedKind) -> str:
+    """How kube.watches names the resource of a kind: `pods`, `storageclasses.storage.k8s.io`."""
+    group = watched.group_version.rpartition("/")[0]
+    return f"{watched.plural}.{group}" if group else watched.plural
 
 
 def trimmed(obj: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +63,7 @@ class Informer:
     their own feed, the rest into the scheduler's)."""
 
     def __init__(self, *, client: KubeClusterClient, feed: ClusterFeed, profile_feed: ClusterFeed, tasks: TaskSet,
-                 seed_default_profile: bool, relist_reconcile_delay: float, reconcile_interval: float,
+                 seed_default_profile: bool, relist_reconcile_delay: float, reconcile_interval: float | None,
                  list_page_size: int = LIST_PAGE_SIZE) -> None:
         self.client = client
         self.feed = feed
@@ -68,7 +75,10 @@ class Informer:
         self.list_page_size = list_page_size
         self.listed = False
         """The initial listing is done: the cache holds every node and pod."""
-        self._reconcile_pending = False
+        self._pending_kinds: set[WatchedKind] = set()
+        """Kinds a relist reconcile is scheduled for."""
+        self._by_kind = {watched.kind: watched for watched in (*WATCHED, PROFILE_KIND)}
+        self._by_resource = {resource_name(watched): watched for watched in (*WATCHED, PROFILE_KIND)}
 
     # -- events from kopf -------------------------------------------------------------------
 
@@ -85,7 +95,14 @@ class Informer:
         feed.upsert(kind, obj)
         if type is None and self.listed:
             # kopf (re)listed: after 410 Gone it says nothing of what vanished meanwhile.
-            self._schedule_reconcile()
+            self._schedule_reconcile(self._by_kind[kind])
+
+    def relisted(self, resource: str) -> None:
+        """kopf listed `resource` again (kube.watches reports it): reconcile that kind, also
+        when the list came back empty and kopf forwarded no event at all."""
+        watched = self._by_resource.get(resource)
+        if watched is not None and self.listed:
+            self._schedule_reconcile(watched)
 
     # -- listing and reconciling -------------------------------------------------------------
 
@@ -129,19 +146,25 @@ class Informer:
             removed += await self._reconcile_kind(watched)
         return removed
 
-    def _schedule_reconcile(self) -> None:
-        if self._reconcile_pending:
+    def _schedule_reconcile(self, watched: WatchedKind) -> None:
+        """Reconcile `watched` relist_reconcile_delay from now, with every kind relisted meanwhile."""
+        if self._pending_kinds:
+            self._pending_kinds.add(watched)
             return
-        self._reconcile_pending = True
+        self._pending_kinds.add(watched)
 
         async def later() -> None:
             await asyncio.sleep(self.relist_reconcile_delay)
-            self._reconcile_pending = False
-            await self.reconcile()
+            kinds = [kind for kind in (*WATCHED, PROFILE_KIND) if kind in self._pending_kinds]
+            self._pending_kinds.clear()
+            for kind in kinds:
+                await self._reconcile_kind(kind)
         self.tasks.spawn(later(), "relist reconcile")
 
     async def reconcile_loop(self, stop: asyncio.Event) -> None:
-        """Reconcile every `reconcile_interval` (ghosts a missed DELETED left behind)."""
+        """Reconcile every `reconcile_interval`, if set (off by default: relists reconcile)."""
+        if not self.reconcile_interval:
+            return
         while not await stopped_within(stop, self.reconcile_interval):
             try:
                 await self.reconcile()

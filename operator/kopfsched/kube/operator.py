@@ -74,8 +74,9 @@ class OperatorOptions:
     burst: int = DEFAULT_BURST
     status_interval: float = 5.0
     """Seconds between SchedulerProfile and PodGroup status refreshes (written only when changed)."""
-    reconcile_interval: float = 300.0
-    """Seconds between full LIST reconciles of pods and nodes (ghost removal)."""
+    reconcile_interval: float | None = None
+    """Seconds between full LIST reconciles of every kind; None: never, as kube-scheduler's
+    informers (a kind relisted after 410 Expired or a watch error is reconciled on its own)."""
     relist_reconcile_delay: float = 1.0
     """After kopf relists (e.g. after 410 Gone), reconcile this many seconds later."""
     watch_down_after: float = DOWN_AFTER
@@ -148,6 +149,7 @@ class Operator:
         self.failure: str | None = None
         """Why the run ended badly (kopf stopped, the lease was lost); None while all is well."""
         self._loop = asyncio.get_running_loop()
+        self.watch_health.on_listed = self._relisted
         self._scheduling: asyncio.Task[None] | None = None
         self._last_cycle = (0, time.monotonic())
 
@@ -250,6 +252,10 @@ class Operator:
             await self.health.stop()
 
     # -- events from kopf's thread ---------------------------------------------------------
+
+    def _relisted(self, resource: str) -> None:
+        """Called in kopf's thread when kopf listed a resource (again): reconcile that kind."""
+        self._loop.call_soon_threadsafe(self.informer.relisted, resource)
 
     def _forward(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
         """Called in kopf's thread: hand the event to the scheduler's loop, in order."""

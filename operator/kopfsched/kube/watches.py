@@ -92,6 +92,8 @@ class WatchHealth:
         self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
         self._clock = clock
         self._states: dict[str, _WatchState] = {}
+        self.on_listed: Callable[[str], None] | None = None
+        """Called (in kopf's thread) each time a resource's list succeeded."""
 
     def _state(self, resource: str) -> _WatchState:
         state = self._states.get(resource)
@@ -104,6 +106,8 @@ class WatchHealth:
         """The list succeeded; its watch starts now."""
         state = self._state(resource)
         state.started, state.stopped = self._clock(), False
+        if self.on_listed is not None:
+            self.on_listed(resource)
 
     def event(self, resource: str) -> None:
         """A watch event arrived: the watch works."""
