@@ -46,7 +46,7 @@ def test_problems_name_file_kind_object_and_path(tmp_path):
         parallelism: 0
         """)
     assert validate_files([path], fake_registry()) == [
-        f"{path}: document 2: SchedulerProfile/bad: spec.percentageOfNodesToScore: not in valid range [0-100], "
+        f"{path}: document 2: SchedulerProfile/bad: spec.percentageOfNodesToScore: must be at most 100, "
         "got 120",
         f'{path}: document 2: SchedulerProfile/bad: spec.plugins.score.enabled[0].name: '
         'unknown plugin "Foo": neither built in nor installed',
@@ -66,7 +66,7 @@ def test_kind_list_is_unpacked(tmp_path):
             spec: {podInitialBackoffSeconds: 0}
         """)
     assert validate_files([path], fake_registry()) == [
-        f"{path}: document 1 item 1: SchedulerProfile/x: spec.podInitialBackoffSeconds: must be greater than 0, got 0"]
+        f"{path}: document 1 item 1: SchedulerProfile/x: spec.podInitialBackoffSeconds: must be at least 1, got 0"]
 
 
 def test_profiles_are_checked_together_across_files(tmp_path):

@@ -4,28 +4,20 @@ The same list shape is read from a KubeSchedulerConfiguration's `extenders` (sha
 its profiles, as upstream) and from a SchedulerProfile's `spec.extenders` (that profile
 only). Checks follow upstream's validateExtenders — a positive weight for prioritizers,
 at most one binder, valid and unique managed extended resource names — plus what a
-kopfsched user would otherwise only learn at the first HTTP call: a urlPrefix is needed,
-and httpTimeout must be a duration.
+kopfsched user would otherwise only learn at the first HTTP call: a urlPrefix must be an
+http(s) URL, and httpTimeout must be a duration. The structure (fields, types, a urlPrefix
+present) is the SchedulerProfile CRD's schema, checked by config/schema.py.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from kopfsched.config.field_checks import (
-    check_known_fields,
-    expect_list,
-    expect_mapping,
-    join,
-    optional_bool,
-    optional_int,
-    optional_str,
-)
+from kopfsched.config.field_checks import join
 from kopfsched.config.types import (
     DEFAULT_EXTENDER_TIMEOUT_SECONDS,
     ExtenderConfig,
@@ -38,22 +30,22 @@ from kopfsched.framework.duration import parse_duration
 from kopfsched.plugins.noderesources.args import invalid, qualified_name_errors
 from kopfsched.plugins.noderesources.resource_allocation import is_extended_resource_name
 
-EXTENDER_FIELDS = (
-    "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb", "weight", "enableHTTPS", "tlsConfig",
-    "httpTimeout", "nodeCacheCapable", "managedResources", "ignorable",
-)
-TLS_FIELDS = ("insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData")
 NODE_RESOURCES_FIT = "NodeResourcesFit"
 
 
-def parse_extenders(raw: Any, path: str, problems: list[Problem]) -> tuple[ExtenderConfig, ...]:
-    """The extenders of `raw` (a list, or None for none), recording every problem."""
+def parse_extenders(raw: list[Any] | None, path: str, problems: list[Problem]) -> tuple[ExtenderConfig, ...]:
+    """The extenders of `raw` (a list, or None for none), recording every problem.
+
+    `raw` went through the CRD's schema (config/schema.py: fields, types, urlPrefix present,
+    base64 data); an item that was wrong there is None and skipped. What is checked here is
+    what the schema cannot say."""
     extenders: list[ExtenderConfig] = []
     binders = 0
     managed: set[str] = set()
-    for index, item in enumerate(expect_list(raw, path, problems)):
-        item_path = f"{path}[{index}]"
-        extender = _parse_one(item, item_path, managed, problems)
+    for index, item in enumerate(raw or ()):
+        if item is None:
+            continue
+        extender = _parse_one(item, f"{path}[{index}]", managed, problems)
         if extender is None:
             continue
         binders += bool(extender.bind_verb)
@@ -63,40 +55,31 @@ def parse_extenders(raw: Any, path: str, problems: list[Problem]) -> tuple[Exten
     return tuple(extenders)
 
 
-def _parse_one(item: Any, path: str, managed: set[str], problems: list[Problem]) -> ExtenderConfig | None:
-    raw = expect_mapping(item, path, problems)
-    if raw is None:
-        if item is None:
-            problems.append(Problem(path, "must be an object, got null"))
-        return None
+def _parse_one(raw: Mapping[str, Any], path: str, managed: set[str], problems: list[Problem]) -> ExtenderConfig | None:
     before = len(problems)
-    check_known_fields(raw, EXTENDER_FIELDS, path, problems)
-    url = optional_str(raw, "urlPrefix", path, problems)
-    if not url:
-        problems.append(Problem(join(path, "urlPrefix"), "required"))
-    elif urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc:
+    url: str | None = raw.get("urlPrefix")
+    if url is not None and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
         problems.append(Problem(join(path, "urlPrefix"), invalid(url, "must be an http:// or https:// URL")))
-    verbs = {key: optional_str(raw, key, path, problems) or ""
-             for key in ("filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb")}
-    weight = optional_int(raw, "weight", path, problems)
+    verbs: dict[str, str] = {key: raw.get(key) or "" for key in ("filterVerb", "preemptVerb", "prioritizeVerb",
+                                                                 "bindVerb")}
+    weight: int | None = raw.get("weight")
     if verbs["prioritizeVerb"] and (weight is None or weight <= 0):
         problems.append(Problem(join(path, "weight"), "must have a positive weight applied to it"))
     timeout = _timeout(raw.get("httpTimeout"), join(path, "httpTimeout"), problems)
     resources = _managed_resources(raw.get("managedResources"), join(path, "managedResources"), managed, problems)
-    tls = _tls_config(raw.get("tlsConfig"), join(path, "tlsConfig"), problems)
-    flags = {key: bool(optional_bool(raw, key, path, problems))
-             for key in ("enableHTTPS", "nodeCacheCapable", "ignorable")}
-    if len(problems) > before:
+    tls = _tls_config(raw.get("tlsConfig"))
+    flags = {key: bool(raw.get(key)) for key in ("enableHTTPS", "nodeCacheCapable", "ignorable")}
+    if len(problems) > before or url is None:
         return None
     return ExtenderConfig(
-        url_prefix=url or "", filter_verb=verbs["filterVerb"], preempt_verb=verbs["preemptVerb"],
+        url_prefix=url, filter_verb=verbs["filterVerb"], preempt_verb=verbs["preemptVerb"],
         prioritize_verb=verbs["prioritizeVerb"], bind_verb=verbs["bindVerb"], weight=weight or 0,
         enable_https=flags["enableHTTPS"], tls_config=tls, http_timeout_seconds=timeout,
         node_cache_capable=flags["nodeCacheCapable"], managed_resources=resources, ignorable=flags["ignorable"],
     )
 
 
-def _timeout(value: Any, path: str, problems: list[Problem]) -> float:
+def _timeout(value: str | None, path: str, problems: list[Problem]) -> float:
     if value is None:
         return DEFAULT_EXTENDER_TIMEOUT_SECONDS
     seconds = parse_duration(value)
@@ -109,18 +92,15 @@ def _timeout(value: Any, path: str, problems: list[Problem]) -> float:
     return seconds if seconds > 0 else DEFAULT_EXTENDER_TIMEOUT_SECONDS
 
 
-def _managed_resources(raw: Any, path: str, seen: set[str],
+def _managed_resources(raw: list[Any] | None, path: str, seen: set[str],
                        problems: list[Problem]) -> tuple[ExtenderManagedResource, ...]:
     """Upstream checks names across all extenders: `seen` is shared by the whole list."""
     resources: list[ExtenderManagedResource] = []
-    for index, item in enumerate(expect_list(raw, path, problems)):
-        item_path = f"{path}[{index}]"
-        resource = expect_mapping(item, item_path, problems)
+    for index, resource in enumerate(raw or ()):
         if resource is None:
             continue
-        check_known_fields(resource, ("name", "ignoredByScheduler"), item_path, problems)
-        name = optional_str(resource, "name", item_path, problems)
-        name_path = join(item_path, "name")
+        name: str = resource["name"]
+        name_path = f"{path}[{index}].name"
         if not name:
             problems.append(Problem(name_path, "required"))
             continue
@@ -132,38 +112,22 @@ def _managed_resources(raw: Any, path: str, seen: set[str],
         if name in seen:
             problems.append(Problem(name_path, invalid(name, "duplicate extender managed resource name")))
         seen.add(name)
-        ignored = bool(optional_bool(resource, "ignoredByScheduler", item_path, problems))
-        resources.append(ExtenderManagedResource(name, ignored))
+        resources.append(ExtenderManagedResource(name, bool(resource.get("ignoredByScheduler"))))
     return tuple(resources)
 
 
-def _tls_config(raw: Any, path: str, problems: list[Problem]) -> ExtenderTLSConfig | None:
-    tls = expect_mapping(raw, path, problems)
+def _tls_config(tls: Mapping[str, Any] | None) -> ExtenderTLSConfig | None:
+    """[]byte fields travel as base64 strings in YAML and JSON (as in a kubeconfig); the
+    schema's `format: byte` checked them."""
     if tls is None:
         return None
-    check_known_fields(tls, TLS_FIELDS, path, problems)
-    strings = {key: optional_str(tls, key, path, problems) or ""
-               for key in ("serverName", "certFile", "keyFile", "caFile")}
-    data = {key: _base64(tls.get(key), join(path, key), problems) for key in ("certData", "keyData", "caData")}
+    strings = {key: tls.get(key) or "" for key in ("serverName", "certFile", "keyFile", "caFile")}
+    data = {key: base64.b64decode(tls.get(key) or "") for key in ("certData", "keyData", "caData")}
     return ExtenderTLSConfig(
-        insecure=bool(optional_bool(tls, "insecure", path, problems)), server_name=strings["serverName"],
+        insecure=bool(tls.get("insecure")), server_name=strings["serverName"],
         cert_file=strings["certFile"], key_file=strings["keyFile"], ca_file=strings["caFile"],
         cert_data=data["certData"], key_data=data["keyData"], ca_data=data["caData"],
     )
-
-
-def _base64(value: Any, path: str, problems: list[Problem]) -> bytes:
-    """[]byte fields travel as base64 strings in YAML and JSON (as in a kubeconfig)."""
-    if value is None or value == "":
-        return b""
-    if not isinstance(value, str):
-        problems.append(Problem(path, "must be a base64 string"))
-        return b""
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        problems.append(Problem(path, "must be a base64 string"))
-        return b""
 
 
 def ignored_extended_resources(extenders: Sequence[ExtenderConfig]) -> tuple[str, ...]:

@@ -1,4 +1,9 @@
-"""Field checks shared by the parsers, and the checks that span several profiles.
+"""Field checks of a KubeSchedulerConfiguration's top level, semantic checks shared by the
+parsers, and the checks that span several profiles.
+
+A profile's structure is not checked here: that is the CRD's schema (config/schema.py). The
+top level of a KubeSchedulerConfiguration (parallelism, leaderElection, clientConnection...)
+has no schema of ours, so its type checks stay here.
 
 Checks record `Problem`s and never raise: a configuration is judged whole, so the user
 sees every problem at once, each with its field path.
@@ -10,22 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kopfsched.config.schema import type_name
 from kopfsched.config.types import Problem, ProfileConfig
-
-MAX_WEIGHT = 2**31 - 1
-"""Score weights are int32 upstream."""
-
-_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
-
-
-def type_name(value: Any) -> str:
-    """The JSON name of a value's type, for messages."""
-    if value is None:
-        return "null"
-    for python_type, name in _JSON_TYPES.items():
-        if isinstance(value, python_type):
-            return name
-    return type(value).__name__
 
 
 def join(path: str, child: str) -> str:
@@ -104,22 +95,6 @@ def check_backoff(initial: int | None, maximum: int | None, path: str, problems:
         problems.append(Problem(join(path, "podMaxBackoffSeconds"),
                                 f"must be greater than or equal to podInitialBackoffSeconds ({effective_initial}),"
                                 " got the default 10"))
-
-
-def check_weight(value: Any, path: str, problems: list[Problem]) -> int | None:
-    """A score weight: an integer in 1..MAX_WEIGHT. Returns it, or None when absent or bad."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.append(Problem(path, f"must be an integer, got {type_name(value)}"))
-        return None
-    if value < 1:
-        problems.append(Problem(path, f"must be at least 1, got {value} (disable the plugin instead)"))
-        return None
-    if value > MAX_WEIGHT:
-        problems.append(Problem(path, f"must be at most {MAX_WEIGHT}, got {value}"))
-        return None
-    return value
 
 
 # Profiles across objects -------------------------------------------------------------

@@ -31,7 +31,6 @@ from kopfsched.config.field_checks import (
     check_backoff,
     check_known_fields,
     check_percentage,
-    check_weight,
     expect_list,
     expect_mapping,
     join,
@@ -39,8 +38,8 @@ from kopfsched.config.field_checks import (
     optional_int,
     optional_str,
     profile_conflicts,
-    type_name,
 )
+from kopfsched.config.schema import check_extenders, check_profile, check_spec, type_name
 from kopfsched.config.types import (
     DEFAULT_BURST,
     DEFAULT_QPS,
@@ -68,8 +67,9 @@ MULTI_POINT = "multiPoint"
 PLUGIN_SET_FIELDS: tuple[str, ...] = (MULTI_POINT, *EXTENSION_POINTS)
 """The fields of `plugins`, multiPoint first."""
 
-PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
-SCHEDULER_PROFILE_SPEC_FIELDS = (*PROFILE_FIELDS, "podInitialBackoffSeconds", "podMaxBackoffSeconds", "extenders")
+# The structure of a profile (fields, types, ranges) is the CRD's schema (config/schema.py);
+# the top level of a KubeSchedulerConfiguration has no schema of ours, so its fields are
+# listed and checked here.
 KSC_FIELDS = (
     "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
     "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
@@ -141,30 +141,23 @@ class _ProfileParser:
 
     # Plugin sets -------------------------------------------------------------------
 
-    def plugin_sets(self, raw: Any) -> dict[str, _PluginSet]:
-        path = self.at("plugins")
-        sets = {point: _PluginSet() for point in PLUGIN_SET_FIELDS}
-        plugins = expect_mapping(raw, path, self.problems)
-        if plugins is None:
-            return sets
-        check_known_fields(plugins, PLUGIN_SET_FIELDS, path, self.problems)
-        for point in PLUGIN_SET_FIELDS:
-            sets[point] = self.plugin_set(plugins.get(point), point, join(path, point))
-        return sets
+    # The raw profile went through the schema (config/schema.py): what is left of it has the
+    # right types and every entry its name; a list item that was wrong is None.
 
-    def plugin_set(self, raw: Any, point: str, path: str) -> _PluginSet:
+    def plugin_sets(self, plugins: Mapping[str, Any] | None) -> dict[str, _PluginSet]:
+        path = self.at("plugins")
+        plugins = plugins or {}
+        return {point: self.plugin_set(plugins.get(point) or {}, point, join(path, point))
+                for point in PLUGIN_SET_FIELDS}
+
+    def plugin_set(self, plugin_set: Mapping[str, Any], point: str, path: str) -> _PluginSet:
         result = _PluginSet()
-        plugin_set = expect_mapping(raw, path, self.problems)
-        if plugin_set is None:
-            return result
-        check_known_fields(plugin_set, ("enabled", "disabled"), path, self.problems)
-        for index, item in enumerate(expect_list(plugin_set.get("disabled"), join(path, "disabled"), self.problems)):
-            name = self.entry_name(item, f"{path}.disabled[{index}]")
-            if name is not None:
-                # Names are not checked: disabling an upstream plugin that kopfsched lacks is harmless.
-                result.disabled.add(name)
+        # Names are not checked: disabling an upstream plugin that kopfsched lacks is harmless.
+        result.disabled.update(item["name"] for item in plugin_set.get("disabled") or () if item is not None)
         seen: set[str] = set()
-        for index, item in enumerate(expect_list(plugin_set.get("enabled"), join(path, "enabled"), self.problems)):
+        for index, item in enumerate(plugin_set.get("enabled") or ()):
+            if item is None:
+                continue
             entry = self.enabled_entry(item, point, f"{path}.enabled[{index}]")
             if entry is None:
                 continue
@@ -175,31 +168,13 @@ class _ProfileParser:
             result.enabled.append(entry)
         return result
 
-    def entry_name(self, item: Any, path: str) -> str | None:
-        entry = expect_mapping(item, path, self.problems)
-        if entry is None:
-            return None
-        check_known_fields(entry, ("name", "weight"), path, self.problems)
-        name = entry.get("name")
-        if name is None or name == "":
-            self.add(join(path, "name"), "required")
-            return None
-        if not isinstance(name, str):
-            self.add(join(path, "name"), f"must be a string, got {type_name(name)}")
-            return None
-        return name
-
-    def enabled_entry(self, item: Any, point: str, path: str) -> _Entry | None:
-        name = self.entry_name(item, path)
-        if name is None:
-            return None
-        raw_weight = item.get("weight")
+    def enabled_entry(self, item: Mapping[str, Any], point: str, path: str) -> _Entry | None:
+        name: str = item["name"]
         if name == WILDCARD:
             self.add(join(path, "name"), '"*" can only be disabled')
             return None
         if name not in self.registry:
             self.add(join(path, "name"), self.unknown_plugin(name))
-            check_weight(raw_weight, join(path, "weight"), self.problems)
             return None
         if self.factory(name) is None:
             self.add(join(path, "name"), self._broken[name])
@@ -213,8 +188,7 @@ class _ProfileParser:
             return None
         # Weights matter only where the plugin scores; elsewhere upstream ignores them.
         scores = point == "score" or (point == MULTI_POINT and "score" in (points or ()))
-        weight = check_weight(raw_weight, join(path, "weight"), self.problems) if scores else None
-        return _Entry(name, weight, path)
+        return _Entry(name, item.get("weight") if scores else None, path)
 
     # Merging and expansion ---------------------------------------------------------
 
@@ -259,21 +233,15 @@ class _ProfileParser:
 
     # Plugin args -------------------------------------------------------------------
 
-    def plugin_config(self, raw: Any) -> dict[str, Any]:
+    def plugin_config(self, raw: list[Mapping[str, Any]] | None) -> dict[str, Any]:
         """Decoded args per configured plugin."""
         path = self.at("pluginConfig")
         decoded: dict[str, Any] = {}
-        for index, item in enumerate(expect_list(raw, path, self.problems)):
-            item_path = f"{path}[{index}]"
-            config = expect_mapping(item, item_path, self.problems)
+        for index, config in enumerate(raw or ()):
             if config is None:
                 continue
-            check_known_fields(config, ("name", "args"), item_path, self.problems)
-            name = config.get("name")
-            if not isinstance(name, str) or not name:
-                message = "required" if not name else f"must be a string, got {type_name(name)}"
-                self.add(join(item_path, "name"), message)
-                continue
+            item_path = f"{path}[{index}]"
+            name: str = config["name"]
             if name in decoded:
                 self.add(join(item_path, "name"), f'repeated config for plugin "{name}"')
                 continue
@@ -299,19 +267,20 @@ class _ProfileParser:
 
     # The whole profile -------------------------------------------------------------
 
-    def parse(self, raw: Mapping[str, Any], *, known_fields: tuple[str, ...], default_name: str | None,
-              backoff: tuple[int, int]) -> ProfileConfig | None:
-        check_known_fields(raw, known_fields, self.path, self.problems)
-        name = optional_str(raw, "schedulerName", self.path, self.problems)
+    def parse(self, raw: Mapping[str, Any], *, default_name: str | None, backoff: tuple[int, int],
+              structure: list[Problem]) -> ProfileConfig | None:
+        """`raw` went through the schema (config/schema.py), which found `structure`; what is
+        left is semantics."""
+        name: str | None = raw.get("schedulerName")
         if name is None:
             name = default_name
-        if not name:
-            self.add(self.at("schedulerName"), "required")
-        percentage = optional_int(raw, "percentageOfNodesToScore", self.path, self.problems)
-        check_percentage(percentage, self.at("percentageOfNodesToScore"), self.problems)
+        name_path = self.at("schedulerName")
+        if not name and not any(problem.path == name_path for problem in structure):
+            self.add(name_path, "required")
+        percentage: int | None = raw.get("percentageOfNodesToScore")
         sets = self.plugin_sets(raw.get("plugins"))
         configured = self.plugin_config(raw.get("pluginConfig"))
-        if self.problems:
+        if self.problems or structure:
             return None  # expanding a broken plugin set would only add noise
         plugins = self.effective_plugins(sets)
         self.check_required_points(plugins)
@@ -353,20 +322,19 @@ def _merge(defaults: list[_Entry], custom: _PluginSet) -> list[_Entry]:
 
 def parse_profile_spec(spec: Any, registry: Registry, *, source: str, path: str = "spec",
                        default_name: str | None = DEFAULT_SCHEDULER_NAME) -> tuple[ProfileConfig | None, list[Problem]]:
-    """Parse a SchedulerProfile `spec` (one KubeSchedulerProfile plus the backoff fields)."""
-    problems: list[Problem] = []
-    raw = expect_mapping(spec, path, problems)
-    if raw is None:
-        raw = {} if spec is None else None
+    """Parse a SchedulerProfile `spec` (one KubeSchedulerProfile plus the backoff fields).
+
+    The structure is checked against the CRD's schema; the semantic rules run on the parts
+    whose structure is right, so every problem is reported at once."""
+    problems, raw = check_spec({} if spec is None else spec, path)
     if raw is None:
         return None, problems
-    initial = optional_int(raw, "podInitialBackoffSeconds", path, problems)
-    maximum = optional_int(raw, "podMaxBackoffSeconds", path, problems)
+    initial, maximum = raw.get("podInitialBackoffSeconds"), raw.get("podMaxBackoffSeconds")
     check_backoff(initial, maximum, path, problems)
     extenders = parse_extenders(raw.get("extenders"), join(path, "extenders"), problems)
     parser = _ProfileParser(registry, path=path, source=source)
-    profile = parser.parse(raw, known_fields=SCHEDULER_PROFILE_SPEC_FIELDS, default_name=default_name,
-                           backoff=(initial or 1, maximum or 10))
+    profile = parser.parse(raw, default_name=default_name, backoff=(initial or 1, maximum or 10),
+                           structure=problems)
     problems.extend(parser.problems)
     if profile is not None:
         profile = with_extenders(profile, extenders)
@@ -420,19 +388,24 @@ def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[Sc
     delay_cache = optional_bool(obj, "delayCacheUntilActive", "", problems)
     leader_election = _leader_election(obj.get("leaderElection"), problems)
     client_connection = _client_connection(obj.get("clientConnection"), problems)
-    extenders = parse_extenders(obj.get("extenders"), "extenders", problems)
+    # The extenders list has the shape of a SchedulerProfile's spec.extenders: its schema.
+    extender_problems, raw_extenders = check_extenders(obj.get("extenders") or [], "extenders")
+    problems.extend(extender_problems)
+    extenders = parse_extenders(raw_extenders, "extenders", problems)
 
     raw_profiles = expect_list(obj.get("profiles"), "profiles", problems) or [{}]
     profiles: list[ProfileConfig] = []
     for index, raw in enumerate(raw_profiles):
         path = f"profiles[{index}]"
-        raw_profile = expect_mapping(raw, path, problems)
-        if raw_profile is None:
+        # The SchedulerProfile spec's schema, restricted to the profile fields.
+        structure, raw = check_profile(raw, path)
+        problems.extend(structure)
+        if raw is None:
             continue
         parser = _ProfileParser(registry, path=path, source=KSC_PROFILE_SOURCE.format(index=index))
         # Upstream names the profile only when it is the only one.
         default_name = DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else None
-        profile = parser.parse(raw_profile, known_fields=PROFILE_FIELDS, default_name=default_name, backoff=backoff)
+        profile = parser.parse(raw, default_name=default_name, backoff=backoff, structure=structure)
         problems.extend(parser.problems)
         if profile is not None:
             profiles.append(with_extenders(profile, extenders))  # upstream's extenders serve every profile
