@@ -379,6 +379,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         def vanish() -> None:
             for plural, namespace, name in objects:
                 self._store[group, plural].pop((namespace, name), None)
+            # The removal is a write: a watcher that saw everything before it is behind it too,
+            # so resuming from its last resourceVersion must expire, not look up to date.
+            self._rv += 1
             for key, history in self._history.items():
                 history.clear()
                 self._compacted_rv[key] = self._rv
