@@ -664,3 +664,26 @@ async def test_events_are_validated_as_the_api_server_does(
         accepted = valid.status
     assert answer[0] == status and message_part in answer[1], answer
     assert accepted == 201
+
+
+async def test_custom_resources_are_pruned_to_their_schema(http: aiohttp.ClientSession) -> None:
+    crd = json.loads(json.dumps(WIDGET_CRD).replace('widgets', 'gadgets').replace('Widget', 'Gadget')
+                     .replace('"widget"', '"gadget"'))
+    crd['spec']['versions'][0]['schema']['openAPIV3Schema'] = {'type': 'object', 'properties': {
+        'spec': {'type': 'object', 'properties': {'size': {'type': 'integer'},
+                                                   'extra': {'type': 'object',
+                                                             'x-kubernetes-preserve-unknown-fields': True}}},
+        'status': {'type': 'object', 'properties': {'items': {'type': 'array', 'items': {
+            'type': 'object', 'properties': {'name': {'type': 'string'}}}}}}}}
+    async with http.post('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', json=crd) as created:
+        assert created.status == 201
+    path = f'/apis/{GROUP}/{VERSION}/gadgets'
+    body = {'apiVersion': f'{GROUP}/{VERSION}', 'kind': 'Gadget', 'metadata': {'name': 'g'},
+            'spec': {'size': 3, 'colour': 'red', 'extra': {'anything': {'goes': 1}}}}
+    async with http.post(path, json=body) as created:
+        stored = await created.json()
+    async with http.patch(f'{path}/g/status', json={'status': {'items': [{'name': 'a', 'age': 3}], 'typo': 1}},
+                          headers={'Content-Type': 'application/merge-patch+json'}) as patched:
+        status = (await patched.json())['status']
+    assert stored['spec'] == {'size': 3, 'extra': {'anything': {'goes': 1}}}
+    assert status == {'items': [{'name': 'a'}]}

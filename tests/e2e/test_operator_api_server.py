@@ -4,6 +4,7 @@ details. Each behaviour is switched on in the emulator for the test."""
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 from collections.abc import AsyncIterator
 
@@ -243,3 +244,24 @@ async def test_a_pod_resized_in_place_counts_what_it_runs_with(
             assert patched.status == 200
         await eventually(lambda: node_of(emulator, 'two-cpus'), what='bound once the resize is done')
     assert rejected is not None and rejected['message'].startswith('0/1 nodes are available: 1 Insufficient cpu.')
+
+
+async def test_the_schedulerprofile_status_the_operator_writes_survives_the_crds_pruning(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """A real server silently drops status fields the CRD's schema does not declare: every field
+    the operator reports must be declared, or `kubectl get` would never show it."""
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('p', scheduler_name='kopfsched'))
+        await eventually(lambda: node_of(emulator, 'p'), what='bound')
+
+        def written() -> tuple[dict, dict] | None:
+            stored = (emulator.get_object('schedulerprofiles', None, 'kopfsched', group='kopfsched.dev') or {})
+            wanted = operator.profiles.statuses()['kopfsched']
+            status = stored.get('status') or {}
+            return (wanted, status) if status.get('counters', {}).get('scheduled') == 1 else None
+        # Equal once the writer caught up, unless the API dropped something the operator wrote.
+        wanted, stored = await eventually(lambda: (w := written()) and w[1] == json.loads(json.dumps(w[0])) and w,
+                                          what='the status written as wanted')
+    assert stored['counters']['scheduled'] == 1
+    assert set(stored) == set(wanted)

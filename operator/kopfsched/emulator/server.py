@@ -24,6 +24,7 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
 - DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain; a pod on
   a node is deleted gracefully (deletionTimestamp, DELETED after its grace period, `grace_period_scale`
   shortening it for tests, `end_grace_periods()` ending them at once);
+- custom resources pruned to their CRD's structural schema (unknown fields dropped silently);
 - discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
   /openapi/v3 lists each kind's operations (no schemas), enough for plain `kubectl apply`
   (openapi.py); lists and objects as Tables for `kubectl get` (tables.py);
@@ -272,6 +273,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     # Objects carry metadata.managedFields (one entry per manager and subresource, fieldsV1 mirroring what it
     # wrote), often larger than the spec, as server-side field tracking does.
     managed_fields: bool = True
+    # Custom resources lose the fields their CRD's structural schema does not declare (apiextensions' pruning).
+    prune_custom_resources: bool = True
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -899,11 +902,29 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                         creationTimestamp=self.clock().strftime('%Y-%m-%dT%H:%M:%SZ'))
         new = {**obj, 'apiVersion': resource.api_version, 'kind': resource.kind, 'metadata': metadata}
         _validate(resource, new)
+        new = self._pruned(resource, new)
         if self.managed_fields:
             metadata['managedFields'] = [self._managed_entry(resource, obj, subresource=None)]
         _apply_defaults(resource, new)
         self._commit(resource, key, new, old=None)
         return new
+
+    # --- pruning of custom resources (apiextensions' structural schemas) ---------------------------------
+
+    def _pruned(self, resource: ResourceDef, obj: Obj) -> Obj:
+        """The custom resource without the fields its CRD's schema does not declare, as a real server
+        stores it (silently: no error, unless the client asked for strict field validation)."""
+        if not (self.prune_custom_resources and resource.custom):
+            return obj
+        crd = self._store['apiextensions.k8s.io', 'customresourcedefinitions'].get(
+            (None, f'{resource.plural}.{resource.group}')) or {}
+        version = next((v for v in (crd.get('spec') or {}).get('versions') or () if v.get('name') == resource.version),
+                       {})
+        schema = (version.get('schema') or {}).get('openAPIV3Schema')
+        if not isinstance(schema, dict):
+            return obj
+        body = _prune({k: v for k, v in obj.items() if k not in ('apiVersion', 'kind', 'metadata')}, schema)
+        return {'apiVersion': obj['apiVersion'], 'kind': obj['kind'], 'metadata': obj['metadata'], **body}
 
     # --- managedFields (what server-side field tracking records) ----------------------------------------
 
@@ -979,6 +1000,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                 metadata.pop(field, None)
         new = {**obj, 'apiVersion': old['apiVersion'], 'kind': old['kind'], 'metadata': metadata}
         _validate(resource, new)
+        new = self._pruned(resource, new)
         if self.managed_fields and 'managedFields' in old_meta:
             metadata['managedFields'] = old_meta['managedFields']
         if new == old:
@@ -1240,6 +1262,27 @@ def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> A
         raise ApiError(400, f'the body of {raw.content_type} must be a JSON {expect.__name__}, '
                             f'got {type(data).__name__}')
     return data
+
+
+def _prune(value: Any, schema: Obj) -> Any:
+    """`value` with what `schema` does not declare removed (properties, additionalProperties, items;
+    x-kubernetes-preserve-unknown-fields keeps the unknown)."""
+    if isinstance(value, dict):
+        properties = schema.get('properties') or {}
+        additional = schema.get('additionalProperties')
+        keep_unknown = schema.get('x-kubernetes-preserve-unknown-fields') is True or additional is True
+        pruned: Obj = {}
+        for key, item in value.items():
+            if key in properties:
+                pruned[key] = _prune(item, properties[key])
+            elif isinstance(additional, dict):
+                pruned[key] = _prune(item, additional)
+            elif keep_unknown:
+                pruned[key] = item
+        return pruned
+    if isinstance(value, list) and isinstance(schema.get('items'), dict):
+        return [_prune(item, schema['items']) for item in value]
+    return value
 
 
 _UNTRACKED_METADATA = frozenset({'name', 'namespace', 'uid', 'resourceVersion', 'generation', 'creationTimestamp',
