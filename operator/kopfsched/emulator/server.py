@@ -918,8 +918,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             return obj
         crd = self._store['apiextensions.k8s.io', 'customresourcedefinitions'].get(
             (None, f'{resource.plural}.{resource.group}')) or {}
-        version = next((v for v in (crd.get('spec') or {}).get('versions') or () if v.get('name') == resource.version),
-                       {})
+        version: Obj = next((v for v in (crd.get('spec') or {}).get('versions') or ()
+                             if v.get('name') == resource.version), {})
         schema = (version.get('schema') or {}).get('openAPIV3Schema')
         if not isinstance(schema, dict):
             return obj
