@@ -180,3 +180,52 @@ async def test_an_assumed_pod_deleted_meanwhile_frees_its_node_and_is_not_requeu
     await h.scheduler.wait_for_tasks()
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0
     assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+
+
+class HeldEvents(InMemoryClusterClient):
+    """Posts Events only once `release` is set, counting how many wait at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.waiting = 0
+        self.most_waiting = 0
+
+    async def record_event(self, **kwargs: Any) -> None:
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        await self.release.wait()
+        self.waiting -= 1
+        await super().record_event(**kwargs)
+
+
+async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kopfsched.scheduler import scheduler as scheduler_module
+    monkeypatch.setattr(scheduler_module, "EVENT_QUEUE_SIZE", 3)
+    client = HeldEvents()
+    h, fwk, _ = harness(client=client)
+    post_bound: list[str] = []
+    monkeypatch.setattr(fwk, "run_post_bind_plugins", lambda state, pod, host: post_bound.append(pod.name))
+    h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "100m"}) for i in range(8)))
+    while (qpi := h.scheduler.queue.pop()) is not None:
+        await h.scheduler.schedule_one(qpi)
+    for _ in range(200):
+        await asyncio.sleep(0)
+        if len(post_bound) == 8:
+            break
+    # Every pod bound and through PostBind while no Event could be posted yet.
+    assert sorted(post_bound) == [f"p{i}" for i in range(8)]
+    assert all(h.node_of(f"p{i}") == "n1" for i in range(8))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # At most EVENT_SENDERS posting at once, at most EVENT_QUEUE_SIZE queued, the rest dropped.
+    assert 0 < client.most_waiting <= scheduler_module.EVENT_SENDERS
+    dropped = h.scheduler.events_dropped
+    assert dropped >= 8 - scheduler_module.EVENT_SENDERS - 3
+    client.release.set()
+    await h.settle()
+    posted = [e.regarding for e in client.events]
+    assert len(posted) == 8 - dropped
+    assert posted == sorted(posted, key=lambda key: post_bound.index(key.split("/")[1])), "in binding order"
+    assert {e.reason for e in client.events} == {"Scheduled"}

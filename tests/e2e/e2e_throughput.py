@@ -2,32 +2,48 @@
 
     python -m tests.e2e.e2e_throughput                  # 2000 pods on 100 nodes; RSS with 5000 pods, 500 nodes
     python -m tests.e2e.e2e_throughput --pods 500 --rss-pods 1000 --rss-nodes 100
+    python -m tests.e2e.e2e_throughput --scale          # 5000 nodes, 50 000 running pods, then 5000 new pods
+    python -m tests.e2e.e2e_throughput --profile /tmp/operator.txt   # + py-spy samples of the operator
 
 Three processes, as in a cluster: the emulator, `kopfsched run` (started as a user would, with a
 KubeSchedulerConfiguration raising the client QPS so the rate limiter is not what is measured),
-and this driver. Phase 1, raw capacity: this driver creates and binds the pods itself (the same
-client, the same concurrency) against a fresh emulator. Phase 2, end to end: a fresh emulator,
-the operator running, the driver creates the pods; the clock stops when the operator's metrics
-count every pod scheduled. Phase 3: RSS of the operator once its cache holds --rss-pods bound pods
-on --rss-nodes nodes. Every phase is bounded by --timeout and the processes are always stopped.
+and this driver, a plain aiohttp client with --concurrency requests in flight.
+
+Phase 1, raw capacity: the driver creates and binds the pods itself against a fresh emulator.
+Phase 2, end to end: a fresh emulator, the operator running, the driver creates the pods; the clock
+stops when the operator's metrics count every pod scheduled (each pod: a bind and a `Scheduled`
+Event). Phase 3: RSS of the operator once its cache holds --rss-pods bound pods on --rss-nodes nodes.
+
+With --scale instead: one emulator holding --scale-nodes nodes and --scale-running bound pods; the
+raw capacity is measured on it first (--scale-pods pods created and bound by the driver, left
+running), then the operator starts: seconds until /readyz answers 200, its RSS, and the rate at
+which it binds --scale-pods new pods.
+
+With --profile FILE, py-spy samples the operator (every thread) during the end-to-end phase and
+FILE gets the functions where the samples fall, most first, per thread. Every phase is bounded by
+--timeout and the processes are always stopped.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
+import os
 import pathlib
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client, config
 
 from kopfsched.emulator.server import emulator_process, write_kubeconfig
 from tests.builders import make_node, make_pod
@@ -39,10 +55,13 @@ CONFIG = {
     'clientConnection': {'qps': 5000, 'burst': 10000},
     'profiles': [{'schedulerName': SCHEDULER}],
 }
+KEEP_LOG = os.environ.get('E2E_OPERATOR_LOG')
+"""Where to keep the last operator's log (e.g. to see why a run timed out)."""
+JSON_HEADERS = {'Content-Type': 'application/json', 'Accept': 'application/json'}
 
 
 async def _run_all(calls: list[Callable[[], Awaitable[object]]], *, concurrency: int) -> None:
-    """Run the calls with `concurrency` in flight (as raw_capacity does)."""
+    """Run the calls with `concurrency` in flight."""
     queue = list(reversed(calls))
 
     async def worker() -> None:
@@ -51,13 +70,46 @@ async def _run_all(calls: list[Callable[[], Awaitable[object]]], *, concurrency:
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def _bind(api: client.ApiClient, name: str, node: str) -> object:
-    return await api.call_api(
-        f'/api/v1/namespaces/default/pods/{name}/binding', 'POST',
-        body={'apiVersion': 'v1', 'kind': 'Binding', 'metadata': {'name': name},
-              'target': {'kind': 'Node', 'name': node}},
-        header_params={'Content-Type': 'application/json', 'Accept': 'application/json'},
-        response_types_map={201: 'V1Status'}, auth_settings=['BearerToken'], _return_http_data_only=True)
+class Driver:
+    """A plain aiohttp client (no kubernetes client library, no proxy lookups): what the API
+    server can take from one client is the yardstick."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+        self.session = session
+        self.url = url
+
+    async def post(self, path: str, body: dict[str, Any]) -> None:
+        async with self.session.post(self.url + path, data=json.dumps(body), headers=JSON_HEADERS) as response:
+            if response.status >= 300:
+                raise RuntimeError(f'POST {path}: {response.status} {await response.text()}')
+            await response.read()
+
+    async def get(self, path: str) -> Any:
+        async with self.session.get(self.url + path, headers=JSON_HEADERS) as response:
+            return await response.json()
+
+    async def create_node(self, node: dict[str, Any]) -> None:
+        await self.post('/api/v1/nodes', node)
+
+    async def create_pod(self, pod: dict[str, Any]) -> None:
+        namespace = pod['metadata'].get('namespace') or 'default'
+        await self.post(f'/api/v1/namespaces/{namespace}/pods', pod)
+
+    async def bind(self, name: str, node: str, namespace: str = 'default') -> None:
+        await self.post(f'/api/v1/namespaces/{namespace}/pods/{name}/binding', {
+            'apiVersion': 'v1', 'kind': 'Binding', 'metadata': {'name': name},
+            'target': {'kind': 'Node', 'name': node}})
+
+    async def unbound(self, namespace: str) -> list[str]:
+        listed = await self.get(f'/api/v1/namespaces/{namespace}/pods')
+        return [p['metadata']['name'] for p in listed['items'] if not p['spec'].get('nodeName')]
+
+
+@contextlib.asynccontextmanager
+async def driver_for(url: str, concurrency: int):  # type: ignore[no-untyped-def]
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        yield Driver(session, url)
 
 
 def _free_port() -> int:
@@ -84,6 +136,63 @@ def operator_process(kubeconfig: pathlib.Path, tmp: pathlib.Path) -> Iterator[tu
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+        if KEEP_LOG:
+            shutil.copyfile(tmp / 'operator.log', KEEP_LOG)
+
+
+@contextlib.contextmanager
+def sampling(pid: int, output: str | None) -> Iterator[None]:
+    """py-spy record of every thread of `pid` while the context lasts, summarised into `output`."""
+    if output is None:
+        yield
+        return
+    py_spy = shutil.which('py-spy')
+    if py_spy is None:
+        raise SystemExit('--profile needs py-spy (pip install py-spy)')
+    raw = output + '.raw'
+    recorder = subprocess.Popen([py_spy, 'record', '--threads', '--nonblocking', '--format', 'raw', '--rate', '200',
+                                 '-o', raw, '--pid', str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        try:
+            recorder.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+        if os.path.exists(raw):
+            pathlib.Path(output).write_text(summarise(pathlib.Path(raw).read_text()))
+
+
+def summarise(collapsed: str, top: int = 40) -> str:
+    """Per thread: its share of the samples, then the functions most often on its stacks
+    (inclusive) and at their tops (exclusive)."""
+    threads: collections.Counter[str] = collections.Counter()
+    inclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    exclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(' ')
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(';')
+        # 'thread (123): MainThread'; the default executor's threads are counted together.
+        thread = re.sub(r'_\d+$', '_*', frames[0].partition('): ')[2] or frames[0])
+        functions = [re.sub(r' \((?:[^()]*/)?([^()/]+):\d+\)$', r' (\1)', f) for f in frames[1:]]
+        threads[thread] += count
+        for function in set(functions):
+            inclusive[thread][function] += count
+        if functions:
+            exclusive[thread][functions[-1]] += count
+    total = sum(threads.values()) or 1
+    lines = [f'{total} samples']
+    for thread, count in threads.most_common():
+        lines.append(f'\n== {thread}: {count} samples ({100 * count / total:.0f}%)')
+        lines.append('-- inclusive')
+        lines += [f'{100 * n / count:5.1f}%  {f}' for f, n in inclusive[thread].most_common(top)]
+        lines.append('-- exclusive')
+        lines += [f'{100 * n / count:5.1f}%  {f}' for f, n in exclusive[thread].most_common(top // 2)]
+    return '\n'.join(lines) + '\n'
 
 
 async def _metric(session: aiohttp.ClientSession, port: int, pattern: str) -> float:
@@ -100,7 +209,8 @@ async def _until(session: aiohttp.ClientSession, port: int, pattern: str, value:
     while await _metric(session, port, pattern) < value:
         if time.monotonic() > deadline:
             raise TimeoutError(f'{pattern} did not reach {value}')
-        await asyncio.sleep(0.05)
+        # Every scrape costs the operator a /metrics rendering: a few per second, not twenty.
+        await asyncio.sleep(0.2)
 
 
 async def _ready(session: aiohttp.ClientSession, port: int, *, deadline: float) -> None:
@@ -114,6 +224,13 @@ async def _ready(session: aiohttp.ClientSession, port: int, *, deadline: float) 
         await asyncio.sleep(0.05)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used (robust where wall time is not: a machine
+    shared with other work slows every process, not the work each one does per pod)."""
+    fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def _rss_mb(pid: int) -> float:
     for line in pathlib.Path(f'/proc/{pid}/status').read_text().splitlines():
         if line.startswith('VmRSS:'):
@@ -121,61 +238,68 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-async def _api(url: str, tmp: pathlib.Path) -> tuple[client.ApiClient, pathlib.Path]:
-    kubeconfig = write_kubeconfig(tmp / 'kubeconfig', url=url)
-    return await config.new_client_from_config(config_file=str(kubeconfig)), kubeconfig
+SCHEDULED = rf'scheduler_schedule_attempts_total{{profile="{SCHEDULER}",result="scheduled"}}'
+
+
+def _measured_pod(name: str, namespace: str = 'default') -> dict[str, Any]:
+    return make_pod(name, namespace, scheduler_name=SCHEDULER, requests={'cpu': '10m'})
+
+
+async def _create_and_bind(driver: Driver, *, pods: int, nodes: int, concurrency: int, prefix: str = 'pod',
+                           namespace: str = 'default') -> float:
+    """The raw capacity: pods created then bound per second by the driver alone."""
+    started = time.perf_counter()
+    await _run_all([lambda i=i: driver.create_pod(make_pod(f'{prefix}-{i}', namespace)) for i in range(pods)],
+                   concurrency=concurrency)
+    await _run_all([lambda i=i: driver.bind(f'{prefix}-{i}', f'node-{i % nodes}', namespace) for i in range(pods)],
+                   concurrency=concurrency)
+    return pods / (time.perf_counter() - started)
 
 
 async def raw_capacity(*, pods: int, nodes: int, concurrency: int) -> float:
-    with emulator_process() as remote, tempfile.TemporaryDirectory() as tmp:
-        api, _ = await _api(remote.url, pathlib.Path(tmp))
-        async with api:
-            core = client.CoreV1Api(api)
-            await _run_all([lambda i=i: core.create_node(make_node(f'node-{i}')) for i in range(nodes)],
+    with emulator_process() as remote:
+        async with driver_for(remote.url, concurrency) as driver:
+            await _run_all([lambda i=i: driver.create_node(make_node(f'node-{i}')) for i in range(nodes)],
                            concurrency=concurrency)
-            started = time.perf_counter()
-            await _run_all([lambda i=i: core.create_namespaced_pod('default', make_pod(f'pod-{i}'))
-                            for i in range(pods)], concurrency=concurrency)
-            await _run_all([lambda i=i: _bind(api, f'pod-{i}', f'node-{i % nodes}') for i in range(pods)],
-                           concurrency=concurrency)
-            return pods / (time.perf_counter() - started)
+            return await _create_and_bind(driver, pods=pods, nodes=nodes, concurrency=concurrency)
 
 
-async def end_to_end(*, pods: int, nodes: int, concurrency: int, timeout: float) -> tuple[float, float]:
+async def _operator_binds(driver: Driver, session: aiohttp.ClientSession, port: int, *, pods: int, namespace: str,
+                          concurrency: int, deadline: float) -> float:
+    """Pods bound per second by the operator: from the first create to the last one scheduled."""
+    started = time.perf_counter()
+    await _run_all([lambda i=i: driver.create_pod(_measured_pod(f'pod-{i}', namespace)) for i in range(pods)],
+                   concurrency=concurrency)
+    await _until(session, port, SCHEDULED, pods, deadline=deadline)
+    seconds = time.perf_counter() - started
+    unbound = await driver.unbound(namespace)
+    if unbound:
+        raise RuntimeError(f'{len(unbound)} pods were not bound')
+    return pods / seconds
+
+
+async def end_to_end(*, pods: int, nodes: int, concurrency: int, timeout: float,
+                     profile: str | None) -> tuple[float, float, float]:
     with emulator_process() as remote, tempfile.TemporaryDirectory() as tmp:
-        api, kubeconfig = await _api(remote.url, pathlib.Path(tmp))
-        async with api, aiohttp.ClientSession() as session:
-            core = client.CoreV1Api(api)
-            await _run_all([lambda i=i: core.create_node(make_node(f'node-{i}')) for i in range(nodes)],
+        kubeconfig = write_kubeconfig(pathlib.Path(tmp) / 'kubeconfig', url=remote.url)
+        async with driver_for(remote.url, concurrency) as driver, aiohttp.ClientSession() as session:
+            await _run_all([lambda i=i: driver.create_node(make_node(f'node-{i}')) for i in range(nodes)],
                            concurrency=concurrency)
             with operator_process(kubeconfig, pathlib.Path(tmp)) as (process, port):
                 deadline = time.monotonic() + timeout
                 await _ready(session, port, deadline=deadline)
-                started = time.perf_counter()
-                await _run_all([lambda i=i: core.create_namespaced_pod(
-                    'default', make_pod(f'pod-{i}', scheduler_name=SCHEDULER, requests={'cpu': '10m'}))
-                    for i in range(pods)], concurrency=concurrency)
-                await _until(session, port, rf'scheduler_schedule_attempts_total{{profile="{SCHEDULER}",'
-                             r'result="scheduled"}', pods, deadline=deadline)
-                seconds = time.perf_counter() - started
-                rss = _rss_mb(process.pid)
-            listed = await core.list_namespaced_pod('default')
-            unbound = [p.metadata.name for p in listed.items if not p.spec.node_name]
-            if unbound:
-                raise RuntimeError(f'{len(unbound)} pods were not bound')
-            return pods / seconds, rss
+                cpu = _cpu_seconds(process.pid)
+                with sampling(process.pid, profile):
+                    rate = await _operator_binds(driver, session, port, pods=pods, namespace='default',
+                                                 concurrency=concurrency, deadline=deadline)
+                return rate, _rss_mb(process.pid), 1000 * (_cpu_seconds(process.pid) - cpu) / pods
 
 
 async def rss_with_cache(*, pods: int, nodes: int, concurrency: int, timeout: float) -> dict[str, float]:
     with emulator_process() as remote, tempfile.TemporaryDirectory() as tmp:
-        api, kubeconfig = await _api(remote.url, pathlib.Path(tmp))
-        async with api, aiohttp.ClientSession() as session:
-            core = client.CoreV1Api(api)
-            await _run_all([lambda i=i: core.create_node(make_node(f'node-{i}', cpu='64', pods=110))
-                            for i in range(nodes)], concurrency=concurrency)
-            await _run_all([lambda i=i: core.create_namespaced_pod('default', make_pod(
-                f'pod-{i}', node_name=f'node-{i % nodes}', requests={'cpu': '100m', 'memory': '128Mi'}))
-                for i in range(pods)], concurrency=concurrency)
+        kubeconfig = write_kubeconfig(pathlib.Path(tmp) / 'kubeconfig', url=remote.url)
+        async with driver_for(remote.url, concurrency) as driver, aiohttp.ClientSession() as session:
+            await _populate(driver, nodes=nodes, pods=pods, concurrency=concurrency, cpu='64')
             with operator_process(kubeconfig, pathlib.Path(tmp)) as (process, port):
                 deadline = time.monotonic() + timeout
                 await _ready(session, port, deadline=deadline)
@@ -186,27 +310,81 @@ async def rss_with_cache(*, pods: int, nodes: int, concurrency: int, timeout: fl
             return {'rss_mb_at_ready': at_ready, 'rss_mb_settled': settled}
 
 
+async def _populate(driver: Driver, *, nodes: int, pods: int, concurrency: int, cpu: str) -> None:
+    """Nodes, and pods already running on them (created with spec.nodeName, as scheduler_perf's)."""
+    await _run_all([lambda i=i: driver.create_node(make_node(f'node-{i}', cpu=cpu, pods=110))
+                    for i in range(nodes)], concurrency=concurrency)
+    await _run_all([lambda i=i: driver.create_pod(make_pod(
+        f'running-{i}', 'running', node_name=f'node-{i % nodes}', requests={'cpu': '100m', 'memory': '128Mi'}))
+        for i in range(pods)], concurrency=concurrency)
+
+
+async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, timeout: float,
+                   profile: str | None) -> dict[str, float]:
+    """5000 nodes and 50 000 running pods: readiness, memory, then binding --scale-pods new pods."""
+    with emulator_process(history_size=1000) as remote, tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = write_kubeconfig(pathlib.Path(tmp) / 'kubeconfig', url=remote.url)
+        async with driver_for(remote.url, concurrency) as driver, aiohttp.ClientSession() as session:
+            started = time.perf_counter()
+            await _populate(driver, nodes=nodes, pods=running, concurrency=concurrency, cpu='64')
+            populated = time.perf_counter() - started
+            raw = await _create_and_bind(driver, pods=pods, nodes=nodes, concurrency=concurrency, prefix='raw',
+                                         namespace='raw')
+            with operator_process(kubeconfig, pathlib.Path(tmp)) as (process, port):
+                started = time.perf_counter()
+                deadline = time.monotonic() + timeout
+                if profile is not None:
+                    await asyncio.sleep(0.5)  # py-spy attaches once the interpreter runs
+                with sampling(process.pid, None if profile is None else profile + '.startup'):
+                    await _ready(session, port, deadline=deadline)
+                ready = time.perf_counter() - started
+                rss_ready = _rss_mb(process.pid)
+                cpu = _cpu_seconds(process.pid)
+                with sampling(process.pid, profile):
+                    rate = await _operator_binds(driver, session, port, pods=pods, namespace='measured',
+                                                 concurrency=concurrency, deadline=deadline)
+                cpu_ms = 1000 * (_cpu_seconds(process.pid) - cpu) / pods
+                rss_after = _rss_mb(process.pid)
+        return {'nodes': nodes, 'running_pods': running + pods, 'pods': pods, 'populate_seconds': round(populated, 1),
+                'ready_seconds': round(ready, 1), 'operator_rss_mb_at_ready': rss_ready,
+                'operator_rss_mb_after_run': rss_after, 'raw_pods_per_second': round(raw, 1),
+                'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2),
+                'operator_cpu_ms_per_pod': round(cpu_ms, 2)}
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.scale:
+        result = await at_scale(nodes=args.scale_nodes, running=args.scale_running, pods=args.scale_pods,
+                                concurrency=args.concurrency, timeout=args.timeout, profile=args.profile)
+        print(json.dumps({'concurrency': args.concurrency, **result}), flush=True)
+        return
     raw = await asyncio.wait_for(raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency),
                                  args.timeout)
-    e2e, rss_after_run = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
-                                          timeout=args.timeout)
+    e2e, rss_after_run, cpu_ms = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
+                                          timeout=args.timeout, profile=args.profile)
     print(json.dumps({'pods': args.pods, 'nodes': args.nodes, 'concurrency': args.concurrency,
                       'raw_pods_per_second': round(raw, 1), 'e2e_pods_per_second': round(e2e, 1),
-                      'ratio': round(e2e / raw, 2), 'operator_rss_mb_after_run': rss_after_run}), flush=True)
-    memory = await rss_with_cache(pods=args.rss_pods, nodes=args.rss_nodes, concurrency=args.concurrency,
-                                  timeout=args.timeout)
-    print(json.dumps({'cache_pods': args.rss_pods, 'cache_nodes': args.rss_nodes, **memory}), flush=True)
+                      'ratio': round(e2e / raw, 2), 'operator_cpu_ms_per_pod': round(cpu_ms, 2),
+                      'operator_rss_mb_after_run': rss_after_run}), flush=True)
+    if args.rss_pods:
+        memory = await rss_with_cache(pods=args.rss_pods, nodes=args.rss_nodes, concurrency=args.concurrency,
+                                      timeout=args.timeout)
+        print(json.dumps({'cache_pods': args.rss_pods, 'cache_nodes': args.rss_nodes, **memory}), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--pods', type=int, default=2000)
     parser.add_argument('--nodes', type=int, default=100)
-    parser.add_argument('--rss-pods', type=int, default=5000)
+    parser.add_argument('--rss-pods', type=int, default=5000, help='0: skip the memory phase')
     parser.add_argument('--rss-nodes', type=int, default=500)
-    parser.add_argument('--concurrency', type=int, default=8, help='requests in flight from the driver')
-    parser.add_argument('--timeout', type=float, default=240.0, help='give up a phase after this many seconds')
+    parser.add_argument('--concurrency', type=int, default=32, help='requests in flight from the driver')
+    parser.add_argument('--scale', action='store_true', help='the at-scale phases instead (see --scale-*)')
+    parser.add_argument('--scale-nodes', type=int, default=5000)
+    parser.add_argument('--scale-running', type=int, default=50_000)
+    parser.add_argument('--scale-pods', type=int, default=5000)
+    parser.add_argument('--profile', metavar='FILE', help='py-spy summary of the operator while it binds')
+    parser.add_argument('--timeout', type=float, default=600.0, help='give up a phase after this many seconds')
     asyncio.run(main_async(parser.parse_args(argv)))
 
 

@@ -203,6 +203,30 @@ async def test_watch_with_field_selector_sees_pods_leave_it(api: client.ApiClien
     assert left['object']['spec']['nodeName'] == 'n1'
 
 
+async def test_paged_list_pages_come_from_the_first_pages_snapshot(api: client.ApiClient,
+                                                                   http: aiohttp.ClientSession) -> None:
+    """As the API server pins a paged LIST's resourceVersion: a pod created between pages is
+    not in the listing; after the last page the snapshot is gone and a new LIST sees it."""
+    core = client.CoreV1Api(api)
+    for name in ('a', 'b', 'c', 'd', 'e'):
+        await core.create_namespaced_pod('default', make_pod(name))
+    names: list[str] = []
+    token = ''
+    while True:
+        params = {'limit': '2', **({'continue': token} if token else {})}
+        async with http.get('/api/v1/namespaces/default/pods', params=params) as response:
+            page = await response.json()
+        names += [p['metadata']['name'] for p in page['items']]
+        if not names[2:]:
+            await core.create_namespaced_pod('default', make_pod('aa'))  # sorts among the first
+        token = page['metadata'].get('continue', '')
+        if not token:
+            break
+    assert names == ['a', 'b', 'c', 'd', 'e']
+    listed = await core.list_namespaced_pod('default', limit=10)
+    assert [p.metadata.name for p in listed.items] == ['a', 'aa', 'b', 'c', 'd', 'e']
+
+
 @pytest.mark.parametrize(('field_selector', 'expected'), [
     pytest.param('spec.schedulerName=kopfsched', ['a', 'b'], id='scheduler-name'),
     pytest.param('spec.schedulerName==kopfsched,spec.nodeName=', ['a'], id='pending-of-ours'),

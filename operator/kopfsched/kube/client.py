@@ -12,6 +12,7 @@ not turned into model classes (the `object` response type passes JSON through).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import os
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import aiohttp.helpers
+import yarl
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -48,6 +51,28 @@ EVENT_CACHE_SIZE = 4096
 LEASES = "/apis/coordination.k8s.io/"
 PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL = "kopfsched.dev", "v1alpha1", "schedulerprofiles"
 POD_GROUP_GROUP, POD_GROUP_VERSION, POD_GROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
+
+
+def without_env_lookups(api: k8s.ApiClient) -> None:
+    """Resolve the proxy settings of the environment once, for the API server's URL, instead
+    of per request.
+
+    kubernetes_asyncio opens its aiohttp session with trust_env=True: every request then
+    looks the proxy up in the environment and reads ~/.netrc, each in a thread of the
+    default executor whose result hops back into the loop — in the operator's profile, six
+    threads busy doing only that. client-go reads the environment's proxy once too."""
+    rest = api.rest_client
+    if not rest.proxy and api.configuration.host:
+        with contextlib.suppress(LookupError, ValueError):
+            proxy, proxy_auth = aiohttp.helpers.get_env_proxy_for_url(yarl.URL(api.configuration.host))
+            rest.proxy = str(proxy)
+            if proxy_auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": proxy_auth.encode()}
+    old = rest.pool_manager
+    connector = old.connector
+    old.detach()  # the new session owns the connector (and its TLS settings) from now on
+    # read_bufsize as kubernetes_asyncio's: watch events of large objects exceed aiohttp's default.
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
 
 
 def reporting_instance() -> str:
@@ -173,13 +198,14 @@ class KubeClusterClient:
 
     async def bind(self, *, pod: Obj, node_name: str) -> None:
         """POST pods/binding. The generated create_namespaced_pod_binding raises after a
-        successful bind (it expects a Binding back, the API answers a Status)."""
+        successful bind (it expects a Binding back, the API answers a Status); the answer
+        is read as plain JSON (no V1Status model built per bind: nothing reads it)."""
         meta = pod["metadata"]
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid")},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
         await self.request("POST", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}/binding",
-                           body=body, response_type="V1Status", what=f"binding {pod_key(pod)} to {node_name}")
+                           body=body, what=f"binding {pod_key(pod)} to {node_name}")
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
                                nominated_node_name: str | None = None) -> None:

@@ -77,6 +77,8 @@ class Informer:
         """The initial listing is done: the cache holds every node and pod."""
         self._pending_kinds: set[WatchedKind] = set()
         """Kinds a relist reconcile is scheduled for."""
+        self._last_relisted = 0.0
+        """Loop time kopf last listed something after our initial listing."""
         self._by_kind = {watched.kind: watched for watched in (*WATCHED, PROFILE_KIND)}
         self._by_resource = {resource_name(watched): watched for watched in (*WATCHED, PROFILE_KIND)}
 
@@ -147,14 +149,21 @@ class Informer:
         return removed
 
     def _schedule_reconcile(self, watched: WatchedKind) -> None:
-        """Reconcile `watched` relist_reconcile_delay from now, with every kind relisted meanwhile."""
+        """Reconcile `watched` once kopf's listing has gone quiet for relist_reconcile_delay,
+        with every kind relisted meanwhile."""
+        self._last_relisted = asyncio.get_running_loop().time()
         if self._pending_kinds:
             self._pending_kinds.add(watched)
             return
         self._pending_kinds.add(watched)
 
         async def later() -> None:
-            await asyncio.sleep(self.relist_reconcile_delay)
+            # A trailing debounce: one reconcile after the whole listing, not one after another
+            # while 50 000 listed pods trickle in (each a LIST of the kind, which kept the API
+            # server and this loop busy for minutes at start-up).
+            loop = asyncio.get_running_loop()
+            while (wait := self._last_relisted + self.relist_reconcile_delay - loop.time()) > 0:
+                await asyncio.sleep(wait)
             kinds = [kind for kind in (*WATCHED, PROFILE_KIND) if kind in self._pending_kinds]
             self._pending_kinds.clear()
             for kind in kinds:

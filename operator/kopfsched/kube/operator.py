@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +27,12 @@ from kubernetes_asyncio import config as k8s_config
 from kopfsched.cache.cache import Cache
 from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS, SchedulerConfig
 from kopfsched.framework.client import ClusterError
-from kopfsched.kube.client import KubeClusterClient, reporting_instance
+from kopfsched.kube.client import KubeClusterClient, reporting_instance, without_env_lookups
 from kopfsched.kube.dashboard import OperatorDashboard
 from kopfsched.kube.feed import ClusterFeed
 from kopfsched.kube.handlers import build_registry
 from kopfsched.kube.informer import LIST_PAGE_SIZE, Informer
-from kopfsched.kube.kopf_thread import KopfThread
+from kopfsched.kube.kopf_thread import Inbox, KopfThread
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
 from kopfsched.kube.podgroups import PodGroupStatusWriter
 from kopfsched.kube.profile_manager import ProfileFeedHandlers, ProfileManager
@@ -150,6 +150,7 @@ class Operator:
         """Why the run ended badly (kopf stopped, the lease was lost); None while all is well."""
         self._loop = asyncio.get_running_loop()
         self.watch_health.on_listed = self._relisted
+        self._inbox: Inbox[tuple[Callable[..., None], tuple[Any, ...]]] = Inbox(self._loop, _call)
         self._scheduling: asyncio.Task[None] | None = None
         self._last_cycle = (0, time.monotonic())
 
@@ -159,6 +160,7 @@ class Operator:
         """An operator with an API client for the options' kubeconfig, closed on exit."""
         configuration = await load_configuration(options.kubeconfig)
         api = k8s.ApiClient(configuration)
+        without_env_lookups(api)
         try:
             yield cls(options, api=api, configuration=configuration)
         finally:
@@ -254,12 +256,13 @@ class Operator:
     # -- events from kopf's thread ---------------------------------------------------------
 
     def _relisted(self, resource: str) -> None:
-        """Called in kopf's thread when kopf listed a resource (again): reconcile that kind."""
-        self._loop.call_soon_threadsafe(self.informer.relisted, resource)
+        """Called in kopf's thread when kopf listed a resource (again): reconcile that kind
+        (through the inbox, so after the events kopf forwarded before)."""
+        self._inbox.put((self.informer.relisted, (resource,)))
 
     def _forward(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
         """Called in kopf's thread: hand the event to the scheduler's loop, in order."""
-        self._loop.call_soon_threadsafe(self.informer.on_event, kind, type, obj)
+        self._inbox.put((self.informer.on_event, (kind, type, obj)))
 
     # -- periodic work -----------------------------------------------------------------------
 
@@ -292,6 +295,11 @@ class Operator:
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro, name)
+
+
+def _call(item: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
+    function, args = item
+    function(*args)
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:

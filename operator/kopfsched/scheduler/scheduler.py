@@ -14,6 +14,7 @@ supervised tasks whose failures are logged, never lost.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
@@ -48,6 +49,10 @@ from kopfsched.scheduler.tasks import TaskSet
 logger = logging.getLogger(__name__)
 
 EVENT_NOTE_LENGTH_LIMIT = 1024
+EVENT_QUEUE_SIZE = 1000
+"""Events waiting to be posted before new ones are dropped (upstream's maxQueuedEvents)."""
+EVENT_SENDERS = 4
+"""Event requests in flight at most."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
@@ -115,6 +120,9 @@ class Scheduler:
         self._tasks = TaskSet(logger)
         self.unmanaged = UnmanagedPods()
         self.extenders = ExtenderPool()
+        self._events: collections.deque[dict[str, Any]] = collections.deque()
+        self._event_senders = 0
+        self.events_dropped = 0
 
     @property
     def snapshot(self) -> Snapshot:
@@ -344,10 +352,9 @@ class Scheduler:
                 node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts,
                 since_first_queued=self.clock() - qpi.initial_attempt_timestamp
                 if qpi.initial_attempt_timestamp is not None else None))
-            await self._call_api(self.client.record_event(
+            self.record_event_later(
                 regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
-                message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name),
-                "Scheduled event")
+                message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name)
             fwk.run_post_bind_plugins(state, assumed, host)
         except Exception:
             logger.exception("reporting the binding of pod %s to %s failed", assumed.key, host)
@@ -450,6 +457,30 @@ class Scheduler:
         await self._call_api(self.client.record_event(
             regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
             message=truncate_message(message), reporting_controller=fwk.profile_name), "FailedScheduling event")
+
+    def record_event_later(self, **event: Any) -> None:
+        """Queue an Event and return (upstream's event broadcaster): a few sender tasks post
+        the queue in order, so recording never holds up a binding cycle and a burst of binds
+        is not also a burst of concurrent Event requests. Past EVENT_QUEUE_SIZE queued Events,
+        new ones are dropped, as upstream's broadcaster drops when its channel is full."""
+        if len(self._events) >= EVENT_QUEUE_SIZE:
+            self.events_dropped += 1
+            if self.events_dropped in (1, 10, 100) or self.events_dropped % 1000 == 0:
+                logger.warning("%d Events dropped: more than %d waiting to be posted",
+                               self.events_dropped, EVENT_QUEUE_SIZE)
+            return
+        self._events.append(event)
+        if self._event_senders < EVENT_SENDERS:
+            self._event_senders += 1
+            self.spawn(self._send_events(), "events")
+
+    async def _send_events(self) -> None:
+        try:
+            while self._events:
+                event = self._events.popleft()
+                await self._call_api(self.client.record_event(**event), f"{event['reason']} event")
+        finally:
+            self._event_senders -= 1
 
     async def _call_api(self, call: Awaitable[Any], what: str) -> None:
         try:
