@@ -235,7 +235,9 @@ async def test_a_pod_resized_in_place_counts_what_it_runs_with(
     async with running_operator(kubeconfig) as operator:
         await post(http, PODS, make_pod('two-cpus', scheduler_name='kopfsched', requests={'cpu': '2'}))
         await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 1, what='the rejection')
-        rejected = condition(emulator, 'two-cpus', 'PodScheduled')
+        # The condition is patched after the attempt is counted: wait for the write, not the count.
+        rejected = await eventually(lambda: condition(emulator, 'two-cpus', 'PodScheduled'),
+                                    what='the PodScheduled condition')
         # The kubelet finished the resize: the status says 1 cpu now, and the pod fits.
         async with http.patch(f'{PODS}/resized/status', json={'status': {'containerStatuses': [
                 {'name': 'c0', 'image': 'registry.k8s.io/pause:3.10', 'ready': True, 'restartCount': 0,
