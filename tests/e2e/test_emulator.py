@@ -711,3 +711,62 @@ async def test_custom_resources_are_pruned_to_their_schema(http: aiohttp.ClientS
         status = (await patched.json())['status']
     assert stored['spec'] == {'size': 3, 'extra': {'anything': {'goes': 1}}}
     assert status == {'items': [{'name': 'a'}]}
+
+
+GIZMO_STATUS_SCHEMA: dict[str, Any] = {'type': 'object', 'properties': {
+    'observedGeneration': {'type': 'integer', 'format': 'int64'},
+    'queue': {'type': 'object', 'properties': {'active': {'type': 'integer', 'minimum': 0}}},
+    'conditions': {'type': 'array', 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'],
+                   'items': {'type': 'object', 'required': ['type', 'status'], 'properties': {
+                       'type': {'type': 'string'},
+                       'status': {'type': 'string', 'enum': ['True', 'False', 'Unknown']}}}}}}
+BAD_GIZMO_STATUS: dict[str, Any] = {'observedGeneration': 'one', 'queue': {'active': -1},
+                                    'conditions': [{'type': 'Ready', 'status': 'Maybe'}, {'status': 'True'}]}
+
+
+async def _write_gizmo_status(http: aiohttp.ClientSession, status: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Registers the Gizmo CRD, creates gizmo `g` and merge-patches its status: (HTTP status, answer)."""
+    crd = json.loads(json.dumps(WIDGET_CRD).replace('widgets', 'gizmos').replace('Widget', 'Gizmo')
+                     .replace('"widget"', '"gizmo"'))
+    crd['spec']['versions'][0]['schema']['openAPIV3Schema'] = {'type': 'object', 'properties': {
+        'spec': {'type': 'object', 'x-kubernetes-preserve-unknown-fields': True}, 'status': GIZMO_STATUS_SCHEMA}}
+    path = f'/apis/{GROUP}/{VERSION}/gizmos'
+    async with http.post('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', json=crd) as created:
+        assert created.status == 201
+    async with http.post(path, json={'apiVersion': f'{GROUP}/{VERSION}', 'kind': 'Gizmo',
+                                     'metadata': {'name': 'g'}, 'spec': {}}) as created:
+        assert created.status == 201
+    async with http.patch(f'{path}/g/status', json={'status': status}, headers={'Content-Type': MERGE}) as patched:
+        return patched.status, await patched.json()
+
+
+async def test_custom_resources_are_validated_against_their_schema(http: aiohttp.ClientSession) -> None:
+    """A status that violates the CRD's schema is refused with 422 Invalid, one cause per field, as
+    apiextensions' validation answers; a valid one is stored."""
+    answer = await _write_gizmo_status(http, BAD_GIZMO_STATUS)
+    good = {'observedGeneration': 1, 'queue': {'active': 0}, 'conditions': [{'type': 'Ready', 'status': 'True'}]}
+    async with http.patch(f'/apis/{GROUP}/{VERSION}/gizmos/g/status', json={'status': good},
+                          headers={'Content-Type': MERGE}) as accepted:
+        stored = (accepted.status, (await accepted.json())['status'])
+    causes = [
+        {'reason': 'FieldValueNotSupported', 'field': 'status.conditions[0].status',
+         'message': 'Unsupported value: "Maybe": supported values: "True", "False", "Unknown"'},
+        {'reason': 'FieldValueRequired', 'field': 'status.conditions[1].type', 'message': 'Required value'},
+        {'reason': 'FieldValueTypeInvalid', 'field': 'status.observedGeneration',
+         'message': 'Invalid value: "string": status.observedGeneration in body must be of type integer: "string"'},
+        {'reason': 'FieldValueInvalid', 'field': 'status.queue.active',
+         'message': 'Invalid value: -1: status.queue.active in body should be greater than or equal to 0'},
+    ]
+    assert answer == (422, {
+        'kind': 'Status', 'apiVersion': 'v1', 'metadata': {}, 'status': 'Failure', 'code': 422, 'reason': 'Invalid',
+        'message': 'Gizmo.example.dev "g" is invalid: [' + ', '.join(f"{c['field']}: {c['message']}" for c in causes)
+                   + ']',
+        'details': {'name': 'g', 'group': GROUP, 'kind': 'Gizmo', 'causes': causes}})
+    assert stored == (200, good)
+
+
+async def test_custom_resource_validation_can_be_switched_off(
+        emulator: FastKubernetesEmulator, http: aiohttp.ClientSession) -> None:
+    emulator.validate_custom_resources = False
+    code, answer = await _write_gizmo_status(http, BAD_GIZMO_STATUS)
+    assert (code, answer['status']) == (200, BAD_GIZMO_STATUS)

@@ -267,3 +267,32 @@ async def test_the_schedulerprofile_status_the_operator_writes_survives_the_crds
                                           what='the status written as wanted')
     assert stored['counters']['scheduled'] == 1
     assert set(stored) == set(wanted)
+
+
+async def test_the_schedulerprofile_status_the_operator_writes_is_valid_for_the_crds_schema(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """A real server refuses (422) a status whose values violate the CRD's schema: every status write
+    the operator makes, while it schedules and while a pod stays unschedulable, must be accepted."""
+    assert emulator.validate_custom_resources
+    await post(http, '/api/v1/nodes', make_node('node-0', cpu='2'))
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('p', scheduler_name='kopfsched'))
+        await post(http, PODS, make_pod('too-big', scheduler_name='kopfsched', requests={'cpu': '64'}))
+        await eventually(lambda: node_of(emulator, 'p'), what='bound')
+        await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 1, what='the rejection')
+
+        def written() -> dict | None:
+            stored = (emulator.get_object('schedulerprofiles', None, 'kopfsched', group='kopfsched.dev') or {})
+            status = stored.get('status') or {}
+            return status if status.get('counters', {}).get('scheduled') == 1 else None
+        status = await eventually(written, what='the status written')
+    writes = emulator.mutations(path_regex=r'/schedulerprofiles/kopfsched/status$')
+    assert writes and all(200 <= w.status < 300 for w in writes), [(w.status, w.body) for w in writes]
+    # The schema is strict enough to catch a wrong type: the same status with one counter as a string is refused.
+    status['counters']['scheduled'] = '1'
+    async with http.patch(f'{writes[-1].path}', json={'status': status},
+                          headers={'Content-Type': 'application/merge-patch+json'}) as refused:
+        answer = (refused.status, (await refused.json())['details']['causes'])
+    assert answer == (422, [{'reason': 'FieldValueTypeInvalid', 'field': 'status.counters.scheduled',
+                             'message': 'Invalid value: "string": status.counters.scheduled in body must be of type '
+                                        'integer: "string"'}])

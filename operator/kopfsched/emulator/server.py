@@ -24,7 +24,8 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
 - DELETE: immediate removal with a DELETED event, or deletionTimestamp while finalizers remain; a pod on
   a node is deleted gracefully (deletionTimestamp, DELETED after its grace period, `grace_period_scale`
   shortening it for tests, `end_grace_periods()` ending them at once);
-- custom resources pruned to their CRD's structural schema (unknown fields dropped silently);
+- custom resources pruned to their CRD's structural schema (unknown fields dropped silently), then
+  validated against it: a wrong type, enum, minimum or missing required field answers 422 Invalid;
 - discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
   /openapi/v3 lists each kind's operations (no schemas), enough for plain `kubectl apply`
   (openapi.py); lists and objects as Tables for `kubectl get` (tables.py);
@@ -35,7 +36,7 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   `watch_error()` ends watches with an ERROR event of any Status code (and `heal_watches()`),
   `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
 
-Deliberate leniencies: namespaces need not exist; no schema validation or defaults except a pod's
+Deliberate leniencies: namespaces need not exist; no defaults except a pod's
 `spec.schedulerName` and `status.phase`; status given on create is kept.
 
 It runs in the caller's loop (`await emulator.start()` ... `await emulator.stop()`), in a thread with its own loop
@@ -79,11 +80,12 @@ import time
 import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import aiohttp.web
 import attrs
+import jsonschema
 import kmock
 
 from kopfsched.emulator import core_events, event_validation, openapi, patches, selectors, tables, validation
@@ -275,6 +277,9 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     managed_fields: bool = True
     # Custom resources lose the fields their CRD's structural schema does not declare (apiextensions' pruning).
     prune_custom_resources: bool = True
+    # Custom resources (spec and status writes alike) are validated against the CRD's openAPIV3Schema after
+    # pruning: a violation answers 422 Invalid with one cause per field, as apiextensions' validation does.
+    validate_custom_resources: bool = True
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -924,6 +929,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         if not isinstance(schema, dict):
             return obj
         body = _prune({k: v for k, v in obj.items() if k not in ('apiVersion', 'kind', 'metadata')}, schema)
+        if self.validate_custom_resources:
+            _validate_custom(resource, obj['metadata'].get('name', ''), body, schema)
         return {'apiVersion': obj['apiVersion'], 'kind': obj['kind'], 'metadata': obj['metadata'], **body}
 
     # --- managedFields (what server-side field tracking records) ----------------------------------------
@@ -1262,6 +1269,68 @@ def _parse_json(raw: aiohttp.web.BaseRequest, body: bytes, *, expect: type) -> A
         raise ApiError(400, f'the body of {raw.content_type} must be a JSON {expect.__name__}, '
                             f'got {type(data).__name__}')
     return data
+
+
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, 'boolean'), (int, 'integer'), (float, 'number'), (str, 'string'), (dict, 'object'), (list, 'array'))
+
+
+def _validate_custom(resource: ResourceDef, name: str, body: Obj, schema: Obj) -> None:
+    """422 Invalid when `body` violates the CRD's schema, with apiextensions' messages and causes
+    (kubeOpenAPIResultToFieldErrors: Required, NotSupported for enums, TypeInvalid, Invalid otherwise)."""
+    errors = sorted(jsonschema.Draft4Validator(_without_extensions(schema)).iter_errors(body),
+                    key=lambda e: [str(p) for p in e.absolute_path])
+    causes: list[Obj] = []
+    for error in errors:
+        path = _field_path(error.absolute_path)
+        value = error.instance
+        match error.validator:
+            case 'required':
+                for missing in [p for p in error.validator_value if p not in (value or {})]:
+                    child = f'{path}.{missing}' if path else missing
+                    causes.append({'reason': 'FieldValueRequired', 'message': 'Required value', 'field': child})
+                continue
+            case 'enum':
+                supported = ', '.join(json.dumps(v) for v in error.validator_value)
+                reason, message = 'FieldValueNotSupported', \
+                    f'Unsupported value: {json.dumps(value)}: supported values: {supported}'
+            case 'type':
+                actual = next((t for cls, t in _JSON_TYPES if isinstance(value, cls)), 'null')
+                reason, message = 'FieldValueTypeInvalid', \
+                    f'Invalid value: "{actual}": {path} in body must be of type {error.validator_value}: "{actual}"'
+            case 'minimum' | 'maximum':
+                relation = 'greater' if error.validator == 'minimum' else 'less'
+                reason, message = 'FieldValueInvalid', \
+                    f'Invalid value: {json.dumps(value)}: {path} in body should be {relation} than or equal to ' \
+                    f'{error.validator_value}'
+            case _:
+                reason, message = 'FieldValueInvalid', f'Invalid value: {json.dumps(value)}: {error.message}'
+        causes.append({'reason': reason, 'message': message, 'field': path})
+    if causes:
+        kind = f'{resource.kind}.{resource.group}'
+        problems = [f"{c['field']}: {c['message']}" for c in causes]
+        raise ApiError(422, validation.invalid_message(kind, name, problems), details={
+            'name': name, 'group': resource.group, 'kind': resource.kind, 'causes': causes})
+
+
+def _field_path(parts: Iterable[str | int]) -> str:
+    """A field path as the API server prints it: `status.conditions[0].status`."""
+    path = ''
+    for part in parts:
+        path += f'[{part}]' if isinstance(part, int) else (f'.{part}' if path else part)
+    return path
+
+
+def _without_extensions(schema: Any) -> Any:
+    """The schema without the x-kubernetes-* keys plain JSON Schema does not know."""
+    if isinstance(schema, dict):
+        plain = {k: _without_extensions(v) for k, v in schema.items() if not k.startswith('x-kubernetes-')}
+        if plain.get('nullable') is True and isinstance(plain.get('type'), str):
+            plain['type'] = [plain['type'], 'null']  # OpenAPI's nullable, in JSON Schema's words
+        return plain
+    if isinstance(schema, list):
+        return [_without_extensions(v) for v in schema]
+    return schema
 
 
 def _prune(value: Any, schema: Obj) -> Any:
