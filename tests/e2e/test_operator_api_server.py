@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import re
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -13,8 +14,9 @@ import pytest
 import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
-from tests.builders import make_node, make_pod
+from tests.builders import make_node, make_pod, taint
 from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.test_operator_scheduling import events_about
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -296,3 +298,32 @@ async def test_the_schedulerprofile_status_the_operator_writes_is_valid_for_the_
     assert answer == (422, [{'reason': 'FieldValueTypeInvalid', 'field': 'status.counters.scheduled',
                              'message': 'Invalid value: "string": status.counters.scheduled in body must be of type '
                                         'integer: "string"'}])
+
+
+async def test_a_pod_failing_twice_turns_its_event_into_a_series_the_api_accepts(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """A second identical failure updates the FailedScheduling event with `series` (count 2,
+    lastObservedTime in microseconds) instead of a new event; the emulator's Events validation accepts it.
+    The second attempt comes from the pod's own toleration update (TaintToleration queues it), with a
+    toleration that does not match the node's taint, so it fails with the very same message."""
+    await post(http, '/api/v1/nodes', make_node('node-0', taints=[taint('dedicated', 'gpu')]))
+    async with running_operator(kubeconfig) as operator:
+        await post(http, PODS, make_pod('tainted-out', scheduler_name='kopfsched'))
+        await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 1, what='the first failure')
+        first = await eventually(lambda: events_about(emulator, 'tainted-out', 'FailedScheduling'), what='the event')
+        async with http.patch(f'{PODS}/tainted-out', json={'spec': {'tolerations': [
+                {'key': 'other', 'operator': 'Exists', 'effect': 'NoSchedule'}]}},
+                headers={'Content-Type': 'application/merge-patch+json'}) as patched:
+            assert patched.status == 200
+        await eventually(lambda: operator.stats.of('kopfsched').unschedulable >= 2, what='a second attempt')
+        events = await eventually(
+            lambda: (e := events_about(emulator, 'tainted-out', 'FailedScheduling')) and
+            (e[0].get('series') or {}).get('count', 0) >= 2 and e, what='the series')
+    writes = emulator.mutations(path_regex=r'/apis/events\.k8s\.io/')
+    assert writes and all(w.status in (200, 201) for w in writes), [(w.status, w.body) for w in writes]
+    assert [w.method for w in writes][:2] == ['POST', 'PATCH']
+    assert len(events) == 1 and events[0]['metadata']['name'] == first[0]['metadata']['name']
+    assert events[0]['note'] == first[0]['note']
+    assert events[0]['note'] == ('0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: 0/1 nodes '
+                                 'are available: 1 Preemption is not helpful for scheduling.')
+    assert re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z', events[0]['series']['lastObservedTime'])
