@@ -196,7 +196,9 @@ async def test_the_cache_keeps_no_managed_fields_nor_last_applied_configuration(
         await post(http, '/api/v1/nodes', make_node('watched'))  # seen by kopf's watch
         created = await post(http, PODS, make_pod('bound', node_name='watched'))
         cached = await eventually(lambda: operator.cache.get_pod(created['metadata']['uid']), what='pod cached')
-        nodes = [operator.cache.get_node(name) for name in ('listed', 'watched')]
+        # The node's watch event may come after the pod's: wait for both nodes, not only the pod.
+        nodes = await eventually(lambda: (found := [operator.cache.get_node(name) for name in ('listed', 'watched')])
+                                 and all(found) and found, what='both nodes cached')
     stored = emulator.get_object('nodes', None, 'listed')
     assert stored is not None and stored['metadata']['managedFields'][0]['fieldsV1']['f:metadata']
     assert 'managedFields' in created['metadata']
