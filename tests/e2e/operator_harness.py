@@ -65,6 +65,16 @@ async def running_operator(kubeconfig: pathlib.Path, **overrides: Any) -> AsyncI
             assert exit_code == 0, f'the operator exited with {exit_code}: {operator.failure}'
 
 
+def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
+    """The node a pod of namespace default is bound to, as the API has it."""
+    return ((emulator.get_object('pods', 'default', name) or {}).get('spec') or {}).get('nodeName')
+
+
+def binding_statuses(emulator: FastKubernetesEmulator, name: str) -> list[int]:
+    """The status of every binding POST the API received for a pod of namespace default."""
+    return [m.status for m in emulator.mutations('POST', rf'/pods/{name}/binding$')]
+
+
 def serve_controller_kinds(emulator: FastKubernetesEmulator) -> None:
     for resource in CONTROLLER_KINDS:
         emulator.register(resource)

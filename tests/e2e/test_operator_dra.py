@@ -15,7 +15,15 @@ import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import (
+    PROFILES,
+    eventually,
+    node_of,
+    post,
+    profile,
+    running_operator,
+    serve_controller_kinds,
+)
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -54,10 +62,6 @@ def gpu_pod(name: str, claim: str) -> dict[str, Any]:
 
 def claim_of(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:
     return emulator.get_object('resourceclaims', 'default', name, group='resource.k8s.io') or {}
-
-
-def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
-    return ((emulator.get_object('pods', 'default', name) or {}).get('spec') or {}).get('nodeName')
 
 
 async def test_claims_are_allocated_written_and_then_the_pods_bound(

@@ -15,7 +15,15 @@ import pytest
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import (
+    PROFILES,
+    eventually,
+    node_of,
+    post,
+    profile,
+    running_operator,
+    serve_controller_kinds,
+)
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -57,10 +65,6 @@ async def gang(http: aiohttp.ClientSession, group: str, size: int, *, cpu: str, 
         await post(http, PODS, make_pod(name, scheduler_name=scheduler, labels={GROUP_LABEL: group},
                                         requests={'cpu': cpu}))
     return names
-
-
-def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
-    return ((emulator.get_object('pods', 'default', name) or {}).get('spec') or {}).get('nodeName')
 
 
 def status_of(emulator: FastKubernetesEmulator, group: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import (
     PROFILES,
     eventually,
+    node_of,
     patch,
     post,
     profile,
@@ -43,10 +44,6 @@ def status_of(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:
 
 def ready_of(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:
     return next(iter(status_of(emulator, name).get('conditions') or ()), {})
-
-
-def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
-    return ((emulator.get_object('pods', 'default', name) or {}).get('spec') or {}).get('nodeName')
 
 
 async def schedule(http: aiohttp.ClientSession, emulator: FastKubernetesEmulator, name: str) -> str:

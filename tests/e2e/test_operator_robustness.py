@@ -19,7 +19,15 @@ from kopfsched.kube.leader import LeaseConfig
 from kopfsched.kube.main import run_operator
 from kopfsched.kube.operator import Operator, OperatorOptions, load_configuration
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import (
+    PROFILES,
+    binding_statuses,
+    eventually,
+    post,
+    profile,
+    running_operator,
+    serve_controller_kinds,
+)
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -43,10 +51,6 @@ async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.Client
                    yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
         await post(session, PROFILES, profile('kopfsched'))
         yield session
-
-
-def binding_statuses(emulator: FastKubernetesEmulator, name: str) -> list[int]:
-    return [m.status for m in emulator.mutations('POST', rf'/pods/{name}/binding$')]
 
 
 async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(

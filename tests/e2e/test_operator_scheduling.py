@@ -13,7 +13,7 @@ import pytest
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import eventually, node_of, post, profile, running_operator, serve_controller_kinds
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -39,11 +39,6 @@ def install(kubeconfig: pathlib.Path, tmp_path: pathlib.Path, scheduler_name: st
     applied = kubectl(kubeconfig, 'apply', '--validate=false', '-f', str(manifest))
     assert crds.returncode == 0, crds.stderr
     assert applied.stdout.strip() == f'schedulerprofile.kopfsched.dev/{scheduler_name} created', applied.stderr
-
-
-def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
-    pod = emulator.get_object('pods', 'default', name)
-    return (pod or {}).get('spec', {}).get('nodeName')
 
 
 def events_about(emulator: FastKubernetesEmulator, name: str, reason: str) -> list[dict]:

@@ -14,7 +14,16 @@ import yaml
 from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.operator import Operator
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import PROFILES, eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import (
+    PROFILES,
+    binding_statuses,
+    eventually,
+    node_of,
+    post,
+    profile,
+    running_operator,
+    serve_controller_kinds,
+)
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -28,14 +37,6 @@ async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.Client
                    yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
         await post(session, PROFILES, profile('kopfsched'))
         yield session
-
-
-def binding_statuses(emulator: FastKubernetesEmulator, name: str) -> list[int]:
-    return [m.status for m in emulator.mutations('POST', rf'/pods/{name}/binding$')]
-
-
-def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:
-    return ((emulator.get_object('pods', 'default', name) or {}).get('spec') or {}).get('nodeName')
 
 
 @pytest.mark.parametrize('code', [500, 503, 429])
