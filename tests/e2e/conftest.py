@@ -5,9 +5,11 @@ Options for one test: `@pytest.mark.emulator(history_size=3, ...)` (FastKubernet
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import aiohttp
 import pytest
+import yaml
 
 from kopfsched.emulator.server import (
     EmulatorThread,
@@ -16,6 +18,9 @@ from kopfsched.emulator.server import (
     emulator_process,
     write_kubeconfig,
 )
+from tests.e2e.operator_harness import PROFILES, post, profile, serve_controller_kinds
+
+ROOT = pathlib.Path(__file__).parents[2]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,3 +53,16 @@ def remote_emulator() -> Iterator[RemoteEmulator]:
 @pytest.fixture
 def remote_kubeconfig(remote_emulator: RemoteEmulator, tmp_path: pathlib.Path) -> pathlib.Path:
     return write_kubeconfig(tmp_path / 'remote-kubeconfig', url=remote_emulator.url)
+
+
+@pytest.fixture
+async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
+    """A client of the emulator with the controller kinds served, the SchedulerProfile CRD installed
+    and the `kopfsched` profile created, as after `kubectl apply -f crds/` and one profile. Modules
+    that need another starting point define their own `http`."""
+    serve_controller_kinds(emulator)
+    async with aiohttp.ClientSession(emulator.url) as session:
+        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
+        await post(session, PROFILES, profile('kopfsched'))
+        yield session

@@ -7,38 +7,22 @@ import asyncio
 import json
 import pathlib
 import re
-from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod, taint
 from tests.e2e.operator_harness import (
-    PROFILES,
     binding_statuses,
     eventually,
     node_of,
     post,
-    profile,
     running_operator,
-    serve_controller_kinds,
 )
 from tests.e2e.test_operator_scheduling import events_about
 
-ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
-        await post(session, PROFILES, profile('kopfsched'))
-        yield session
 
 
 # -- API Priority and Fairness ---------------------------------------------------------------

@@ -5,41 +5,23 @@ and reservedFor through the API before binding; a pod that wants a device alread
 waits until a new ResourceSlice brings one."""
 from __future__ import annotations
 
-import pathlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import pytest
-import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import (
-    PROFILES,
     eventually,
     node_of,
     post,
-    profile,
     running_operator,
-    serve_controller_kinds,
 )
 
-ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
 DRA = '/apis/resource.k8s.io/v1'
 CLAIMS = f'{DRA}/namespaces/default/resourceclaims'
 DRIVER = 'gpu.example.com'
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
-        await post(session, PROFILES, profile('kopfsched'))
-        yield session
 
 
 def gpu_slice(node: str, *devices: str) -> dict[str, Any]:

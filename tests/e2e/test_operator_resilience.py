@@ -3,38 +3,22 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.leader import LeaseConfig
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import (
-    PROFILES,
     binding_statuses,
     eventually,
     node_of,
     post,
-    profile,
     running_operator,
-    serve_controller_kinds,
 )
 
-ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
-        await post(session, PROFILES, profile('kopfsched'))
-        yield session
 
 
 async def test_bind_answering_500_twice_then_succeeding_binds_once(

@@ -4,13 +4,11 @@ from __future__ import annotations
 import asyncio
 import pathlib
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import kopf
 import pytest
-import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from kopfsched.kube.handlers import build_registry
@@ -26,10 +24,8 @@ from tests.e2e.operator_harness import (
     post,
     profile,
     running_operator,
-    serve_controller_kinds,
 )
 
-ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
 
 
@@ -41,16 +37,6 @@ def test_an_api_server_that_refuses_the_initial_listing_exits_1(
     err = capsys.readouterr().err
     assert (code, err.count('\n')) == (1, 1), err
     assert err == 'kopfsched run: listing schedulerprofiles: 403 Forbidden: forbidden by RBAC\n'
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
-        await post(session, PROFILES, profile('kopfsched'))
-        yield session
 
 
 async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(
