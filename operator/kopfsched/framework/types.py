@@ -327,8 +327,8 @@ class NodeInfo:
     def iter_pods(self) -> Iterator[PodInfo]:
         return iter(self.pods.values())
 
-    def clone(self) -> NodeInfo:
-        """A copy for dry runs (preemption, nominated pods): pods are shared, totals are not."""
+    def _same_node(self) -> NodeInfo:
+        """A NodeInfo sharing this one's node-level fields (never mutated in place), without pods."""
         other = NodeInfo.__new__(NodeInfo)
         other.node = self.node
         other.name = self.name
@@ -337,6 +337,11 @@ class NodeInfo:
         other.unschedulable = self.unschedulable
         other.allocatable = self.allocatable
         other.image_states = self.image_states
+        return other
+
+    def clone(self) -> NodeInfo:
+        """A copy for dry runs (preemption, nominated pods): pods are shared, totals are not."""
+        other = self._same_node()
         other.pods = dict(self.pods)
         other.pods_with_affinity = dict(self.pods_with_affinity) if self.pods_with_affinity else {}
         other.pods_with_required_anti_affinity = (
@@ -352,14 +357,7 @@ class NodeInfo:
         """A copy for dry runs without the given pods: the totals are summed afresh over the
         pods that stay, cheaper than a clone when most pods go (preemption's victims)."""
         uids = {pod.uid for pod in gone}
-        other = NodeInfo.__new__(NodeInfo)
-        other.node = self.node
-        other.name = self.name
-        other.labels = self.labels
-        other.taints = self.taints
-        other.unschedulable = self.unschedulable
-        other.allocatable = self.allocatable
-        other.image_states = self.image_states
+        other = self._same_node()
         other.pods = {}
         other.pods_with_affinity = {}
         other.pods_with_required_anti_affinity = {}
