@@ -259,3 +259,11 @@ def test_no_progress_for_a_quick_load(tmp_path):
     out = io.StringIO()
     list(read_documents([path], [], progress=Progress(stream=out, clock=lambda: 0.0)))
     assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize(("content", "expected"), [pytest.param(c, e, id=i) for i, c, e in HOSTILE])
+def test_simulate_of_nothing_usable_prints_only_the_problem(tmp_path, capsys, content, expected):
+    """No empty table that looks like a run: when nothing could be read, the problem is the answer."""
+    bad = write(tmp_path, "bad.yaml", content)
+    code, out, err = run(capsys, ["simulate", bad])
+    assert (code, out, err.splitlines()) == (1, "", [expected.format(f=bad)])

@@ -191,7 +191,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from kopfsched.simulate.runner import simulate
 
     inputs = _read_input(list(args.files), args.kubeconfig)
-    if not args.files and inputs.problems and not inputs.nodes:
+    if inputs.problems and not inputs.nodes and not inputs.pods and not inputs.workloads:
+        # Nothing usable was read: the problems are the whole answer, not an empty table.
+        _print_problems(inputs.warnings)
         _print_problems(inputs.problems)
         return EXIT_INVALID
     profile_inputs = load_profile_files(list(args.profile))
