@@ -69,7 +69,7 @@ class EventHandlers:
                 self.queue.assigned_pod_added(pod_info)
             return
         pod_info = PodInfo(pod)
-        if not self.scheduler.responsible_for(pod_info):
+        if not self.scheduler.profiles.responsible_for(pod_info):
             self.scheduler.unmanaged.add(pod_info)
             self.scheduler.pending.forget(pod_info.uid)  # e.g. its schedulerName changed
             return

@@ -20,7 +20,6 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kopfsched.cache.cache import Cache
@@ -37,12 +36,11 @@ from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
-from kopfsched.queue.profile import QueueProfile
 from kopfsched.queue.scheduling_queue import SchedulingQueue
-from kopfsched.scheduler.extender import ExtenderError, ExtenderPool, HTTPExtender, close_all
-from kopfsched.scheduler.framework_builder import build_framework, queue_profile
+from kopfsched.scheduler.extender import ExtenderError, HTTPExtender
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
 from kopfsched.scheduler.pending import PendingPods
+from kopfsched.scheduler.profile_set import ProfileSet
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingAlgorithm, SchedulingError
 from kopfsched.scheduler.tasks import TaskSet
 
@@ -55,15 +53,6 @@ EVENT_SENDERS = 4
 """Event requests in flight at most."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
-
-
-@dataclass(slots=True)
-class Profile:
-    config: ProfileConfig
-    framework: Framework
-    queue_profile: QueueProfile
-    extenders: tuple[HTTPExtender, ...] = ()
-    """Ignorable extenders last, as upstream; non-empty means the async cycle."""
 
 
 def truncate_message(message: str, limit: int = EVENT_NOTE_LENGTH_LIMIT) -> str:
@@ -103,7 +92,6 @@ class Scheduler:
     ) -> None:
         self.cache = cache
         self.client = client
-        self.registry = registry
         self.clock = clock
         self.rng = rng or random.Random()
         self.observer = observer or NullObserver()
@@ -111,15 +99,14 @@ class Scheduler:
         self.pending = pending if pending is not None else PendingPods()
         """The last failed attempt's diagnosis of every pod still pending (/debug/pending)."""
         self.waiting_pods = WaitingPods()
-        self.profiles: dict[str, Profile] = {}
-        self.queue = SchedulingQueue(less=self._less, clock=clock, profile_for=self._queue_profile_for)
+        self._tasks = TaskSet(logger)
+        self.profiles = ProfileSet(registry=registry, new_handle=self.new_handle, observer=self.observer,
+                                   spawn=self.spawn)
+        self.queue = SchedulingQueue(less=self.profiles.less, clock=clock, profile_for=self.profiles.queue_profile_for)
         self.algorithm = SchedulingAlgorithm(cache=cache, snapshot=Snapshot(), rng=self.rng,
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
-        self._queue_sort_less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = _priority_then_timestamp
-        self._tasks = TaskSet(logger)
         self.unmanaged = UnmanagedPods()
-        self.extenders = ExtenderPool()
         self._events: collections.deque[dict[str, Any]] = collections.deque()
         self._event_senders = 0
         self.events_dropped = 0
@@ -151,62 +138,21 @@ class Scheduler:
         name that appears are queued; pods of one that disappears leave the queue, untouched
         on the API side; pods of a changed profile are retried at once, as the new
         configuration may accept what the old one refused."""
-        old = self.profiles
-        new: dict[str, Profile] = {}
-        for config in configs:
-            kept = old.get(config.scheduler_name)
-            if kept is not None and kept.config == config:
-                new[config.scheduler_name] = kept
-                continue
-            extenders = self.extenders.for_extenders(config.extenders)
-            handle = self.new_handle()
-            handle.extenders = extenders
-            fwk = build_framework(config, registry=self.registry, handle=handle,
-                                  observe=self._observe_point(config.scheduler_name))
-            new[config.scheduler_name] = Profile(config, fwk, queue_profile(config, fwk), extenders)
-        unused = self.extenders.release_unused(e for profile in new.values() for e in profile.extenders)
-        if unused:
-            self.spawn(close_all(unused), "close extenders")
-        self.profiles = new
-        for profile in new.values():
-            less = profile.framework.queue_sort_less()
-            if less is not None:
-                self._queue_sort_less = less
-                break
+        changed = self.profiles.replace(configs)
         queued = self._queued_pods()
         for pod in queued:
-            if pod.scheduler_name not in new:
+            if not self.profiles.responsible_for(pod):
                 self.queue.delete(pod)
                 self.pending.forget(pod.uid)
                 self.unmanaged.add(pod)
-        for pod in self.unmanaged.take_served(new):
+        for pod in self.unmanaged.take_served(self.profiles):
             self.queue.add(pod)
-        changed = {name for name, profile in new.items() if name in old and old[name] is not profile}
         self.queue.activate(p for p in queued if p.scheduler_name in changed)
 
     def _queued_pods(self) -> list[PodInfo]:
         queues = (self.queue.active_pods(), self.queue.backoff_pods(), self.queue.unschedulable_pods(),
                   self.queue.gated_pods())
         return [qpi.pod_info for pods in queues for qpi in pods]
-
-    def _observe_point(self, profile: str):
-        def observe(point: str, code: str, seconds: float) -> None:
-            self.observer.extension_point(profile, point, code, seconds)
-        return observe
-
-    def _less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return self._queue_sort_less(a, b)
-
-    def _queue_profile_for(self, pod: PodInfo) -> QueueProfile | None:
-        profile = self.profiles.get(pod.scheduler_name)
-        return profile.queue_profile if profile is not None else None
-
-    def framework_for(self, pod: PodInfo) -> Framework | None:
-        profile = self.profiles.get(pod.scheduler_name)
-        return profile.framework if profile is not None else None
-
-    def responsible_for(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name in self.profiles
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -528,7 +474,7 @@ class Scheduler:
         for waiting in self.waiting_pods:
             waiting.reject("", "scheduler is shutting down")
         await self.wait_for_tasks()
-        await self.extenders.close()
+        await self.profiles.close()
 
 
 class UnmanagedPods:
@@ -595,12 +541,6 @@ async def extenders_binding(extenders: Sequence[HTTPExtender], pod: PodInfo, nod
             return True, Status.as_error(str(error))
         return True, None
     return False, None
-
-
-def _priority_then_timestamp(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-    if a.priority != b.priority:
-        return a.priority > b.priority
-    return a.timestamp < b.timestamp
 
 
 def _pod_scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:

@@ -102,7 +102,7 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     }
     explanation = Explanation(entry)
     scheduler = sim.scheduler
-    fwk = scheduler.framework_for(pod)
+    fwk = scheduler.profiles.framework_for(pod)
     if fwk is None:
         # kube-scheduler leaves such pods to the scheduler of that name, as simulate reports them.
         entry["result"] = "NotHandled"

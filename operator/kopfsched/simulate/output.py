@@ -53,14 +53,14 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
         }
         if key in gated:
             entry["result"] = "Gated"
-            status = scheduler.framework_for(gated[key].pod_info)
+            status = scheduler.profiles.framework_for(gated[key].pod_info)
             entry["message"] = _gate_message(status, gated[key].pod_info)
         elif key in waiting:
             entry["result"] = "Waiting"
         elif spec.get("nodeName"):
             entry["result"] = "Scheduled"
             entry["node"] = spec["nodeName"]
-        elif attempt is None and not scheduler.responsible_for(PodInfo(pod)):
+        elif attempt is None and not scheduler.profiles.responsible_for(PodInfo(pod)):
             # kube-scheduler leaves pods of other scheduler names to their scheduler: not a failure.
             entry["result"] = "NotHandled"
             entry["message"] = f'no profile named "{entry["schedulerName"]}"'
