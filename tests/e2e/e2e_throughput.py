@@ -57,6 +57,22 @@ CONFIG = {
 }
 KEEP_LOG = os.environ.get('E2E_OPERATOR_LOG')
 """Where to keep the last operator's log (e.g. to see why a run timed out)."""
+CPROFILE = os.environ.get('E2E_OPERATOR_CPROFILE')
+"""Where to write a cProfile of the operator's main thread (the scheduling loop) over the whole run,
+in CPU time of that thread."""
+CPROFILE_MAIN = """
+import cProfile, runpy, sys, time
+profile = cProfile.Profile(time.thread_time)  # CPU time: waits for the GIL or the CPU do not count
+output, sys.argv = sys.argv[1], ['kopfsched', *sys.argv[2:]]
+profile.enable()
+try:
+    runpy.run_module('kopfsched', run_name='__main__')
+except SystemExit:
+    pass
+finally:
+    profile.disable()
+    profile.dump_stats(output)
+"""
 JSON_HEADERS = {'Content-Type': 'application/json', 'Accept': 'application/json'}
 
 
@@ -124,9 +140,11 @@ def operator_process(kubeconfig: pathlib.Path, tmp: pathlib.Path) -> Iterator[tu
     config_file.write_text(json.dumps(CONFIG))
     port = _free_port()
     log = (tmp / 'operator.log').open('wb')
+    cprofile = ['-c', CPROFILE_MAIN, CPROFILE] if CPROFILE else ['-m', 'kopfsched']
     process = subprocess.Popen(
-        [sys.executable, '-m', 'kopfsched', 'run', '--kubeconfig', str(kubeconfig), '--config', str(config_file),
-         '--no-leader-elect', '--metrics-port', str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        [sys.executable, *cprofile, 'run', '--kubeconfig', str(kubeconfig),
+         '--config', str(config_file), '--no-leader-elect', '--metrics-port', str(port)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         yield process, port
     finally:
@@ -206,11 +224,17 @@ async def _metric(session: aiohttp.ClientSession, port: int, pattern: str) -> fl
 
 
 async def _until(session: aiohttp.ClientSession, port: int, pattern: str, value: float, *, deadline: float) -> None:
-    while await _metric(session, port, pattern) < value:
-        if time.monotonic() > deadline:
+    """Until the metric reaches `value`. Every scrape costs the operator's loop a /metrics
+    rendering (several ms): scraping five times a second took a tenth of the loop's CPU while
+    it bound pods, where Prometheus scrapes every 15-30 s. So the next scrape is timed for when
+    half of what is left should be done at the rate so far: 0.2 to 2 s apart, 0.2 s near the end."""
+    started = time.monotonic()
+    while (reached := await _metric(session, port, pattern)) < value:
+        now = time.monotonic()
+        if now > deadline:
             raise TimeoutError(f'{pattern} did not reach {value}')
-        # Every scrape costs the operator a /metrics rendering: a few per second, not twenty.
-        await asyncio.sleep(0.2)
+        rate = reached / (now - started) if reached > 0 else 0.0
+        await asyncio.sleep(min(2.0, max(0.2, 0.5 * (value - reached) / rate if rate else 0.5)))
 
 
 async def _ready(session: aiohttp.ClientSession, port: int, *, deadline: float) -> None:
@@ -224,11 +248,58 @@ async def _ready(session: aiohttp.ClientSession, port: int, *, deadline: float) 
         await asyncio.sleep(0.05)
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time the process has used (robust where wall time is not: a machine
-    shared with other work slows every process, not the work each one does per pod)."""
-    fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+def _cpu_seconds(pid: int, tid: int | None = None, *, kernel_only: bool = False) -> float:
+    """User + system CPU time the process (or one of its threads) has used (robust where wall
+    time is not: a machine shared with other work slows every process, not the work each one
+    does per pod); with `kernel_only`, the system time alone."""
+    stat = f'/proc/{pid}/stat' if tid is None else f'/proc/{pid}/task/{tid}/stat'
+    fields = pathlib.Path(stat).read_text().rpartition(')')[2].split()
+    return (int(fields[12]) + (0 if kernel_only else int(fields[11]))) / os.sysconf('SC_CLK_TCK')
+
+
+def _emulator_pid() -> int:
+    """The emulator subprocess this driver started (the newest, if several)."""
+    found = []
+    for stat in pathlib.Path('/proc').glob('[0-9]*/stat'):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rpartition(')')[2].split()[1]) == os.getpid() and \
+                    b'kopfsched.emulator.server' in (stat.parent / 'cmdline').read_bytes():
+                found.append(int(stat.parent.name))
+    return max(found)
+
+
+class CpuMeter:
+    """CPU milliseconds per pod spent while the context lasts, by the operator's main thread (the
+    scheduling loop), its other threads together (kopf's), the emulator and this driver: on a
+    shared 2-core machine, what each costs per pod tells more than rates do."""
+
+    def __init__(self, operator_pid: int | None, emulator_pid: int) -> None:
+        self.pids = {'emulator': emulator_pid}
+        if operator_pid is not None:
+            self.pids['operator'] = operator_pid
+        self.start: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float]:
+        read = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        if 'operator' in self.pids:
+            pid = self.pids['operator']
+            read['operator_main_thread'] = _cpu_seconds(pid, pid)
+            read['operator_main_thread_kernel'] = _cpu_seconds(pid, pid, kernel_only=True)
+        read['driver'] = time.process_time()
+        return read
+
+    def __enter__(self) -> CpuMeter:
+        self.start = self._read()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.end = self._read()
+
+    def per_pod(self, pods: int) -> dict[str, float]:
+        spent = {name: self.end[name] - self.start[name] for name in self.start}
+        if 'operator' in spent:
+            spent['operator_other_threads'] = spent['operator'] - spent['operator_main_thread']
+        return {f'{name}_cpu_ms_per_pod': round(1000 * seconds / pods, 2) for name, seconds in spent.items()}
 
 
 def _rss_mb(pid: int) -> float:
@@ -256,12 +327,14 @@ async def _create_and_bind(driver: Driver, *, pods: int, nodes: int, concurrency
     return pods / (time.perf_counter() - started)
 
 
-async def raw_capacity(*, pods: int, nodes: int, concurrency: int) -> float:
+async def raw_capacity(*, pods: int, nodes: int, concurrency: int) -> tuple[float, dict[str, float]]:
     with emulator_process() as remote:
         async with driver_for(remote.url, concurrency) as driver:
             await _run_all([lambda i=i: driver.create_node(make_node(f'node-{i}')) for i in range(nodes)],
                            concurrency=concurrency)
-            return await _create_and_bind(driver, pods=pods, nodes=nodes, concurrency=concurrency)
+            with CpuMeter(None, _emulator_pid()) as cpu:
+                rate = await _create_and_bind(driver, pods=pods, nodes=nodes, concurrency=concurrency)
+            return rate, cpu.per_pod(pods)
 
 
 async def _operator_binds(driver: Driver, session: aiohttp.ClientSession, port: int, *, pods: int, namespace: str,
@@ -279,7 +352,7 @@ async def _operator_binds(driver: Driver, session: aiohttp.ClientSession, port: 
 
 
 async def end_to_end(*, pods: int, nodes: int, concurrency: int, timeout: float,
-                     profile: str | None) -> tuple[float, float, float]:
+                     profile: str | None) -> tuple[float, float, dict[str, float]]:
     with emulator_process() as remote, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = write_kubeconfig(pathlib.Path(tmp) / 'kubeconfig', url=remote.url)
         async with driver_for(remote.url, concurrency) as driver, aiohttp.ClientSession() as session:
@@ -288,11 +361,10 @@ async def end_to_end(*, pods: int, nodes: int, concurrency: int, timeout: float,
             with operator_process(kubeconfig, pathlib.Path(tmp)) as (process, port):
                 deadline = time.monotonic() + timeout
                 await _ready(session, port, deadline=deadline)
-                cpu = _cpu_seconds(process.pid)
-                with sampling(process.pid, profile):
+                with sampling(process.pid, profile), CpuMeter(process.pid, _emulator_pid()) as cpu:
                     rate = await _operator_binds(driver, session, port, pods=pods, namespace='default',
                                                  concurrency=concurrency, deadline=deadline)
-                return rate, _rss_mb(process.pid), 1000 * (_cpu_seconds(process.pid) - cpu) / pods
+                return rate, _rss_mb(process.pid), cpu.per_pod(pods)
 
 
 async def rss_with_cache(*, pods: int, nodes: int, concurrency: int, timeout: float) -> dict[str, float]:
@@ -339,17 +411,14 @@ async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, tim
                     await _ready(session, port, deadline=deadline)
                 ready = time.perf_counter() - started
                 rss_ready = _rss_mb(process.pid)
-                cpu = _cpu_seconds(process.pid)
-                with sampling(process.pid, profile):
+                with sampling(process.pid, profile), CpuMeter(process.pid, _emulator_pid()) as cpu:
                     rate = await _operator_binds(driver, session, port, pods=pods, namespace='measured',
                                                  concurrency=concurrency, deadline=deadline)
-                cpu_ms = 1000 * (_cpu_seconds(process.pid) - cpu) / pods
                 rss_after = _rss_mb(process.pid)
         return {'nodes': nodes, 'running_pods': running + pods, 'pods': pods, 'populate_seconds': round(populated, 1),
                 'ready_seconds': round(ready, 1), 'operator_rss_mb_at_ready': rss_ready,
                 'operator_rss_mb_after_run': rss_after, 'raw_pods_per_second': round(raw, 1),
-                'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2),
-                'operator_cpu_ms_per_pod': round(cpu_ms, 2)}
+                'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2), **cpu.per_pod(pods)}
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -358,14 +427,14 @@ async def main_async(args: argparse.Namespace) -> None:
                                 concurrency=args.concurrency, timeout=args.timeout, profile=args.profile)
         print(json.dumps({'concurrency': args.concurrency, **result}), flush=True)
         return
-    raw = await asyncio.wait_for(raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency),
-                                 args.timeout)
-    e2e, rss_after_run, cpu_ms = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
-                                          timeout=args.timeout, profile=args.profile)
+    raw, raw_cpu = await asyncio.wait_for(
+        raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency), args.timeout)
+    e2e, rss_after_run, cpu = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
+                                               timeout=args.timeout, profile=args.profile)
     print(json.dumps({'pods': args.pods, 'nodes': args.nodes, 'concurrency': args.concurrency,
                       'raw_pods_per_second': round(raw, 1), 'e2e_pods_per_second': round(e2e, 1),
-                      'ratio': round(e2e / raw, 2), 'operator_cpu_ms_per_pod': round(cpu_ms, 2),
-                      'operator_rss_mb_after_run': rss_after_run}), flush=True)
+                      'ratio': round(e2e / raw, 2), **cpu, 'operator_rss_mb_after_run': rss_after_run,
+                      'raw': raw_cpu}), flush=True)
     if args.rss_pods:
         memory = await rss_with_cache(pods=args.rss_pods, nodes=args.rss_nodes, concurrency=args.concurrency,
                                       timeout=args.timeout)

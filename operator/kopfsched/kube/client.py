@@ -1,12 +1,16 @@
-"""KubeClusterClient: the scheduler's ClusterClient on kubernetes-asyncio.
+"""KubeClusterClient: the scheduler's ClusterClient on kubernetes-asyncio's configuration.
 
-Every call goes through one request helper that rate-limits (client-go's QPS/burst),
+Requests go straight through the ApiClient's aiohttp session (`DirectApi`): its TLS
+settings, token (refreshed as the ApiClient refreshes it) and default headers, without the
+generated client's per-call serialisation layers. Every call goes through one request
+helper that rate-limits (client-go's QPS/burst),
 retries 5xx, 429 and timeouts, and maps 409 and 404 to the framework's ConflictError and
 NotFoundError. A 429 or 5xx carrying Retry-After (API Priority and Fairness rejecting a
 request, an overloaded server) is retried after the delay the server asks for, as client-go's
 rest client does (up to 10 retries), each wait capped at MAX_RETRY_AFTER; other failures
 are retried after RETRY_DELAYS. Objects stay plain dicts: responses are
-not turned into model classes (the `object` response type passes JSON through).
+not turned into model classes (the `object` response type passes JSON through), and the
+answers nobody reads (a bind's Status, a created Event) are not parsed at all.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import inspect
 import logging
 import os
 import socket
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +31,7 @@ from typing import Any
 
 import aiohttp
 import aiohttp.helpers
+import orjson
 import yarl
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.rest import ApiException
@@ -75,6 +82,64 @@ def without_env_lookups(api: k8s.ApiClient) -> None:
     rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
 
 
+class DirectApi:
+    """The part of ApiClient.call_api this client uses, on the ApiClient's own aiohttp session,
+    host, TLS, token and default headers.
+
+    The generated client spends more per request than the request itself costs the scheduler's
+    loop: parameter sanitising, header tuples, a charset regex on every answer, json, and
+    decoding answers nobody reads. Here a body is encoded once with orjson (several times
+    faster than json, and it writes bytes), an answer is parsed only when the caller wants it
+    (response type "object"), and errors are the same ApiException the retry and error mapping
+    read (status, reason, headers with Retry-After, body)."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+    async def call_api(self, path: str, method: str, *, query_params: list[tuple[str, str]] | None = None,
+                       body: Any = None, header_params: Mapping[str, str] | None = None,
+                       response_types_map: Mapping[int, str | None] | None = None,
+                       auth_settings: list[str] | None = None, _request_timeout: float | None = None,
+                       **_: Any) -> Any:
+        api, rest = self.api, self.api.rest_client
+        headers = {**api.default_headers, **(header_params or {})}
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        authorised = api.update_params_for_auth(headers, [], auth_settings or [])
+        if inspect.isawaitable(authorised):  # async since kubernetes-asyncio 33 (the token refresh hook)
+            await authorised
+        url = (api.configuration.host or "") + path
+        if query_params:
+            url += "?" + urllib.parse.urlencode(query_params)
+        options: dict[str, Any] = {}
+        if rest.proxy:
+            options.update(proxy=rest.proxy, proxy_headers=rest.proxy_headers)
+        if rest.server_hostname:
+            options["server_hostname"] = rest.server_hostname
+        if _request_timeout is not None:
+            options["timeout"] = self._timeout(_request_timeout)
+        data = orjson.dumps(body) if body is not None else None
+        async with rest.pool_manager.request(method, url, data=data, headers=headers, **options) as response:
+            payload = await response.read()
+            if not 200 <= response.status <= 299:
+                error = ApiException(status=response.status, reason=response.reason)
+                error.headers, error.body = response.headers, payload
+                raise error
+        if (response_types_map or {}).get(response.status) is None or not payload:
+            return None
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:  # as the ApiClient's "object": the text when it is not JSON
+            return payload.decode("utf-8", "replace")
+
+    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+        return timeout
+
+
 def reporting_instance() -> str:
     """The replica's identity in Events and the Lease: the pod name, else the hostname."""
     return os.environ.get("POD_NAME") or socket.gethostname()
@@ -117,11 +182,11 @@ def _translate(exc: BaseException, what: str) -> ClusterError:
 
 
 def _api_message(exc: ApiException) -> str:
-    import json
+    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
     try:
-        return json.loads(exc.body).get("message", "") if exc.body else ""
+        return orjson.loads(body).get("message", "") if body else ""
     except (ValueError, AttributeError):
-        return str(exc.body)[:200]
+        return str(body)[:200]
 
 
 @dataclass(slots=True)
@@ -135,11 +200,12 @@ class _Series:
 class KubeClusterClient:
     """The ClusterClient protocol (framework.client) against a real API server."""
 
-    def __init__(self, api: k8s.ApiClient, *, qps: float = 50.0, burst: int = 100, instance: str | None = None,
+    def __init__(self, api: k8s.ApiClient | DirectApi, *, qps: float = 50.0, burst: int = 100,
+                 instance: str | None = None,
                  retry_delays: tuple[float, ...] = RETRY_DELAYS, wall_time: Callable[[], float] = time.time,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self.api = api
+        self.api = DirectApi(api) if isinstance(api, k8s.ApiClient) else api
         self.limiter = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
         # Events get a bucket of their own, as kube-scheduler's separate event client: a
         # storm of FailedScheduling Events must not hold binds and status patches back.
@@ -159,10 +225,10 @@ class KubeClusterClient:
     # -- the request helper ----------------------------------------------------------------
 
     async def request(self, method: str, path: str, *, body: Any = None, content_type: str = JSON,
-                      query: Mapping[str, str] | None = None, what: str = "", response_type: str = "object",
+                      query: Mapping[str, str] | None = None, what: str = "", response_type: str | None = "object",
                       rate_limited: bool = True, limiter: TokenBucket | None = None) -> Any:
         """One API call with rate limiting (`limiter`, by default the main bucket) and
-        retries; returns the parsed JSON body."""
+        retries; returns the parsed JSON body (None with `response_type=None`: not parsed)."""
         bucket = (limiter or self.limiter) if rate_limited else None
         what = what or f"{method} {path}"
         attempt = 0
@@ -205,7 +271,7 @@ class KubeClusterClient:
                 "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid")},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
         await self.request("POST", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}/binding",
-                           body=body, what=f"binding {pod_key(pod)} to {node_name}")
+                           body=body, what=f"binding {pod_key(pod)} to {node_name}", response_type=None)
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
                                nominated_node_name: str | None = None) -> None:
@@ -219,7 +285,7 @@ class KubeClusterClient:
         meta = pod["metadata"]
         await self.request("PATCH", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}/status",
                            body={"status": status}, content_type=STRATEGIC_MERGE_PATCH,
-                           what=f"status of pod {pod_key(pod)}")
+                           what=f"status of pod {pod_key(pod)}", response_type=None)
 
     async def delete_pod(self, *, pod: Obj, condition: Obj | None = None) -> None:
         if condition is not None:
@@ -227,7 +293,7 @@ class KubeClusterClient:
         meta = pod["metadata"]
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.get("uid")}}
         await self.request("DELETE", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}",
-                           body=options, what=f"deleting pod {pod_key(pod)}")
+                           body=options, what=f"deleting pod {pod_key(pod)}", response_type=None)
 
     async def patch_object(self, *, kind: str, obj: Obj, patch: Mapping[str, Any]) -> Obj:
         meta = obj["metadata"]
@@ -269,7 +335,7 @@ class KubeClusterClient:
         try:
             await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
                                body=patch, content_type=MERGE_PATCH, what=f"event {series.name}",
-                               limiter=self.event_limiter)
+                               limiter=self.event_limiter, response_type=None)
         except NotFoundError:  # expired or deleted: start over
             return False
         return True
@@ -295,7 +361,8 @@ class KubeClusterClient:
         }
         try:
             await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body,
-                               what=f"{reason} event for {pod_key(regarding)}", limiter=self.event_limiter)
+                               what=f"{reason} event for {pod_key(regarding)}", limiter=self.event_limiter,
+                               response_type=None)
         except BaseException:
             created.set_result(False)
             if self._series.get(key) is not None and self._series[key].created is created:
@@ -309,10 +376,10 @@ class KubeClusterClient:
         """Merge-patch a SchedulerProfile's status subresource."""
         path = f"/apis/{PROFILE_GROUP}/{PROFILE_VERSION}/{PROFILE_PLURAL}/{name}/status"
         await self.request("PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH,
-                           what=f"status of SchedulerProfile {name}")
+                           what=f"status of SchedulerProfile {name}", response_type=None)
 
     async def patch_pod_group_status(self, *, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Merge-patch a PodGroup's status subresource (scheduler-plugins' v1alpha1)."""
         path = f"/apis/{POD_GROUP_GROUP}/{POD_GROUP_VERSION}/namespaces/{namespace}/{POD_GROUP_PLURAL}/{name}/status"
         await self.request("PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH,
-                           what=f"status of PodGroup {namespace}/{name}")
+                           what=f"status of PodGroup {namespace}/{name}", response_type=None)
