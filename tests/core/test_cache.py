@@ -134,3 +134,33 @@ def test_affinity_lists_follow_pods():
     cache.remove_pod(raw)
     cache.update_snapshot(snapshot)
     assert snapshot.have_pods_with_required_anti_affinity() == []
+
+
+def test_an_assumed_pod_shares_what_was_computed_for_it():
+    cache = _cache_with_node()
+    pending = PodInfo(make_pod("p", requests={"cpu": "500m"}, host_ports=[8080], labels={"app": "a"}))
+    assumed = cache.assume_pod(pending, "n1")
+    assert assumed.node_name == "n1" and pending.node_name == ""
+    assert assumed.requests is pending.requests and assumed.host_ports == pending.host_ports
+    assert (assumed.key, assumed.uid, assumed.labels) == (pending.key, pending.uid, {"app": "a"})
+
+
+def _confirmed(labels_then: dict, labels_now: dict, cpu_now: str = "500m") -> PodInfo:
+    """The cache's PodInfo after the watch shows, bound, a pod assumed with `labels_then`."""
+    from tests.core.harness import Harness
+    h = Harness([make_node("n1")])
+    pending = make_pod("p", requests={"cpu": "500m"}, labels=labels_then)
+    assumed = h.scheduler.cache.assume_pod(PodInfo(pending), "n1")
+    bound = make_pod("p", requests={"cpu": cpu_now}, labels=labels_now, node_name="n1")
+    bound["metadata"]["uid"] = assumed.uid
+    h.handlers.on_pod_upsert(bound, pending)
+    confirmed = h.scheduler.cache.get_pod(assumed.uid)
+    assert confirmed is not None and confirmed.pod is bound and not h.scheduler.cache.is_assumed(assumed.uid)
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == confirmed.requests.milli_cpu
+    return confirmed
+
+
+def test_the_watch_confirming_an_assumed_pod_reads_what_changed_meanwhile():
+    assert _confirmed({"app": "a"}, {"app": "a"}).labels == {"app": "a"}
+    assert _confirmed({"app": "a"}, {"app": "b"}).labels == {"app": "b"}
+    assert _confirmed({"app": "a"}, {"app": "a"}, cpu_now="2").requests.milli_cpu == 2000

@@ -112,7 +112,7 @@ class Cache:
         """Count the pod on `node_name` before it is bound; returns the assumed PodInfo."""
         pod = copy.copy(pod_info.pod)
         pod["spec"] = {**pod_info.spec, "nodeName": node_name}
-        assumed = PodInfo(pod)
+        assumed = pod_info.placed(pod)
         if assumed.uid in self._pods:
             raise ValueError(f"pod {assumed.key} is already in the cache")
         self._add_to_node(assumed)

@@ -103,6 +103,18 @@ class PodInfo:
             if p.get("hostPort")
         )
 
+    def placed(self, pod: Obj) -> PodInfo:
+        """This PodInfo for `pod`, a version of the same pod whose spec is this one's but for
+        spec.nodeName and whose labels are this one's (the pod assumed on a node, the watch
+        confirming it): the parts computed from them are shared, not computed again. The lazy
+        parts are computed again when read (they may read status)."""
+        info = PodInfo.__new__(PodInfo)
+        for name in _SHARED_WHEN_PLACED:
+            setattr(info, name, getattr(self, name))
+        info.pod = pod
+        info.spec = pod.get("spec") or {}
+        return info
+
     @property
     def node_name(self) -> str:
         return self.spec.get("nodeName") or ""
@@ -175,6 +187,10 @@ class PodInfo:
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+_SHARED_WHEN_PLACED = ("host_ports", "key", "labels", "name", "namespace", "non_zero_cpu", "non_zero_memory",
+                       "priority", "requests", "uid")
 
 
 @dataclass(slots=True)

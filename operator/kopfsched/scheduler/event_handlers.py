@@ -37,6 +37,15 @@ def _terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES
 
 
+def _confirming(assumed: PodInfo, pod: Obj) -> PodInfo:
+    """The PodInfo of the bound pod the watch shows for an assumed one: the assumed one's
+    computed parts when spec and labels are what was assumed (the usual case: our own bind),
+    else built anew."""
+    unchanged = (pod.get("spec") == assumed.spec
+                 and ((pod.get("metadata") or {}).get("labels") or {}) == assumed.labels)
+    return assumed.placed(pod) if unchanged else PodInfo(pod)
+
+
 class EventHandlers:
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
@@ -57,7 +66,7 @@ class EventHandlers:
             bound_before = known is not None and not self.cache.is_assumed(uid)
             placed = None
             if old is None or not _assigned(old):
-                placed = PodInfo(pod)
+                placed = _confirming(known, pod) if known is not None and not bound_before else PodInfo(pod)
                 self.queue.delete(placed)
                 self.scheduler.unmanaged.discard(uid)
                 self.scheduler.pending.forget(placed.uid)
