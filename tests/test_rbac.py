@@ -1,5 +1,5 @@
 """The ClusterRole and Role grant exactly what the kube layer calls, nothing more: every
-request of the ClusterClient, the operator's own initial LIST and the leader elector
+request of the ClusterClient, the operator's own LIST (its periodic reconcile) and the leader elector
 (recorded through a fake ApiClient), list + watch for every kind kopf watches, and
 kopf's CRD scan."""
 
@@ -79,10 +79,12 @@ async def exercise_client(api: RecordingApi) -> None:
 
 
 async def exercise_operator_listing(api: RecordingApi) -> None:
-    """The operator's own initial LIST of every watched kind (kopf gives no signal for its own)."""
+    """The operator's own requests besides kopf's list and watch: the periodic reconcile's LIST of
+    every watched kind, and the default SchedulerProfile created when none is listed."""
     operator = Operator(OperatorOptions(metrics_port=None, identity="test"), api=api,  # type: ignore[arg-type]
                         configuration=Configuration())
-    await operator.informer.initial_listing()
+    await operator.informer.reconcile()
+    await operator.informer.create_default_profile()
 
 
 async def exercise_leader_election(api: RecordingApi) -> None:

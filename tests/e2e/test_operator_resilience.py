@@ -80,7 +80,7 @@ async def test_objects_that_vanished_during_a_relist_do_not_linger(
     await post(http, '/api/v1/nodes', make_node('node-0', cpu='4'))
     await post(http, '/api/v1/nodes', make_node('gone-node', cpu='64'))
     ghost = await post(http, PODS, make_pod('ghost', node_name='node-0', requests={'cpu': '3'}))
-    async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
+    async with running_operator(kubeconfig) as operator:
         await eventually(lambda: operator.cache.get_pod(ghost['metadata']['uid']), what='the ghost cached')
 
         # Gone while no watch was looking, and the history compacted past the watchers' resume points:

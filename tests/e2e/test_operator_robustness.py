@@ -11,11 +11,12 @@ import kopf
 import pytest
 
 from kopfsched.emulator.server import FastKubernetesEmulator
-from kopfsched.kube.handlers import build_registry
+from kopfsched.kube.handlers import KINDS_BY_RESOURCE, build_registry, operator_settings
 from kopfsched.kube.kopf_thread import STRAGGLERS_CANCELLED, KopfThread
 from kopfsched.kube.leader import LeaseConfig
-from kopfsched.kube.main import run_operator
 from kopfsched.kube.operator import Operator, OperatorOptions, load_configuration
+from kopfsched.kube.watches import WatchHealth
+from kopfsched.kube.watches import install as install_watch_relay
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import (
     PROFILES,
@@ -29,14 +30,23 @@ from tests.e2e.operator_harness import (
 PODS = '/api/v1/namespaces/default/pods'
 
 
-def test_an_api_server_that_refuses_the_initial_listing_exits_1(
-        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """E.g. the ClusterRole was not applied: 403 on the first LIST."""
-    emulator.fail_next('GET', r'/schedulerprofiles\?', status=403, message='forbidden by RBAC')
-    code = run_operator(kubeconfig=str(kubeconfig), config_file=None, leader_elect=False, metrics_port=None)
-    err = capsys.readouterr().err
-    assert (code, err.count('\n')) == (1, 1), err
-    assert err == 'kopfsched run: listing schedulerprofiles: 403 Forbidden: forbidden by RBAC\n'
+async def test_a_refused_initial_listing_is_retried_and_the_operator_stays_unready_meanwhile(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    """E.g. the ClusterRole is applied after the Deployment: 403 on the first LISTs. As kube-scheduler's
+    reflectors, the operator says why and keeps listing (kopf retries after 1 s, 1 s, 2 s...), not
+    ready meanwhile, and serves once allowed, without a restart."""
+    emulator.fail_next('GET', r'/nodes\?', status=403, message='forbidden by RBAC', times=2)
+    options = OperatorOptions(kubeconfig=str(kubeconfig), leader_elect=False, metrics_port=None)
+    async with Operator.connected(options) as operator:
+        stop = asyncio.Event()
+        task = asyncio.create_task(operator.run(stop))
+        await eventually(lambda: any('forbidden by RBAC' in r.getMessage() for r in caplog.records),
+                         what='the 403 logged')
+        unready = operator.ready()
+        await eventually(lambda: operator.ready() or task.done(), timeout=20, what='ready once allowed')
+        stop.set()
+        code = await asyncio.wait_for(task, timeout=30)
+    assert (unready, code) == (False, 0)
 
 
 async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(
@@ -66,7 +76,7 @@ async def test_a_profile_deleted_while_the_watch_was_away_stops_being_served(
         emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
     """kopf relists after 410 Gone without a DELETED event: the scheduler name must not stay served."""
     await post(http, PROFILES, profile('doomed', scheduler_name='doomed'))
-    async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
+    async with running_operator(kubeconfig) as operator:
         await eventually(lambda: operator.profiles.serves('doomed'), what='doomed served')
 
         emulator.vanish_while_watches_are_away(('schedulerprofiles', None, 'doomed'), group='kopfsched.dev')
@@ -102,11 +112,17 @@ async def test_stopping_kopf_cancels_the_tasks_it_leaves_behind_instead_of_waiti
     configuration = await load_configuration(str(kubeconfig))
     watching = threading.Event()  # kopf is past its start-up: a watch delivered the node
 
-    def forward(kind: str, type: str | None, obj: dict[str, Any]) -> None:
-        if kind == 'Node':
-            watching.set()
+    class Sink:
+        kind_of = staticmethod(KINDS_BY_RESOURCE.get)
 
-    registry = build_registry(forward=forward, configuration=configuration)
+        def event(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
+            if kind == 'Node':
+                watching.set()
+
+        served = listing = listed = stopped = staticmethod(lambda *_: None)
+
+    install_watch_relay()
+    registry = build_registry(configuration=configuration)
     started = threading.Event()
     outcome: list[str] = []
 
@@ -124,7 +140,7 @@ async def test_stopping_kopf_cancels_the_tasks_it_leaves_behind_instead_of_waiti
         held.append(asyncio.get_running_loop().create_task(straggler()))
         started.set()
 
-    thread = KopfThread(registry)
+    thread = KopfThread(registry, settings=operator_settings(watch_health=WatchHealth(), watch_sink=Sink()))
     thread.start()
     assert await asyncio.to_thread(started.wait, 20) and await asyncio.to_thread(watching.wait, 20)
     await thread.stop(timeout=20)

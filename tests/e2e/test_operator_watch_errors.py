@@ -27,7 +27,7 @@ PODS = '/api/v1/namespaces/default/pods'
 async def test_an_error_event_in_the_pods_watch_does_not_stop_scheduling(
         emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession, code: int) -> None:
     await post(http, '/api/v1/nodes', make_node('node-0'))
-    async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
+    async with running_operator(kubeconfig) as operator:
         await post(http, PODS, make_pod('before', scheduler_name='kopfsched'))
         await eventually(lambda: node_of(emulator, 'before'), what='before bound')
         emulator.watch_error('pods', code=code)
@@ -93,7 +93,7 @@ async def test_a_kind_relisted_empty_drops_what_vanished_meanwhile(
     await post(http, '/apis/policy/v1/namespaces/default/poddisruptionbudgets', {
         'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'pdb'},
         'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'x'}}}})
-    async with running_operator(kubeconfig, relist_reconcile_delay=0.1) as operator:
+    async with running_operator(kubeconfig) as operator:
         feed = operator.informer.feed
         await eventually(lambda: feed.count('PodDisruptionBudget') == 1, what='the PDB known')
         # Gone without a DELETED event; the PDB watch then ends with 410 Expired and kopf relists it.

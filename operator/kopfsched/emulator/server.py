@@ -79,7 +79,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -298,6 +298,7 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     _list_snapshots: dict[int, _ListSnapshot] = attrs.field(factory=dict, init=False)  # by continue-token id
     _list_snapshot_ids: Iterator[int] = attrs.field(factory=itertools.count, init=False)
     _compact_on_continue: int = attrs.field(default=0, init=False)
+    _lists: Counter[StoreKey] = attrs.field(factory=Counter, init=False)
     _manager: str = attrs.field(default='unknown', init=False)  # the field manager of the request being served
     _guard: threading.Lock = attrs.field(factory=threading.Lock, init=False)  # for calls from test threads
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
@@ -420,6 +421,11 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         pattern = re.compile(path_regex) if path_regex else None
         return [m for m in logged
                 if (method is None or m.method == method.upper()) and (pattern is None or pattern.search(m.path))]
+
+    def lists(self) -> dict[str, int]:
+        """LIST requests served so far per resource (`pods`, `csinodes.storage.k8s.io`), the pages of
+        a paged LIST counted once."""
+        return {f'{plural}.{group}' if group else plural: count for (group, plural), count in self._lists.items()}
 
     def get_object(self, plural: str, namespace: str | None, name: str, *, group: str = '') -> Obj | None:
         """The stored object (a read-only snapshot: never mutate it), or None."""
@@ -598,6 +604,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
             return self._watch(raw, resource, namespace=ns, name=name)
         match method, name, sub:
             case 'GET', None, None:
+                if not query.get('continue'):  # the later pages belong to the same LIST
+                    self._lists[resource.store_key] += 1
                 return self._printed(raw, resource, self._list(resource, namespace=ns, query=query)), 200
             case 'GET', str(), _:
                 return self._printed(raw, resource, self._get(resource, ns, name)), 200
@@ -693,6 +701,8 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
                 self._watch_failures.clear()
             case 'GET', '/_emulator/mutations':
                 return {'items': [dataclasses.asdict(m) for m in self.mutations()]}, 200
+            case 'GET', '/_emulator/lists':
+                return self.lists(), 200
             case _:
                 raise ApiError(404, f'no control endpoint {method} {path}')
         return {}, 200
@@ -1478,6 +1488,9 @@ class RemoteEmulator:
 
     def mutations(self) -> list[Mutation]:
         return [Mutation(**item) for item in self._call('GET', '/_emulator/mutations')['items']]
+
+    def lists(self) -> dict[str, int]:
+        return dict(self._call('GET', '/_emulator/lists'))
 
 
 @contextlib.contextmanager

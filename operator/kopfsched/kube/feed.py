@@ -3,19 +3,19 @@
 What a client-go informer would give the scheduler and a kopf on.event handler does not:
 
 - the previous version of an object (kopf's on.event has no `old`): kept per object here;
-- ordering across two sources — the initial LIST we do ourselves and kopf's own list and
-  watch: an event older (by resourceVersion) than what is known is dropped, a pod never
-  goes back from bound to unbound, and a recent deletion is not undone by an older LIST;
-- deletions a relist cannot show (kopf sends no DELETED for objects that vanished while a
-  watch was down, e.g. after 410 Gone): `reconcile` compares a fresh LIST with what is
-  known and deletes what the LIST lacks and no event touched since the LIST began.
+- ordering: an event older (by resourceVersion) than what is known is dropped (a relist's
+  copy of what is known, or the optional periodic reconcile's LIST racing the watch), a pod
+  never goes back from bound to unbound, and a recent deletion is not undone by an older LIST;
+- deletions a relist cannot show (no DELETED comes for objects that vanished while a watch
+  was down, e.g. after 410 Gone): `forget_unseen` (and `reconcile`, for a whole LIST at once)
+  deletes what the LIST lacked and no event touched since the LIST began.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from kopfsched.framework.types import Obj
@@ -168,6 +168,11 @@ class ClusterFeed:
         for obj in listed:
             seen.add(self.key_of(kind, obj))
             self.upsert(kind, obj)
+        return self.forget_unseen(kind, seen, token=token)
+
+    def forget_unseen(self, kind: str, seen: Collection[str], *, token: int) -> int:
+        """A LIST that started at `token` is complete and showed the objects of keys `seen`
+        (each already upserted): delete the others no event touched since. Returns how many."""
         ghosts = [entry.obj for key, entry in self._known.get(kind, {}).items()
                   if key not in seen and entry.epoch < token]
         for obj in ghosts:

@@ -1,24 +1,23 @@
-"""kopf handlers and settings: the watch side of the operator.
+"""kopf's registry and settings: the watch side of the operator.
 
-Only `@kopf.on.event` handlers, on a private OperatorRegistry: kopf keeps no state on
-the objects of such handlers (no annotations, finalizers, diff-base or status), so it
-never writes to pods, nodes, volumes — nor to SchedulerProfiles, whose status we write
-ourselves. kopf runs in its own thread and loop (see kube.kopf_thread); every handler forwards
-the raw event to the scheduler's loop with `call_soon_threadsafe`, which keeps the events
-of one watch in order and never touches the scheduler from kopf's thread.
+One `@kopf.on.event` handler per watched kind, on a private OperatorRegistry: that is what
+makes kopf discover, list and watch the kind, and kopf keeps no state on the objects of such
+handlers (no annotations, finalizers, diff-base or status), so it never writes to pods, nodes,
+volumes — nor to SchedulerProfiles, whose status we write ourselves. The handlers themselves
+never run: kube.watches hands these kinds' listings and events to the informer's sink before
+kopf's per-object processing (kopf runs in its own thread and loop, see kube.kopf_thread).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import kopf
 from kubernetes_asyncio import client as k8s
 
-from kopfsched.kube.watches import KopfschedSettings, WatchHealth
+from kopfsched.kube.watches import KopfschedSettings, WatchHealth, WatchSink
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 """kube-scheduler's pod informer leaves finished pods out."""
@@ -58,31 +57,23 @@ WATCHED: tuple[WatchedKind, ...] = (
 )
 PROFILE_KIND = WatchedKind("SchedulerProfile", "kopfsched.dev/v1alpha1", "schedulerprofiles")
 
-Forward = Callable[[str, str | None, dict[str, Any]], None]
-"""(kind, event type — ADDED, MODIFIED, DELETED, or None when listed —, object)."""
+LIST_PAGE_SIZE = 500
+"""Objects per page of a LIST (client-go's pager and informers use 500)."""
 
 
-class NoDiffBase(kopf.DiffBaseStorage):
-    """No diff-base for on.event-only resources: kopf would otherwise deep-copy every
-    object on every event to compute an essence nobody reads."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        pass
+KINDS_BY_RESOURCE: dict[str, str] = {f"{watched.group_version}/{watched.plural}": watched.kind
+                                     for watched in (*WATCHED, PROFILE_KIND)}
+"""Our kinds by kube.watches' `resource_key` of their resource: `v1/pods`, `storage.k8s.io/v1/csinodes`."""
 
 
-def operator_settings(watch_health: WatchHealth | None = None) -> kopf.OperatorSettings:
-    """kopf's settings; with `watch_health`, watch errors back off and relist (kube.watches)."""
-    settings = KopfschedSettings(watch_health=watch_health)
+def operator_settings(*, watch_health: WatchHealth | None = None, watch_sink: WatchSink | None = None,
+                      list_page_size: int | None = LIST_PAGE_SIZE) -> kopf.OperatorSettings:
+    """kopf's settings; with `watch_health`, watch errors back off and relist, and with
+    `watch_sink` too, our kinds' listings and events go to the sink (kube.watches)."""
+    settings = KopfschedSettings(watch_health=watch_health, watch_sink=watch_sink)
     settings.posting.enabled = False  # no log lines (nor anything else) posted as Events
-    settings.persistence.diffbase_storage = NoDiffBase()
-    settings.queueing.worker_limit = None
     settings.watching.field_selectors["v1", "pods"] = POD_FIELD_SELECTOR
+    settings.watching.chunk_size = list_page_size
     settings.watching.reconnect_backoff = 0.1
     return settings
 
@@ -92,7 +83,7 @@ def _selector(watched: WatchedKind) -> tuple[str, ...]:
         watched.group_version, watched.plural)
 
 
-def build_registry(*, forward: Forward, configuration: k8s.Configuration) -> kopf.OperatorRegistry:
+def build_registry(*, configuration: k8s.Configuration) -> kopf.OperatorRegistry:
     """A private registry: the login handler and one on.event handler per watched kind."""
     registry = kopf.OperatorRegistry()
 
@@ -101,17 +92,13 @@ def build_registry(*, forward: Forward, configuration: k8s.Configuration) -> kop
         return await connection_info(configuration)
 
     for watched in (*WATCHED, PROFILE_KIND):
-        _register(registry, watched, forward)
+        kopf.on.event(*_selector(watched), registry=registry, id=f"feed-{watched.plural}")(_relayed)
     return registry
 
 
-def _register(registry: kopf.OperatorRegistry, watched: WatchedKind, forward: Forward) -> None:
-    kind = watched.kind
-
-    async def on_event(event: kopf.RawEvent, **_: Any) -> None:
-        forward(kind, event.get("type"), cast(dict[str, Any], event["object"]))  # a plain dict at run time
-
-    kopf.on.event(*_selector(watched), registry=registry, id=f"feed-{watched.plural}")(on_event)
+async def _relayed(**_: Any) -> None:
+    """Never called while kube.watches relays the kind (its events never reach kopf's handlers);
+    registered so that kopf lists and watches the kind."""
 
 
 async def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:

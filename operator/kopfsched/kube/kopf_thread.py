@@ -3,8 +3,8 @@
 kopf cancels every task created after it started when it exits, and installs its own
 signal handlers in the main thread; a binding cancelled half-way would leave an assumed
 pod behind. So kopf runs in a thread with its own event loop (what kopf's docs recommend
-for embedding), and its on.event handlers only forward raw events to the scheduler's loop
-(the main thread's). The scheduler's tasks are never kopf's to cancel.
+for embedding), and its watch streams only relay listings and raw events to the scheduler's
+loop (the main thread's) through an `Inbox`. The scheduler's tasks are never kopf's to cancel.
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import collections
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Collection
+from typing import Any, Generic, TypeVar
 
 import kopf
 
-from kopfsched.kube.handlers import operator_settings
-from kopfsched.kube.watches import WatchHealth
+from kopfsched.kube.watches import WatchSink
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +93,38 @@ class Inbox(Generic[T]):
             self._loop.call_soon(self._drain)
 
 
+class Relay:
+    """kube.watches' sink in kopf's thread: each call is handed, in order, to the same method of
+    `target` (the informer) in the scheduler's loop, through `inbox`; `kind_of` (a lookup in a
+    constant table) is answered at once."""
+
+    def __init__(self, inbox: Inbox[tuple[Callable[..., None], tuple[Any, ...]]], target: WatchSink) -> None:
+        self._put = inbox.put
+        self._target = target
+        self.kind_of = target.kind_of
+
+    def served(self, kinds: Collection[str]) -> None:
+        self._put((self._target.served, (tuple(kinds),)))
+
+    def listing(self, kind: str) -> None:
+        self._put((self._target.listing, (kind,)))
+
+    def event(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
+        self._put((self._target.event, (kind, type, obj)))
+
+    def listed(self, kind: str) -> None:
+        self._put((self._target.listed, (kind,)))
+
+    def stopped(self, kind: str) -> None:
+        self._put((self._target.stopped, (kind,)))
+
+
+def call(item: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
+    """An Inbox's `deliver` for (function, arguments) items."""
+    function, args = item
+    function(*args)
+
+
 STRAGGLER_GRACE = 0.1
 """Seconds kopf's own shutdown gets before the tasks it left behind are cancelled."""
 STRAGGLERS_CANCELLED = "kopfsched: kopf is stopping"
@@ -114,10 +145,10 @@ class KopfThread:
     handlers only forward events and keep nothing in flight, so once kopf had a short grace
     to stop its own way, every task left in its loop is cancelled."""
 
-    def __init__(self, registry: kopf.OperatorRegistry, *, watch_health: WatchHealth | None = None) -> None:
+    def __init__(self, registry: kopf.OperatorRegistry, *, settings: kopf.OperatorSettings) -> None:
         self.registry = registry
-        self.watch_health = watch_health
-        """Where kopf's watches report their failures; with it, they back off instead of stopping kopf."""
+        self.settings = settings
+        """kopf's settings (kube.handlers.operator_settings: where the watches report and relay)."""
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="kopf", daemon=True)
@@ -154,7 +185,7 @@ class KopfThread:
     async def _operate(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._operator = asyncio.ensure_future(kopf.operator(
-            registry=self.registry, settings=operator_settings(self.watch_health), clusterwide=True,
+            registry=self.registry, settings=self.settings, clusterwide=True,
             standalone=True, stop_flag=self.stop_flag))
         self._own = {asyncio.current_task(), self._operator}
         self._loop_ready.set()
@@ -180,4 +211,4 @@ class KopfThread:
         await asyncio.to_thread(self._thread.join, timeout)
 
 
-__all__ = ["INBOX_BATCH", "Inbox", "KopfThread"]
+__all__ = ["INBOX_BATCH", "Inbox", "KopfThread", "Relay", "call"]

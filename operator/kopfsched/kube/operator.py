@@ -1,9 +1,9 @@
 """The operator assembled: one scheduler replica — kopf's watches feeding the scheduler
 core through the informer, acting through kubernetes-asyncio.
 
-Start-up: health server; kopf's thread (its watches start listing); the informer's own
-LIST of SchedulerProfiles, nodes, pods and the other kinds, fed to the cache and queue:
-from then on /readyz is ok. Then, with leader election, wait for the Lease; followers
+Start-up: health server; kopf's thread, whose discovery, LISTs and watches are relayed to the
+informer (kube.watches, kube.informer): once every served kind's first LIST has been fed to the
+cache and queue, /readyz is ok. Then, with leader election, wait for the Lease; followers
 keep their cache warm meanwhile. The leader runs the scheduling loop, the queue's
 flushes, the status writer and the periodic reconcile.
 
@@ -26,20 +26,19 @@ from kubernetes_asyncio import config as k8s_config
 
 from kopfsched.cache.cache import Cache
 from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS, SchedulerConfig
-from kopfsched.framework.client import ClusterError
 from kopfsched.kube.client import KubeClusterClient, reporting_instance, without_env_lookups
 from kopfsched.kube.dashboard import OperatorDashboard
 from kopfsched.kube.feed import ClusterFeed
-from kopfsched.kube.handlers import build_registry
-from kopfsched.kube.informer import LIST_PAGE_SIZE, Informer
-from kopfsched.kube.kopf_thread import Inbox, KopfThread
+from kopfsched.kube.handlers import LIST_PAGE_SIZE, build_registry, operator_settings
+from kopfsched.kube.informer import Informer
+from kopfsched.kube.kopf_thread import Inbox, KopfThread, Relay, call
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
 from kopfsched.kube.podgroups import PodGroupStatusWriter
 from kopfsched.kube.profile_manager import ProfileFeedHandlers, ProfileManager
 from kopfsched.kube.status_writer import StatusWriter
 from kopfsched.kube.waiting import first, stopped_within, wait_any
 from kopfsched.kube.watches import DOWN_AFTER, MAX_BACKOFF, WatchHealth
-from kopfsched.kube.watches import install as install_watch_error_handling
+from kopfsched.kube.watches import install as install_watch_relay
 from kopfsched.observability.health import HealthServer
 from kopfsched.observability.metrics import SchedulerMetrics
 from kopfsched.plugins.registry import full_registry
@@ -77,14 +76,12 @@ class OperatorOptions:
     reconcile_interval: float | None = None
     """Seconds between full LIST reconciles of every kind; None: never, as kube-scheduler's
     informers (a kind relisted after 410 Expired or a watch error is reconciled on its own)."""
-    relist_reconcile_delay: float = 1.0
-    """After kopf relists (e.g. after 410 Gone), reconcile this many seconds later."""
     watch_down_after: float = DOWN_AFTER
     """/healthz fails once a watch has been failing (backing off and relisting) for this long."""
     watch_max_backoff: float = MAX_BACKOFF
     """Longest back-off (before jitter) between relists of a failing watch; client-go's is 30 s."""
     list_page_size: int = LIST_PAGE_SIZE
-    """Objects per page of the operator's own LISTs (start-up and reconciles)."""
+    """Objects per page of every LIST (kopf's, and the periodic reconcile's)."""
     identity: str = field(default_factory=reporting_instance)
     seed_default_profile: bool = True
     """Create SchedulerProfile/kopfsched when the cluster has no SchedulerProfile and
@@ -130,15 +127,17 @@ class Operator:
             client=self.client, feed=ClusterFeed(EventHandlers(self.scheduler)),
             profile_feed=ClusterFeed(ProfileFeedHandlers(self.profiles)),  # type: ignore[arg-type]
             tasks=self.tasks, seed_default_profile=options.seed_default_profile and not (config and config.profiles),
-            relist_reconcile_delay=options.relist_reconcile_delay, reconcile_interval=options.reconcile_interval,
-            list_page_size=options.list_page_size)
+            reconcile_interval=options.reconcile_interval, list_page_size=options.list_page_size)
         self.pod_groups = PodGroupStatusWriter(scheduler=self.scheduler, client=self.client)
         self.status_writer = StatusWriter(client=self.client, profiles=self.profiles, pod_groups=self.pod_groups,
                                           interval=options.status_interval, profiles_changed=profiles_changed)
         self.watch_health = WatchHealth(down_after=options.watch_down_after, max_backoff=options.watch_max_backoff)
-        install_watch_error_handling()
-        self.kopf = KopfThread(build_registry(forward=self._forward, configuration=configuration),
-                               watch_health=self.watch_health)
+        install_watch_relay()
+        self._loop = asyncio.get_running_loop()
+        self._inbox: Inbox[tuple[Callable[..., None], tuple[Any, ...]]] = Inbox(self._loop, call)
+        self.kopf = KopfThread(build_registry(configuration=configuration), settings=operator_settings(
+            watch_health=self.watch_health, watch_sink=Relay(self._inbox, self.informer),
+            list_page_size=options.list_page_size))
         self.health = None if options.metrics_port is None else HealthServer(
             port=options.metrics_port, host=options.metrics_host, healthy=self._check_healthy, ready=self.ready,
             registry=self.metrics.registry, dashboard=OperatorDashboard(
@@ -148,9 +147,6 @@ class Operator:
             self.client, config=options.lease, identity=options.identity)
         self.failure: str | None = None
         """Why the run ended badly (kopf stopped, the lease was lost); None while all is well."""
-        self._loop = asyncio.get_running_loop()
-        self.watch_health.on_listed = self._relisted
-        self._inbox: Inbox[tuple[Callable[..., None], tuple[Any, ...]]] = Inbox(self._loop, _call)
         self._scheduling: asyncio.Task[None] | None = None
         self._last_cycle = (0, time.monotonic())
 
@@ -170,7 +166,7 @@ class Operator:
 
     def ready(self) -> bool:
         """The initial listing is done (the cache holds every node and pod)."""
-        return self.informer.listed
+        return self.informer.synced
 
     @property
     def leading(self) -> bool:
@@ -210,12 +206,13 @@ class Operator:
         self.kopf.start()
         lost = asyncio.Event()
         try:
-            try:
-                await self.informer.initial_listing()
-            except ClusterError as exc:  # unreachable, forbidden, ...: the Deployment restarts us
-                raise StartupError(str(exc)) from exc
-            self._spawn(self._metrics_loop(stop), "metrics")
             self._spawn(self._watch_kopf(lost), "kopf watchdog")
+            await wait_any(stop, lost, self.informer.synced_flag)
+            if not self.informer.synced:
+                if self.failure is not None:  # e.g. kopf's discovery found no API server
+                    raise StartupError(self.failure)
+                return self._exit_code()
+            self._spawn(self._metrics_loop(stop), "metrics")
             if self.elector is not None:
                 if not await first(self.elector.acquire(stop), stop, lost):
                     return self._exit_code()
@@ -253,17 +250,6 @@ class Operator:
         if self.health is not None:
             await self.health.stop()
 
-    # -- events from kopf's thread ---------------------------------------------------------
-
-    def _relisted(self, resource: str) -> None:
-        """Called in kopf's thread when kopf listed a resource (again): reconcile that kind
-        (through the inbox, so after the events kopf forwarded before)."""
-        self._inbox.put((self.informer.relisted, (resource,)))
-
-    def _forward(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
-        """Called in kopf's thread: hand the event to the scheduler's loop, in order."""
-        self._inbox.put((self.informer.on_event, (kind, type, obj)))
-
     # -- periodic work -----------------------------------------------------------------------
 
     async def _metrics_loop(self, stop: asyncio.Event) -> None:
@@ -295,11 +281,6 @@ class Operator:
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro, name)
-
-
-def _call(item: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
-    function, args = item
-    function(*args)
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:

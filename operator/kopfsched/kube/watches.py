@@ -1,19 +1,31 @@
-"""Errors inside kopf's watch streams, handled as client-go's reflector handles them.
+"""kopf's watch streams: our resources' events relayed straight to the feed, and errors handled
+as client-go's reflector handles them.
 
-A real API server ends a watch with an ERROR event: 410 Expired when the resourceVersion is
+**Relay.** kopf's `infinite_watch` calls `continuous_watch` (one LIST, page by page, then watches
+from the list's resourceVersion until an error) through its module's globals; `install()` wraps that
+one function. For the resources of a `WatchSink` (every kind the scheduler watches), the wrapper hands
+each listed object and watch event to the sink and gives kopf only the end-of-listing mark: kopf still
+discovers the resources, lists and watches them, follows resourceVersions, reconnects and retries its
+requests, but its per-object machinery (a queue and a worker task per object, cause detection, handler
+invocation: about 1 ms per event, more than the scheduler's own work per pod) never runs for them.
+The sink also learns where each listing starts and ends (`listing`, `listed`): that is the informer's
+"synced" signal and the relist reconcile, so no kind is listed twice at start-up, nor after a relist.
+Which of our resources the API serves comes from kopf's own discovery (`served`, from its first
+`scan_resources`), so readiness waits for exactly the kinds kopf watches. kopf's CRD watch (its
+resource observer) passes through untouched.
+
+**Errors.** A real API server ends a watch with an ERROR event: 410 Expired when the resourceVersion is
 compacted, and other Status codes too (500 from the watch cache or etcd, 429, 503...). kopf 1.45
 restarts its list+watch on 410 only: any other ERROR event raises WatchingError out of
 `continuous_watch`, which kills that resource's watcher task, then kopf's orchestrator, then the
 whole operator — or leaves its thread stuck in shutdown. Likewise a list or watch request that still
 fails after kopf's own retries (`networking.error_backoffs`, ~54 s) raises an APIError.
-
 client-go's reflector treats both as the end of one ListAndWatch: it backs off (800 ms doubling to
 30 s, jittered up to twice that, reset after 2 minutes without a failure) and lists and watches
-again. `install()` gives kopf the same: kopf's `infinite_watch` calls `continuous_watch` (one
-list, then watches until an error) through its module's globals, so wrapping that one function
-turns those errors into a back-off and a relist, and keeps kopf's watcher, orchestrator and thread
-alive. The wrapper applies only to operators whose settings carry a `WatchHealth`
-(`KopfschedSettings`); any other kopf in the process keeps kopf's behaviour.
+again; so does the wrapper, which keeps kopf's watcher, orchestrator and thread alive. A paged list
+whose continue token expired (410 before the listing ended) is listed again at once without paging,
+as client-go's pager does (FullListIfExpired). The wrapper applies only to operators whose settings
+are `KopfschedSettings` with a `WatchHealth`; any other kopf in the process keeps kopf's behaviour.
 
 `WatchHealth` also records, per resource, whether its list+watch works, so /healthz can fail when
 a watch is really gone (failing for longer than `down_after`, or stopped by kopf while we did not
@@ -27,11 +39,12 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import Any, Protocol, cast
 
 import kopf
 from kopf._cogs.clients import errors as kopf_errors
+from kopf._cogs.clients import scanning as kopf_scanning
 from kopf._cogs.clients import watching as kopf_watching
 
 logger = logging.getLogger(__name__)
@@ -92,8 +105,6 @@ class WatchHealth:
         self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
         self._clock = clock
         self._states: dict[str, _WatchState] = {}
-        self.on_listed: Callable[[str], None] | None = None
-        """Called (in kopf's thread) each time a resource's list succeeded."""
 
     def _state(self, resource: str) -> _WatchState:
         state = self._states.get(resource)
@@ -106,8 +117,6 @@ class WatchHealth:
         """The list succeeded; its watch starts now."""
         state = self._state(resource)
         state.started, state.stopped = self._clock(), False
-        if self.on_listed is not None:
-            self.on_listed(resource)
 
     def event(self, resource: str) -> None:
         """A watch event arrived: the watch works."""
@@ -150,11 +159,36 @@ class WatchHealth:
         return found
 
 
+class WatchSink(Protocol):
+    """Where the wrapped `continuous_watch` hands our resources' listings and events. Called in
+    kopf's thread, in the order kopf reads them (one resource's calls never interleave with
+    another listing of the same resource)."""
+
+    def kind_of(self, resource: str) -> str | None:
+        """The kind of a resource (`resource_key`), or None when it is not ours."""
+
+    def served(self, kinds: Collection[str]) -> None:
+        """kopf's discovery found these of our kinds served by the API (first scan, then each rescan)."""
+
+    def listing(self, kind: str) -> None:
+        """A LIST of `kind` starts (the first, or a relist after an error or 410 Gone)."""
+
+    def event(self, kind: str, type: str | None, obj: dict[str, Any]) -> None:
+        """A listed object (type None) or a watch event (ADDED, MODIFIED, DELETED)."""
+
+    def listed(self, kind: str) -> None:
+        """The LIST is complete: every object it holds was handed over; watching follows."""
+
+    def stopped(self, kind: str) -> None:
+        """kopf stopped watching `kind` (its shutdown, or the resource is no longer served)."""
+
+
 @dataclasses.dataclass
 class KopfschedSettings(kopf.OperatorSettings):
     """kopf's settings plus where our wrapped `continuous_watch` reports."""
 
     watch_health: WatchHealth | None = None
+    watch_sink: WatchSink | None = None
 
 
 def resource_name(resource: Any) -> str:
@@ -162,29 +196,73 @@ def resource_name(resource: Any) -> str:
     return f"{resource.plural}.{group}" if group else resource.plural
 
 
+def resource_key(resource: Any) -> str:
+    """`v1/pods`, `storage.k8s.io/v1/storageclasses`: a served resource, version included."""
+    group = getattr(resource, "group", "")
+    return f"{group}/{resource.version}/{resource.plural}" if group else f"{resource.version}/{resource.plural}"
+
+
 _original_continuous_watch = kopf_watching.continuous_watch
+_original_scan_resources = kopf_scanning.scan_resources
+
+
+async def _scan_resources(*, settings: kopf.OperatorSettings, logger: Any,
+                          groups: Collection[str] | None = None) -> Collection[Any]:
+    """kopf's discovery, telling the sink which of our resources the API serves."""
+    resources = await _original_scan_resources(settings=settings, logger=logger, groups=groups)
+    sink = getattr(settings, "watch_sink", None)
+    if sink is not None:
+        sink.served([kind for resource in resources if (kind := sink.kind_of(resource_key(resource)))])
+    return resources
 
 
 async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, namespace: Any,
                             operator_pause_waiter: Any) -> AsyncIterator[Any]:
-    """kopf's continuous_watch (one list, then watches until an error), ending in a back-off
-    instead of an exception when the stream carries an ERROR other than 410 or a request fails."""
-    stream = _original_continuous_watch(settings=settings, resource=resource, namespace=namespace,
-                                        operator_pause_waiter=operator_pause_waiter)
+    """kopf's continuous_watch (one list, then watches until an error): our resources' events to
+    the sink, and a back-off instead of an exception when the stream carries an ERROR other than
+    410 or a request fails."""
     health = getattr(settings, "watch_health", None)
     if not isinstance(health, WatchHealth):
-        async for item in stream:
+        async for item in _original_continuous_watch(settings=settings, resource=resource, namespace=namespace,
+                                                     operator_pause_waiter=operator_pause_waiter):
             yield item
         return
+    sink: WatchSink | None = getattr(settings, "watch_sink", None)
+    kind = sink.kind_of(resource_key(resource)) if sink is not None else None
     name = resource_name(resource)
     finished = False
     try:
-        async for item in stream:
-            if item is kopf_watching.Bookmark.LISTED:
-                health.listed(name)
-            elif isinstance(item, dict) and item.get("type") in WATCH_EVENT_TYPES:
-                health.event(name)
-            yield item
+        while True:
+            listing = True
+            if sink is not None and kind is not None:
+                sink.listing(kind)
+            stream = _original_continuous_watch(settings=settings, resource=resource, namespace=namespace,
+                                                operator_pause_waiter=operator_pause_waiter)
+            try:
+                async for item in stream:
+                    if item is kopf_watching.Bookmark.LISTED:
+                        listing = False
+                        health.listed(name)
+                        if sink is not None and kind is not None:
+                            sink.listed(kind)
+                        yield item
+                    elif sink is not None and kind is not None:
+                        if item.get("type") != "BOOKMARK":
+                            sink.event(kind, item.get("type"), cast(dict[str, Any], item["object"]))
+                        if listing:
+                            continue
+                        health.event(name)
+                    else:
+                        if isinstance(item, dict) and item.get("type") in WATCH_EVENT_TYPES:
+                            health.event(name)
+                        yield item
+            except kopf_errors.APIError as exc:
+                if not (listing and exc.status == 410 and settings.watching.chunk_size):
+                    raise
+                logger.info("listing %s: the continue token expired; listing it all again without paging", name)
+                settings = _unpaged(settings)
+                continue
+            break
         finished = True
     except (kopf_watching.WatchingError, kopf_errors.APIError) as exc:
         delay = health.failed(name, exc)
@@ -194,13 +272,23 @@ async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, n
     finally:
         if not finished:  # cancelled or closed: kopf stopped this watch
             health.stopped(name)
+            if sink is not None and kind is not None:
+                sink.stopped(kind)
+
+
+def _unpaged(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
+    """The same settings, listing in one request (for one list+watch: kopf's next relist pages again)."""
+    return dataclasses.replace(settings, watching=dataclasses.replace(settings.watching, chunk_size=None))
 
 
 def install() -> None:
-    """Route kopf's watch streams through `_continuous_watch` (idempotent). kopf is pinned
-    (pyproject.toml): the e2e watch-error tests fail if a kopf upgrade moves this seam."""
+    """Route kopf's watch streams through `_continuous_watch` and its discovery through
+    `_scan_resources` (idempotent). kopf is pinned to a minor version (pyproject.toml): the e2e
+    tests fail if a kopf upgrade moves these seams."""
     if kopf_watching.continuous_watch is not _continuous_watch:
         kopf_watching.continuous_watch = _continuous_watch
+    if kopf_scanning.scan_resources is not _scan_resources:
+        kopf_scanning.scan_resources = _scan_resources
 
 
 def _describe(error: BaseException) -> str:
