@@ -158,7 +158,11 @@ class Operator:
         api = k8s.ApiClient(configuration)
         without_env_lookups(api)
         try:
-            yield cls(options, api=api, configuration=configuration)
+            operator = cls(options, api=api, configuration=configuration)
+            try:
+                yield operator
+            finally:
+                await operator.client.close()
         finally:
             await api.close()
 

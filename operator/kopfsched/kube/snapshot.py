@@ -115,7 +115,11 @@ async def write_snapshot(client: KubeClusterClient, out: TextIO, *, page_size: i
 async def _with_client(kubeconfig: str | None, work: Callable[[KubeClusterClient], Any]) -> Any:
     configuration = await load_configuration(kubeconfig)
     async with k8s.ApiClient(configuration) as api:
-        return await work(KubeClusterClient(api))
+        client = KubeClusterClient(api)
+        try:
+            return await work(client)
+        finally:
+            await client.close()
 
 
 def _stderr(line: str) -> None:

@@ -1,0 +1,223 @@
+"""kube.http's HTTP/1.1 pool against a scripted server on 127.0.0.1: the ways an answer can be
+framed, connections reused or not, servers that close, time out or speak TLS."""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import aiohttp
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from kubernetes_asyncio import client as k8s
+
+from kopfsched.framework.client import ClusterError, NotFoundError
+from kopfsched.kube.client import KubeClusterClient
+from kopfsched.kube.http import HttpPool
+
+Answer = Callable[[bytes], bytes | None]
+"""The request's bytes -> what to write back (None: close the connection without answering)."""
+
+
+class ScriptedServer:
+    def __init__(self) -> None:
+        self.answers: list[Answer] = []
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.url = ""
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                answer = self.answers.pop(0)(request) if self.answers else ok(b"{}")
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+                if b"connection: close" in answer.lower():
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def ok(body: bytes, *, extra: str = "") -> bytes:
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    scripted = ScriptedServer()
+    listening = await asyncio.start_server(scripted.serve, "127.0.0.1", 0)
+    scripted.url = f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}"
+    async with listening:
+        yield scripted
+
+
+@pytest.fixture
+async def pool(server: ScriptedServer) -> AsyncIterator[HttpPool]:
+    opened = HttpPool(server.url + "/prefix/", limit=4)
+    yield opened
+    opened.close()
+
+
+async def get(pool: HttpPool, target: str = "/x", timeout: float | None = 5.0) -> tuple[int, bytes]:
+    response = await pool.request("GET", target, headers={"Accept": "application/json"}, body=None, timeout=timeout)
+    return response.status, response.body
+
+
+@pytest.mark.parametrize("answer", [
+    pytest.param(ok(b'{"a":1}'), id="content-length"),
+    pytest.param(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\n{"a\r\n4\r\n":1}\r\n0\r\n\r\n',
+                 id="chunked"),
+    pytest.param(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{"a":1}\r\n0\r\nX-Trailer: t\r\n\r\n',
+                 id="chunked-with-trailer"),
+    pytest.param(b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"a":1}', id="until-close"),
+])
+async def test_every_framing_of_an_answer_is_read_whole(server: ScriptedServer, pool: HttpPool,
+                                                        answer: bytes) -> None:
+    server.answers = [lambda _: answer]
+    assert await get(pool) == (200, b'{"a":1}')
+    assert await get(pool) == (200, b"{}")  # and the pool goes on, on this connection or a new one
+
+
+async def test_an_answer_split_across_reads_is_joined(server: ScriptedServer, pool: HttpPool) -> None:
+    answer = b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n'
+
+    async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for i in range(len(answer)):
+            writer.write(answer[i:i + 1])
+            await writer.drain()
+            await asyncio.sleep(0)
+        writer.close()
+    listening = await asyncio.start_server(dribble, "127.0.0.1", 0)
+    async with listening:
+        slow = HttpPool(f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}")
+        assert await get(slow) == (200, b'{"a":1}')
+        slow.close()
+
+
+async def test_keep_alive_reuses_one_connection_and_sends_the_prefix(server: ScriptedServer, pool: HttpPool) -> None:
+    for _ in range(3):
+        await pool.request("POST", "/api/v1/x?a=b", headers={"Content-Type": "application/json"}, body=b'{"k":1}',
+                           timeout=5.0)
+    assert server.connections == 1
+    assert server.requests[0].startswith(b"POST /prefix/api/v1/x?a=b HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"\r\nContent-Length: 7\r\n\r\n{\"k\":1}" in server.requests[0]
+
+
+async def test_connection_close_is_not_reused(server: ScriptedServer, pool: HttpPool) -> None:
+    server.answers = [lambda _: ok(b"1", extra="Connection: close\r\n")]
+    assert await get(pool) == (200, b"1")
+    assert await get(pool) == (200, b"{}")
+    assert server.connections == 2
+
+
+async def test_a_server_closing_mid_request_is_a_disconnection_the_client_retries(server: ScriptedServer) -> None:
+    server.answers = [lambda _: None]
+    pool = HttpPool(server.url)
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await get(pool)
+    assert await get(pool) == (200, b"{}")
+    pool.close()
+
+
+async def test_an_idle_connection_the_server_closed_is_not_used_again(server: ScriptedServer, pool: HttpPool) -> None:
+    server.answers = [lambda _: ok(b"1")]
+    await get(pool)
+    for connection in list(pool._idle):
+        connection.transport.close()  # as a server's idle timeout would
+    await asyncio.sleep(0.01)
+    assert await get(pool) == (200, b"{}")
+
+
+async def test_a_slow_answer_times_out_and_its_connection_is_dropped(server: ScriptedServer, pool: HttpPool) -> None:
+    server.answers = [lambda _: b""]  # no answer: the server waits for a next request
+    with pytest.raises(TimeoutError):
+        await get(pool, timeout=0.2)
+    assert not pool._idle
+    assert await get(pool) == (200, b"{}")
+
+
+async def test_nothing_listening_is_a_connection_error() -> None:
+    pool = HttpPool("http://127.0.0.1:9")
+    with pytest.raises(aiohttp.ClientConnectionError, match=r"cannot connect to 127\.0\.0\.1:9"):
+        await get(pool)
+
+
+async def test_a_malformed_answer_is_a_payload_error(server: ScriptedServer, pool: HttpPool) -> None:
+    server.answers = [lambda _: b"SMTP ready\r\n\r\n"]
+    with pytest.raises(aiohttp.ClientPayloadError, match=r"not an HTTP/1\.x answer"):
+        await get(pool)
+
+
+def test_a_header_with_a_line_break_is_refused() -> None:
+    pool = HttpPool("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="line break"):
+        pool._encode("GET", "/", {"authorization": "Bearer x\r\nX-Evil: 1"}, None)
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kopfsched-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = directory / "server.crt", directory / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["ca-trusted", "unknown-ca"])
+async def test_tls_with_the_configurations_ca(server: ScriptedServer, tmp_path: Path, trusted: bool) -> None:
+    cert_file, key_file = _self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    server.answers = [lambda _: b'HTTP/1.1 404 Not Found\r\nContent-Length: 20\r\n\r\n{"message":"no pod"}']
+    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=context)
+    async with listening:
+        configuration = k8s.Configuration(host=f"https://127.0.0.1:{listening.sockets[0].getsockname()[1]}")
+        configuration.ssl_ca_cert = str(cert_file) if trusted else None
+        async with k8s.ApiClient(configuration) as api:
+            client = KubeClusterClient(api, instance="test", retry_delays=())
+            try:
+                if trusted:
+                    with pytest.raises(NotFoundError, match="404 Not Found: no pod"):
+                        await client.request("GET", "/api/v1/namespaces/default/pods/p")
+                else:
+                    with pytest.raises(ClusterError, match="CERTIFICATE_VERIFY_FAILED"):
+                        await client.request("GET", "/api/v1/namespaces/default/pods/p")
+            finally:
+                await client.close()
+
+
+async def test_with_a_proxy_requests_go_through_the_api_clients_session(server: ScriptedServer) -> None:
+    configuration = k8s.Configuration(host="http://kube.invalid:6443")
+    configuration.proxy = server.url
+    server.answers = [lambda _: ok(b'{"items":[]}')]
+    async with k8s.ApiClient(configuration) as api:
+        client = KubeClusterClient(api, instance="test")
+        assert await client.request("GET", "/api/v1/nodes") == {"items": []}
+        await client.close()
+    assert server.requests[0].startswith(b"GET http://kube.invalid:6443/api/v1/nodes HTTP/1.1\r\n")
