@@ -685,6 +685,22 @@ def test_counts_and_settling(make_queue: MakeQueue, clock: FakeClock) -> None:
     ]
 
 
+def test_counts_by_a_key_split_the_queues_counts(make_queue: MakeQueue) -> None:
+    queue = make_queue(make_profile(HINTS))
+    for name in ("a1", "a2", "b1", "b2"):
+        queue.add(pod(name))
+    queue.add(pod("a3", scheduling_gates=["x"]))
+    for _ in range(2):
+        qpi = queue.pop()
+        assert qpi is not None
+        qpi.unschedulable_plugins = {"VolumeBinding"}
+        queue.add_unschedulable_if_not_present(qpi)
+    by_letter = queue.pending_counts_by(lambda pod_info: pod_info.name[0])
+    assert by_letter["a"]["gated"] == 1 and by_letter["a"]["pending"] == 3 and by_letter["b"]["pending"] == 2
+    for where, count in queue.pending_counts().items():
+        assert sum(counts[where] for counts in by_letter.values()) == count
+    assert queue.pending_counts()["unschedulable"] == 2
+
 
 def test_pod_deleted_during_binding_is_not_requeued(make_queue: MakeQueue) -> None:
     queue = make_queue(make_profile(HINTS))

@@ -182,15 +182,7 @@ class ProfileManager:
         return status
 
     def _queue_depths(self) -> dict[str, dict[str, int]]:
-        queue = self.scheduler.queue
-        depths: dict[str, dict[str, int]] = {}
-        for where, pods in (("active", queue.active_pods()), ("backoff", queue.backoff_pods()),
-                            ("unschedulable", queue.unschedulable_pods()), ("gated", queue.gated_pods())):
-            for qpi in pods:
-                counts = depths.setdefault(qpi.pod_info.scheduler_name, _empty_depths())
-                counts[where] += 1
-                counts["pending"] += 1
-        return depths
+        return self.scheduler.queue.pending_counts_by(lambda pod: pod.scheduler_name)
 
 
 def _empty_depths() -> dict[str, int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -149,6 +150,21 @@ class SchedulingQueue:
             UNSCHEDULABLE: len(self._pool) - len(self._gated),
             GATED: len(self._gated),
         }
+
+    def pending_counts_by(self, key: Callable[[PodInfo], str]) -> dict[str, dict[str, int]]:
+        """pending_counts per key(pod) (e.g. per scheduler name), plus "pending", the sum: from
+        every queue in no particular order (active_pods() and backoff_pods() sort theirs)."""
+        counts: dict[str, dict[str, int]] = {}
+        pods = ((ACTIVE, qpi) for qpi in self._active)
+        backoff = ((BACKOFF, entry.qpi) for entry in self._backoff)
+        pool = ((GATED if uid in self._gated else UNSCHEDULABLE, qpi) for uid, qpi in self._pool.items())
+        for where, qpi in itertools.chain(pods, backoff, pool):
+            of_key = counts.get(name := key(qpi.pod_info))
+            if of_key is None:
+                of_key = counts[name] = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, "pending": 0}
+            of_key[where] += 1
+            of_key["pending"] += 1
+        return counts
 
     def next_backoff_expiry(self) -> float | None:
         """When the earliest backoff ends (clock seconds), or None with an empty backoffQ."""
