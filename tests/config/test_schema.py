@@ -42,11 +42,9 @@ def edited_crd(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """A copy of the CRD the test edits; validation reads it instead of the shipped one."""
     crd = copy.deepcopy(schema.load_crd())
     monkeypatch.setattr(schema, "load_crd", lambda: crd)
-    schema.spec_schema.cache_clear()
-    schema._validator.cache_clear()
+    schema.reload_schema()
     yield crd
-    schema.spec_schema.cache_clear()
-    schema._validator.cache_clear()
+    schema.reload_schema()
 
 
 def spec_properties(crd: dict[str, Any]) -> dict[str, Any]:
@@ -92,12 +90,10 @@ def test_a_field_added_to_the_schema_is_no_longer_unknown_and_a_required_one_is_
     assert problems_of(scheduler_profile({"note": "x"})) != []
     spec = edited_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec["properties"]["note"] = {"type": "string"}
-    schema.spec_schema.cache_clear()
-    schema._validator.cache_clear()
+    schema.reload_schema()
     assert problems_of(scheduler_profile({"note": "x"})) == []
     spec["required"] = ["note"]
-    schema.spec_schema.cache_clear()
-    schema._validator.cache_clear()
+    schema.reload_schema()
     assert problems_of(scheduler_profile({})) == ["spec.note: required"]
 
 

@@ -159,7 +159,7 @@ async def test_an_expired_continue_in_a_reconcile_falls_back_to_a_full_list(
         await post(http, '/api/v1/nodes', make_node(f'node-{i}'))
     async with running_operator(kubeconfig, list_page_size=2) as operator:
         # Gone without a DELETED event (as while a watch was away): only a reconcile notices.
-        emulator._in_loop(lambda: emulator._store['', 'nodes'].pop((None, 'node-3')))
+        emulator.remove_unseen('nodes', None, 'node-3')
         emulator.compact(on_next_continue=1)
         removed = await operator.informer.reconcile()
         nodes = sorted(operator.cache.node_names())

@@ -97,6 +97,6 @@ async def test_a_kind_relisted_empty_drops_what_vanished_meanwhile(
         feed = operator.informer.feed
         await eventually(lambda: feed.count('PodDisruptionBudget') == 1, what='the PDB known')
         # Gone without a DELETED event; the PDB watch then ends with 410 Expired and kopf relists it.
-        emulator._in_loop(lambda: emulator._store['policy', 'poddisruptionbudgets'].clear())
+        emulator.remove_unseen('poddisruptionbudgets', 'default', 'pdb', group='policy')
         emulator.watch_error('poddisruptionbudgets', group='policy', code=410)
         await eventually(lambda: feed.count('PodDisruptionBudget') == 0, what='the PDB forgotten')

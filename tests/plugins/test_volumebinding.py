@@ -326,9 +326,8 @@ class BindingClient(InMemoryClusterClient):
     it as the API server would and, with `complete`, binds as the PV controller would."""
 
     def __init__(self, store: list[dict], *, complete: bool = True) -> None:
-        super().__init__()
+        super().__init__(volume_controllers=complete)
         self.calls: list[tuple[str, dict]] = []
-        self.complete = complete
         for obj in store:
             self.add_object(obj)
 
@@ -345,14 +344,6 @@ class BindingClient(InMemoryClusterClient):
     async def patch_object(self, *, kind: str, obj: dict, patch: Any) -> dict:
         self.calls.append(("patch_object", {"kind": kind, "obj": obj, "patch": patch}))
         return await super().patch_object(kind=kind, obj=obj, patch=patch)
-
-    def _complete_binding(self, pv: dict) -> None:
-        if self.complete:
-            super()._complete_binding(pv)
-
-    def _provision(self, claim: dict) -> None:
-        if self.complete:
-            super()._provision(claim)
 
 
 def binding_plugin(objects: list[dict], *, complete: bool = True, **handle_fields: Any) -> tuple[VolumeBinding,

@@ -110,6 +110,12 @@ def _validator(part: str) -> jsonschema.protocols.Validator:
     return validator
 
 
+def reload_schema() -> None:
+    """Forget the schema and validators read so far: the next check reads `load_crd()` again."""
+    spec_schema.cache_clear()
+    _validator.cache_clear()
+
+
 def check_spec(spec: Any, path: str = "spec") -> tuple[list[Problem], Any]:
     """Structural problems of a SchedulerProfile spec, and the spec without the wrong parts."""
     return _check(_validator("spec"), spec, path)

@@ -381,6 +381,13 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
         """Close every open watch stream cleanly, as an API server restart would."""
         self._in_loop(self._drop_watches)
 
+    def remove_unseen(self, plural: str, namespace: str | None, name: str, *, group: str = '') -> None:
+        """Remove an object without a DELETED event, leaving histories and watches as they are:
+        gone while a watch was away, not noticed yet (a relist or a reconcile must notice)."""
+        def remove() -> None:
+            self._store[group, plural].pop((namespace, name), None)
+        self._in_loop(remove)
+
     def vanish_while_watches_are_away(self, *objects: tuple[str, str | None, str], group: str = '') -> None:
         """Remove (plural, namespace, name) objects without DELETED events, compact every
         history to now and end every watch: a watcher resuming gets 410 Gone and must relist,

@@ -53,6 +53,9 @@ class InMemoryClusterClient:
     """Other objects by (kind, namespace, name): what patch_object patches."""
     on_object_change: ObjectChange | None = None
     record_events: bool = True
+    volume_controllers: bool = True
+    """Stand in for the PV controller and an external provisioner; off, a volume binding the
+    scheduler starts stays pending (as with no controller running)."""
     _event_index: dict[tuple[str, str, str], RecordedEvent] = field(default_factory=dict)
 
     def add_pod(self, pod: Obj) -> None:
@@ -123,9 +126,9 @@ class InMemoryClusterClient:
         current = self.objects.get(key)
         merged = _merge(current if current is not None else obj, patch)
         self._store(kind, merged)
-        if kind == "PersistentVolume":
+        if self.volume_controllers and kind == "PersistentVolume":
             self._complete_binding(merged)
-        elif kind == "PersistentVolumeClaim":
+        elif self.volume_controllers and kind == "PersistentVolumeClaim":
             self._provision(merged)
         return self.objects.get(key, merged)
 
