@@ -100,14 +100,44 @@ def _timed(point: str, status_of: Callable[[Any], Status | None] = lambda result
     return wrap
 
 
-def _post_filter_step(plugin: Any, answer: PostFilterResult | None, status: Status | None,
-                      result: PostFilterResult | None) -> tuple[PostFilterResult | None, Status | None, bool]:
-    """(result, last status, stop): success or an error stops; a rejection goes on to the next plugin."""
-    if status is None or status.code is Code.SUCCESS:
-        return answer, None, True
-    if not status.is_rejection:
-        return result, status.with_plugin(plugin.name), True
-    return answer, status.with_plugin(plugin.name), False
+PostFilterOutcome = tuple[PostFilterResult | None, Status | None]
+
+
+class _PostFilterRun:
+    """PostFilter plugins in turn, as upstream's RunPostFilterPlugins: the first success, error
+    or UnschedulableAndUnresolvable ends the run; when every plugin rejects, the outcome is
+    Unschedulable with all their reasons, blamed on the first rejector, and the last result
+    that says something about the nomination (None says nothing)."""
+
+    def __init__(self) -> None:
+        self._result: PostFilterResult | None = None
+        self._reasons: list[str] = []
+        self._rejector = ""
+        self._final: PostFilterOutcome | None = None
+
+    def stops_at(self, plugin: Any, outcome: PostFilterOutcome | Exception) -> bool:
+        """Take one plugin's answer (or the exception it raised); True when the run ends."""
+        if isinstance(outcome, Exception):
+            self._final = None, Status.as_error(outcome).with_plugin(plugin.name)
+            return True
+        answer, status = outcome
+        if status is None or status.code is Code.SUCCESS:
+            self._final = answer, None
+        elif status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            self._final = answer, status.with_plugin(plugin.name)
+        elif not status.is_rejection:  # anything but a rejection is an error
+            self._final = None, Status(Code.ERROR, status.reasons, plugin.name, status.error)
+        else:
+            self._result = answer if answer is not None else self._result
+            self._reasons.extend(status.reasons)
+            self._rejector = self._rejector or plugin.name
+            return False
+        return True
+
+    def outcome(self) -> PostFilterOutcome:
+        if self._final is not None:
+            return self._final
+        return self._result, Status(Code.UNSCHEDULABLE, tuple(self._reasons), self._rejector)
 
 
 def _filter_failure(plugin: Any, status: Status) -> Status:
@@ -487,39 +517,33 @@ class Framework:
     def run_post_filter_plugins(self, state: CycleState, pod: PodInfo,
                                 statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
         """Stops at the first plugin that succeeds or errors; returns the last rejection otherwise."""
-        last: Status | None = Status.unschedulable()
-        result: PostFilterResult | None = None
+        run = _PostFilterRun()
         for plugin in self.post_filter_plugins:
             try:
-                answer, status = plugin.post_filter(state, pod, statuses)
+                outcome: PostFilterOutcome | Exception = plugin.post_filter(state, pod, statuses)
             except Exception as exc:
-                last = Status.as_error(exc).with_plugin(plugin.name)
+                outcome = exc
+            if run.stops_at(plugin, outcome):
                 break
-            result, last, stop = _post_filter_step(plugin, answer, status, result)
-            if stop:
-                break
-        return result, last
+        return run.outcome()
 
     @_timed("PostFilter", lambda result: result[1])
     async def run_post_filter_plugins_async(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus
                                             ) -> tuple[PostFilterResult | None, Status | None]:
         """`run_post_filter_plugins` for profiles with extenders: a plugin that has
         `post_filter_async` (AsyncPostFilterPlugin) is awaited."""
-        last: Status | None = Status.unschedulable()
-        result: PostFilterResult | None = None
+        run = _PostFilterRun()
         for plugin in self.post_filter_plugins:
             try:
                 if isinstance(plugin, AsyncPostFilterPlugin):
-                    answer, status = await plugin.post_filter_async(state, pod, statuses)
+                    outcome: PostFilterOutcome | Exception = await plugin.post_filter_async(state, pod, statuses)
                 else:
-                    answer, status = plugin.post_filter(state, pod, statuses)
+                    outcome = plugin.post_filter(state, pod, statuses)
             except Exception as exc:
-                last = Status.as_error(exc).with_plugin(plugin.name)
+                outcome = exc
+            if run.stops_at(plugin, outcome):
                 break
-            result, last, stop = _post_filter_step(plugin, answer, status, result)
-            if stop:
-                break
-        return result, last
+        return run.outcome()
 
     # -- PreScore / Score ------------------------------------------------------------------------
 
