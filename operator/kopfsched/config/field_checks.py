@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kopfsched.config.schema import type_name
 from kopfsched.config.types import Problem, ProfileConfig
+
+T = TypeVar("T")
 
 
 def join(path: str, child: str) -> str:
@@ -49,30 +51,18 @@ def check_known_fields(raw: Mapping[str, Any], known: Sequence[str], path: str, 
             problems.append(Problem(join(path, str(key)), "unknown field"))
 
 
-def optional_int(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> int | None:
-    """An integer field, None when absent or not an integer (then with a problem)."""
+_KINDS = {int: "an integer", str: "a string", bool: "a boolean"}
+
+
+def optional(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem], kind: type[T]) -> T | None:
+    """A field of `kind` (int, str or bool; a boolean is not an integer), None when absent or
+    of another type (then with a problem)."""
     value = raw.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.append(Problem(join(path, key), f"must be an integer, got {type_name(value)}"))
-        return None
-    return value
-
-
-def optional_str(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> str | None:
-    value = raw.get(key)
-    if value is None or isinstance(value, str):
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    problems.append(Problem(join(path, key), f"must be a string, got {type_name(value)}"))
-    return None
-
-
-def optional_bool(raw: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> bool | None:
-    value = raw.get(key)
-    if value is None or isinstance(value, bool):
-        return value
-    problems.append(Problem(join(path, key), f"must be a boolean, got {type_name(value)}"))
+    problems.append(Problem(join(path, key), f"must be {_KINDS[kind]}, got {type_name(value)}"))
     return None
 
 

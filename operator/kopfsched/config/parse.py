@@ -34,9 +34,7 @@ from kopfsched.config.field_checks import (
     expect_list,
     expect_mapping,
     join,
-    optional_bool,
-    optional_int,
-    optional_str,
+    optional,
     profile_conflicts,
 )
 from kopfsched.config.schema import check_extenders, check_profile, check_spec, type_name
@@ -376,16 +374,16 @@ def parse_kube_scheduler_configuration(obj: Any, registry: Registry) -> tuple[Sc
         problems.append(Problem("kind", f'must be "{KSC_KIND}", got {obj.get("kind")!r}'))
     check_known_fields(obj, (*KSC_FIELDS, "metadata"), "", problems)
 
-    parallelism = optional_int(obj, "parallelism", "", problems)
+    parallelism = optional(obj, "parallelism", "", problems, int)
     if parallelism is not None and parallelism <= 0:
         problems.append(Problem("parallelism", f"should be an integer value greater than zero, got {parallelism}"))
-    percentage = optional_int(obj, "percentageOfNodesToScore", "", problems)
+    percentage = optional(obj, "percentageOfNodesToScore", "", problems, int)
     check_percentage(percentage, "percentageOfNodesToScore", problems)
-    initial = optional_int(obj, "podInitialBackoffSeconds", "", problems)
-    maximum = optional_int(obj, "podMaxBackoffSeconds", "", problems)
+    initial = optional(obj, "podInitialBackoffSeconds", "", problems, int)
+    maximum = optional(obj, "podMaxBackoffSeconds", "", problems, int)
     check_backoff(initial, maximum, "", problems)
     backoff = (initial or 1, maximum or 10)
-    delay_cache = optional_bool(obj, "delayCacheUntilActive", "", problems)
+    delay_cache = optional(obj, "delayCacheUntilActive", "", problems, bool)
     leader_election = _leader_election(obj.get("leaderElection"), problems)
     client_connection = _client_connection(obj.get("clientConnection"), problems)
     # The extenders list has the shape of a SchedulerProfile's spec.extenders: its schema.
@@ -441,8 +439,8 @@ def _leader_election(raw: Any, problems: list[Problem]) -> LeaderElectionConfig:
         durations[key] = seconds
     if durations["leaseDuration"] <= durations["renewDeadline"]:
         problems.append(Problem(join(path, "leaseDuration"), "LeaseDuration must be greater than RenewDeadline"))
-    elect = optional_bool(config, "leaderElect", path, problems)
-    lock = optional_str(config, "resourceLock", path, problems) or defaults.resource_lock
+    elect = optional(config, "leaderElect", path, problems, bool)
+    lock = optional(config, "resourceLock", path, problems, str) or defaults.resource_lock
     if elect is not False and lock != "leases":
         problems.append(Problem(join(path, "resourceLock"), f'resourceLock value must be "leases", got {lock!r}'))
     return LeaderElectionConfig(
@@ -451,8 +449,8 @@ def _leader_election(raw: Any, problems: list[Problem]) -> LeaderElectionConfig:
         renew_deadline_seconds=durations["renewDeadline"],
         retry_period_seconds=durations["retryPeriod"],
         resource_lock=lock,
-        resource_name=optional_str(config, "resourceName", path, problems) or defaults.resource_name,
-        resource_namespace=optional_str(config, "resourceNamespace", path, problems) or defaults.resource_namespace,
+        resource_name=optional(config, "resourceName", path, problems, str) or defaults.resource_name,
+        resource_namespace=optional(config, "resourceNamespace", path, problems, str) or defaults.resource_namespace,
     )
 
 
