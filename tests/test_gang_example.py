@@ -12,7 +12,8 @@ from kopfsched.simulate.runner import simulate
 
 GANG = str(Path(__file__).resolve().parent.parent / "examples" / "gang.yaml")
 
-REJECTED_IN_POST_FILTER = ("0/2 nodes are available: podGroup default/trainer failed recently. PodGroup "
+REJECTED_IN_POST_FILTER = ("0/2 nodes are available: podGroup default/trainer failed recently. preemption: 0/2 "
+                           "nodes are available: 2 Preemption is not helpful for scheduling., PodGroup "
                            "default/trainer gets rejected due to Pod {} is unschedulable even after PostFilter")
 
 

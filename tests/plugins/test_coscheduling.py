@@ -68,9 +68,11 @@ async def test_gang_that_cannot_fit_binds_none_and_releases_what_it_reserved():
     assert len(h.scheduler.waiting_pods) == 0
     assert not any(h.scheduler.cache.is_assumed(PodInfo(h.client.pods[f"default/{n}"]).uid) for n in ("p1", "p2"))
     # p3 found no room: it rejected the waiting p1 and p2 and the group backed off; PreFilter then
-    # refuses p3 when the released nodes bring it back, and PostFilter's message follows (upstream's FitError).
+    # refuses p3 when the released nodes bring it back, and PostFilter's message follows (upstream's FitError):
+    # both PostFilter plugins rejected, so their reasons are joined (upstream's RunPostFilterPlugins).
     assert h.recorder.last("p3").message == (
         "0/2 nodes are available: podGroup default/g failed recently. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling., "
         "PodGroup default/g gets rejected due to Pod p3 is unschedulable even after PostFilter")
     released = ("0/1 nodes are available: 1 optimistic rejection in PostFilter.",
                 "0/1 nodes are available: 1 rejection in Unreserve.")
@@ -110,8 +112,9 @@ async def test_gang_with_more_pods_than_min_member_binds_what_fits():
     h.add_pods(*(member(f"p{i}", "g") for i in range(1, 5)))
     await h.settle()
     assert sorted(pod for pod, _ in h.client.bindings) == ["default/p1", "default/p2", "default/p3"]
-    # The quorum holds, so p4's failure rejects nobody.
-    assert h.recorder.last("p4").message == "0/2 nodes are available: 2 Insufficient cpu."
+    # The quorum holds, so p4's failure rejects nobody (Coscheduling's PostFilter adds no reason).
+    assert h.recorder.last("p4").message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are "
+                                             "available: 2 No preemption victims found for incoming pod.")
     statuses = pod_group_statuses(h.scheduler.cache.objects, h.scheduler.new_handle().pods,
                                   is_assumed=h.scheduler.cache.is_assumed)
     assert statuses == {"default/g": {"phase": "Scheduled", "scheduled": 3, "running": 0, "succeeded": 0,
@@ -124,12 +127,17 @@ async def test_pod_group_update_retries_the_gang():
     h.add_pods(member("p1", "g"), member("p2", "g"))
     await h.settle()
     assert h.recorder.last("p1").message == ("0/1 nodes are available: pre-filter pod p1 cannot find enough sibling "
-                                             "pods, current pods number: 2, minMember of group: 3. PodGroup "
-                                             "default/g gets rejected due to Pod p1 is unschedulable even after "
-                                             "PostFilter")
+                                             "pods, current pods number: 2, minMember of group: 3. preemption: 0/1 "
+                                             "nodes are available: 1 Preemption is not helpful for scheduling., "
+                                             "PodGroup default/g gets rejected due to Pod p1 is unschedulable "
+                                             "even after PostFilter")
     h.add_objects("PodGroup", pod_group("g", 2))
     await h.settle()
     assert sorted(pod for pod, _ in h.client.bindings) == ["default/p1", "default/p2"]
+
+
+# Both PostFilter plugins reject: their reasons joined, as a real cluster's FailedScheduling shows them.
+NOT_HELPFUL = "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling., "
 
 
 @pytest.mark.parametrize(("groups", "pods", "message"), [
@@ -137,11 +145,13 @@ async def test_pod_group_update_retries_the_gang():
                  id="group-not-found-at-permit"),
     pytest.param([pod_group("g", 2)], [member("p1", "g")],
                  "0/1 nodes are available: pre-filter pod p1 cannot find enough sibling pods, "
-                 "current pods number: 1, minMember of group: 2. PodGroup default/g gets rejected due to Pod p1 "
-                 "is unschedulable even after PostFilter", id="too-few-pods"),
+                 "current pods number: 1, minMember of group: 2. " + NOT_HELPFUL +
+                 "PodGroup default/g gets rejected due to Pod p1 is unschedulable even after PostFilter",
+                 id="too-few-pods"),
     pytest.param([pod_group("g", 1, min_resources={"cpu": "9"})], [member("p1", "g")],
-                 "0/1 nodes are available: resource gap: map[cpu:1]. PodGroup default/g gets rejected due to "
-                 "Pod p1 is unschedulable even after PostFilter", id="min-resources-gap"),
+                 "0/1 nodes are available: resource gap: map[cpu:1]. " + NOT_HELPFUL +
+                 "PodGroup default/g gets rejected due to Pod p1 is unschedulable even after PostFilter",
+                 id="min-resources-gap"),
 ])
 async def test_rejection_messages(groups, pods, message):
     h = harness([make_node("n1", cpu="8")])
