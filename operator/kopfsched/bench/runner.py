@@ -18,7 +18,7 @@ from kopfsched.config.types import ProfileConfig
 from kopfsched.framework.registry import Registry
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
-from kopfsched.scheduler.observer import Attempt, NullObserver
+from kopfsched.scheduler.observer import Attempt, NullObserver, Observers, SchedulingObserver
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
 
@@ -69,20 +69,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def run_workload(workload: Workload, *, profile: ProfileConfig | None = None, registry: Registry | None = None,
-                       seed: int = 0, progress: bool = False, timeout: float = 600.0) -> dict[str, Any]:
-    registry = registry or full_registry()
-    client = InMemoryClusterClient(record_events=False)
-    done = asyncio.Event()
-
-    def report(n: int) -> None:
-        print(f"bench: {n}/{len(workload.pods)} pods scheduled", file=sys.stderr)
-
-    measured = {pod["metadata"]["uid"] for pod in workload.pods}
-    observer = _Progress(measured, done, report if progress else None)
-    scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=time.perf_counter,
-                          rng=random.Random(seed), observer=observer)
-    profile = profile or default_profile(registry)
+def load_workload(workload: Workload, scheduler: Scheduler, client: InMemoryClusterClient,
+                  profile: ProfileConfig) -> Callable[[dict[str, Any]], None]:
+    """Give `scheduler` the workload's objects, nodes and running pods, queue its measured
+    pods under `profile`; returns the function that creates one more pod (churn)."""
     scheduler.set_profiles([profile])
     handlers = EventHandlers(scheduler)
     client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
@@ -104,6 +94,26 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
 
     for pod in workload.pods:
         create(pod)
+    return create
+
+
+async def run_workload(workload: Workload, *, profile: ProfileConfig | None = None, registry: Registry | None = None,
+                       seed: int = 0, progress: bool = False, timeout: float = 600.0,
+                       also_observe: SchedulingObserver | None = None) -> dict[str, Any]:
+    """Schedule the workload's pods in real time; `also_observe` sees every attempt too."""
+    registry = registry or full_registry()
+    client = InMemoryClusterClient(record_events=False)
+    done = asyncio.Event()
+
+    def report(n: int) -> None:
+        print(f"bench: {n}/{len(workload.pods)} pods scheduled", file=sys.stderr)
+
+    measured = {pod["metadata"]["uid"] for pod in workload.pods}
+    observer = _Progress(measured, done, report if progress else None)
+    scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=time.perf_counter,
+                          rng=random.Random(seed),
+                          observer=observer if also_observe is None else Observers(observer, also_observe))
+    create = load_workload(workload, scheduler, client, profile or default_profile(registry))
     started = time.perf_counter()
     loop_task = asyncio.ensure_future(scheduler.run())
     # Backoff expiry moves retried pods (e.g. preemptors) back to activeQ, as in a cluster.
