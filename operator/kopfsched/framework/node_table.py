@@ -5,6 +5,11 @@ snapshot, in the snapshot's node order. Columns are built lazily on first use an
 current row by row: the cache marks the nodes that changed since the last cycle, and
 only those rows are recomputed. This is what lets one Filter or Score call cover all
 nodes at numpy speed instead of a Python call per node.
+
+A `WhatIfTable` holds hypothetical nodes (preemption's dry runs, nodes with nominated pods
+counted): rows of another table with some pods removed and others added. Its columns come
+from that table's: node-static ones as they are, per-pod sums adjusted by the pods' shares;
+NodeInfo copies are built only for the columns and plugins that need them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kopfsched.framework.types import NodeInfo
+from kopfsched.framework.types import NodeInfo, PodInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +30,33 @@ class ColumnSpec:
     name: str
     extract: Callable[[NodeInfo], Any] = field(compare=False, hash=False)
     dtype: Any = field(default=np.int64, compare=False, hash=False)
+    node_static: bool = field(default=False, compare=False, hash=False)
+    """The value depends on the Node object alone, never on the pods on it."""
+    per_pod: Callable[[PodInfo], int] | None = field(default=None, compare=False, hash=False)
+    """When the value is a sum over the node's pods (plus a node-level part): one pod's
+    share, i.e. adding pod p to a node adds exactly `per_pod(p)` to its value."""
 
 
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "index", "nodes")
+    __slots__ = ("_columns", "_index", "_nodes")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
-        self.nodes = nodes
-        self.index: dict[str, int] = {n.name: i for i, n in enumerate(nodes)}
+        self._nodes: list[NodeInfo] | None = nodes
+        self._index: dict[str, int] | None = {n.name: i for i, n in enumerate(nodes)}
         self._columns: dict[ColumnSpec, np.ndarray] = {}
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        assert self._nodes is not None
+        return self._nodes
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Node name -> row."""
+        assert self._index is not None
+        return self._index
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -66,6 +87,102 @@ class NodeTable:
         self.refresh((row,))
 
 
+class WhatIfTable(NodeTable):
+    """Hypothetical nodes: row i is row `base_rows[i]` of `base` without the pods
+    `removed[i]` (all on that node) and with the pods `added[i]` (none on it).
+
+    A node-static column is the base's, a column with `per_pod` the base's adjusted by the
+    pods' shares; any other column, and `nodes`, come from NodeInfo copies built on first
+    use (the removed pods dropped, then the added ones appended in order, so the copies
+    iterate their pods as a copy edited by hand would). `root` and `root_rows` name the
+    real nodes, for Filters that read the Node object alone."""
+
+    __slots__ = ("_flat", "added", "base", "base_rows", "removed", "root", "root_rows")
+
+    def __init__(self, base: NodeTable, base_rows: np.ndarray, *, added: list[list[PodInfo]] | None = None,
+                 removed: list[list[PodInfo]] | None = None) -> None:
+        self.base = base
+        self.base_rows = base_rows
+        count = len(base_rows)
+        self.added = added if added is not None else [[] for _ in range(count)]
+        self.removed = removed if removed is not None else [[] for _ in range(count)]
+        self.root: NodeTable = base
+        self.root_rows: np.ndarray = base_rows
+        if isinstance(base, WhatIfTable):
+            self.root, self.root_rows = base.root, base.root_rows[base_rows]
+        self._columns = {}
+        self._nodes = None
+        self._index = None
+        self._flat: tuple[_Pods, _Pods] | None = None
+
+    def __len__(self) -> int:
+        return len(self.base_rows)
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        if self._nodes is None:
+            self._nodes = [self._copy(i) for i in range(len(self.base_rows))]
+        return self._nodes
+
+    @property
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            root_nodes = self.root.nodes
+            self._index = {root_nodes[r].name: i for i, r in enumerate(self.root_rows.tolist())}
+        return self._index
+
+    def _copy(self, i: int) -> NodeInfo:
+        node = self.base.nodes[int(self.base_rows[i])]
+        removed = self.removed[i]
+        copy = node.without_pods(removed) if removed else node.clone()
+        for pod in self.added[i]:
+            copy.add_pod(pod)
+        return copy
+
+    def column(self, spec: ColumnSpec) -> np.ndarray:
+        array = self._columns.get(spec)
+        if array is not None:
+            return array
+        if spec.node_static:
+            array = self.root.column(spec)[self.root_rows]
+        elif spec.per_pod is not None:
+            array = self.base.column(spec)[self.base_rows]  # a copy: fancy indexing
+            if self._flat is None:
+                self._flat = (_Pods(self.added), _Pods(self.removed))
+            self._flat[0].add_shares(array, spec.per_pod, 1)
+            self._flat[1].add_shares(array, spec.per_pod, -1)
+        else:
+            array = np.fromiter((spec.extract(n) for n in self.nodes), dtype=spec.dtype, count=len(self))
+        self._columns[spec] = array
+        return array
+
+    def refresh(self, rows: Iterable[int]) -> None:
+        raise TypeError("a WhatIfTable is not kept current")
+
+
+class _Pods:
+    """Pods per row, flattened once for every per-pod column of a WhatIfTable."""
+
+    __slots__ = ("flat", "rows", "starts")
+
+    def __init__(self, pods_per_row: list[list[PodInfo]]) -> None:
+        lengths = np.fromiter(map(len, pods_per_row), dtype=np.int64, count=len(pods_per_row))
+        self.rows = np.flatnonzero(lengths)
+        self.starts = (np.cumsum(lengths) - lengths)[self.rows]
+        self.flat = [pod for pods in pods_per_row for pod in pods]
+
+    def add_shares(self, array: np.ndarray, share: Callable[[PodInfo], int], sign: int) -> None:
+        """array[row] += sign * the sum of `share` over the row's pods, for every row."""
+        if not self.flat:
+            return
+        sums = np.add.reduceat(np.fromiter(map(share, self.flat), dtype=array.dtype, count=len(self.flat)),
+                               self.starts)
+        if sign > 0:
+            array[self.rows] += sums
+        else:
+            array[self.rows] -= sums
+
+
 _label_codes: dict[str, dict[str, int]] = {}
 _label_columns: dict[str, ColumnSpec] = {}
 
@@ -91,7 +208,7 @@ def label_column(key: str) -> ColumnSpec:
                 code = codes[value] = len(codes)
             return code
 
-        spec = _label_columns[key] = ColumnSpec(f"label:{key}", extract)
+        spec = _label_columns[key] = ColumnSpec(f"label:{key}", extract, node_static=True)
     return spec
 
 

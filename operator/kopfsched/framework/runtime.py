@@ -48,7 +48,7 @@ from kopfsched.framework.interface import (
     ReservePlugin,
     ScorePlugin,
 )
-from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.node_table import NodeTable, WhatIfTable
 from kopfsched.framework.status import SKIP, Code, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
 
@@ -189,6 +189,8 @@ class Framework:
         self.pod_dependent_filter_plugins: list[FilterPlugin] = [
             p for p in self.filter_plugins
             if not (isinstance(p, NodeStaticFilterPlugin) and p.node_static_filter is True)]
+        self._node_static_names = {p.name for p in self.filter_plugins} - {
+            p.name for p in self.pod_dependent_filter_plugins}
         self._batch_statuses: dict[str, BatchFilterStatusesPlugin] = {
             p.name: p for p in self.filter_plugins if isinstance(p, BatchFilterStatusesPlugin)}
         self._batch_score: dict[str, BatchScorePlugin] = {
@@ -417,21 +419,19 @@ class Framework:
         skipped = state.skip_filter_plugins
         return any(p.name not in skipped for p in self.pre_filter_extensions)
 
-    def run_filter_plugins_what_if(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], *,
+    def run_filter_plugins_what_if(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
                                    pod_dependent_only: bool = False) -> list[Status | None]:
-        """Each node's Filter status, for hypothetical nodes (copies with pods removed or
-        added by preemption's dry run, or with nominated pods counted), in one vectorised
-        pass over a NodeTable of their own.
+        """Each row's Filter status, for hypothetical nodes (preemption's dry run removing or
+        adding pods, nominated pods counted), in one vectorised pass over the WhatIfTable.
 
         One state serves every node, so the caller must know that no PreFilter extension is
         active (`has_active_pre_filter_extensions`): then no node has state of its own. An
         error stops the batch; every node not judged by then gets it, as each would have."""
-        if not nodes:
+        if not len(table):
             return []
-        table = NodeTable(nodes)
-        mask, rejected = self._filter_rows(state, pod, table, np.arange(len(nodes), dtype=np.int64),
+        mask, rejected = self._filter_rows(state, pod, table, np.arange(len(table), dtype=np.int64),
                                            pod_dependent_only=pod_dependent_only)
-        out: list[Status | None] = [rejected.get(i) for i in range(len(nodes))]
+        out: list[Status | None] = [rejected.get(i) for i in range(len(table))]
         error = next((s for s in rejected.values() if s.code is Code.ERROR), None)
         if error is not None:
             out = [error if s is None and not ok else s for s, ok in zip(out, mask.tolist(), strict=True)]
@@ -452,21 +452,29 @@ class Framework:
 
     def _filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
                      pod_dependent_only: bool) -> tuple[np.ndarray, dict[int, Status]]:
-        """run_filter_plugins_on_rows, untimed (preemption's what-if batches count as PostFilter)."""
+        """run_filter_plugins_on_rows, untimed (preemption's what-if batches count as PostFilter).
+
+        On a WhatIfTable, node-static plugins judge the real nodes behind its rows (their
+        answer is the same) so that no NodeInfo copy is built for them."""
         rejected: dict[int, Status] = {}
         alive_pos = np.arange(len(rows))
         skipped = state.skip_filter_plugins
-        nodes = table.nodes
+        static = self._node_static_names
         for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
             if not len(alive_pos):
                 break
             if plugin.name in skipped:
                 continue
             alive = rows[alive_pos]
+            judged: NodeTable = table
+            judged_rows: np.ndarray | None = None
+            if isinstance(table, WhatIfTable) and plugin.name in static:
+                judged, judged_rows = table.root, table.root_rows
             batch = self._batch_filter.get(plugin.name)
             if batch is not None:
                 try:
-                    passed = np.asarray(batch.filter_nodes(state, pod, table, alive), dtype=bool)
+                    passed = np.asarray(batch.filter_nodes(
+                        state, pod, judged, alive if judged_rows is None else judged_rows[alive]), dtype=bool)
                 except Exception as exc:
                     error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
                     rejected[int(alive[0])] = error.with_plugin(plugin.name)
@@ -475,10 +483,11 @@ class Framework:
                 if passed.all():
                     continue
                 failed = alive[~passed]
+                on_judged = failed if judged_rows is None else judged_rows[failed]
                 with_statuses = self._batch_statuses.get(plugin.name)
                 if with_statuses is not None:
                     try:
-                        statuses = with_statuses.filter_statuses(state, pod, table, failed)
+                        statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)
                     except Exception as exc:
                         error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
                         rejected[int(failed[0])] = error.with_plugin(plugin.name)
@@ -492,16 +501,19 @@ class Framework:
                         rejected[row] = wrapped
                     alive_pos = alive_pos[passed]
                     continue
-                for row in failed.tolist():
-                    one = self._filter_one(plugin, state, pod, nodes[row])
+                nodes = judged.nodes
+                for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):
+                    one = self._filter_one(plugin, state, pod, nodes[judged_row])
                     rejected[row] = one if one is not None else Status.as_error(
-                        f'"{plugin.name}" batch filter rejected node {nodes[row].name} but its filter accepted it'
-                    ).with_plugin(plugin.name)
+                        f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its filter '
+                        "accepted it").with_plugin(plugin.name)
                 alive_pos = alive_pos[passed]
             else:
+                nodes = judged.nodes
                 keep: list[int] = []
-                for pos, row in zip(alive_pos.tolist(), alive.tolist(), strict=True):
-                    status = self._filter_one(plugin, state, pod, nodes[row])
+                on_judged = alive if judged_rows is None else judged_rows[alive]
+                for pos, row, judged_row in zip(alive_pos.tolist(), alive.tolist(), on_judged.tolist(), strict=True):
+                    status = self._filter_one(plugin, state, pod, nodes[judged_row])
                     if status is None:
                         keep.append(pos)
                     else:

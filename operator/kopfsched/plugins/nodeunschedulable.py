@@ -29,7 +29,7 @@ def _node_state(node: NodeInfo) -> int:
     return _CORDONED if node.unschedulable else _SCHEDULABLE
 
 
-NODE_STATE = ColumnSpec("NodeUnschedulable/state", _node_state, np.int8)
+NODE_STATE = ColumnSpec("NodeUnschedulable/state", _node_state, np.int8, node_static=True)
 """0 schedulable, 1 cordoned, 2 no Node object (a ghost kept for its pods)."""
 
 

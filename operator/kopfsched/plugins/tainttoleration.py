@@ -33,10 +33,10 @@ ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
 """Since upstream PR #134740 the reason no longer names the taint's key and value."""
 
 HAS_HARD_TAINTS = ColumnSpec("TaintToleration/hasHardTaints",
-                             lambda n: any(do_not_schedule_taint(t) for t in n.taints), np.bool_)
+                             lambda n: any(do_not_schedule_taint(t) for t in n.taints), np.bool_, node_static=True)
 HAS_PREFER_NO_SCHEDULE_TAINTS = ColumnSpec("TaintToleration/hasPreferNoScheduleTaints",
                                            lambda n: any(t.get("effect") == PREFER_NO_SCHEDULE for t in n.taints),
-                                           np.bool_)
+                                           np.bool_, node_static=True)
 
 PRE_SCORE_STATE = StateKey[tuple[Obj, ...]]("TaintToleration", "PreScoreTaintToleration")
 """The pod's tolerations that can tolerate a PreferNoSchedule taint."""

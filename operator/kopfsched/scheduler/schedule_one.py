@@ -31,6 +31,7 @@ from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, FitError
+from kopfsched.framework.node_table import WhatIfTable
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
@@ -273,13 +274,9 @@ class SchedulingAlgorithm:
             firsts = [fwk.run_filter_plugins_first_pass(state, pod, nodes[row], nominated=counted[pos])
                       for row, pos in slow_rows.items()]
         else:  # no node needs state of its own: every first pass in one vectorised call
-            copies = []
-            for row, pos in slow_rows.items():
-                copy = nodes[row].clone()
-                for other in counted[pos]:
-                    copy.add_pod(other)
-                copies.append(copy)
-            firsts = fwk.run_filter_plugins_what_if(state.clone(), pod, copies)
+            with_nominated = WhatIfTable(self.snapshot.table, np.fromiter(slow_rows, dtype=np.int64),
+                                         added=[counted[pos] for pos in slow_rows.values()])
+            firsts = fwk.run_filter_plugins_what_if(state.clone(), pod, with_nominated)
         for (row, pos), status in zip(slow_rows.items(), firsts, strict=True):
             if status is None:
                 status = without.get(row)

@@ -28,12 +28,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from kopfsched.framework.client import NotFoundError
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import Diagnosis, FitError
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import SelectorError, label_selector
+from kopfsched.framework.node_table import NodeTable, WhatIfTable
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 
@@ -226,6 +229,7 @@ class Evaluator:
         self.min_candidate_nodes_percentage = min_candidate_nodes_percentage
         self.min_candidate_nodes_absolute = min_candidate_nodes_absolute
         self.is_eligible_pod: IsEligiblePod = is_eligible_pod or (lambda node, victim, preemptor: True)
+        self._custom_eligibility = is_eligible_pod is not None
         self.wall_clock = wall_clock
 
     @property
@@ -415,39 +419,43 @@ class Evaluator:
         """`select_victims_on_node` for each of `nodes` (left untouched), vectorised over them:
         one Filter pass for all nodes with their victims gone, then the reprieves step by
         step, each step adding every node's next victim back and filtering them together.
+        The hypothetical nodes are WhatIfTable rows over the snapshot's table, so the
+        resource checks need no NodeInfo copies.
 
         Only valid when no PreFilter extension is active, so `state` serves every node (and
         AddPod/RemovePod, which would all be skipped, need not run). Nodes with nominated pods
         that Filter counts reprieve node by node, as `select_victims_on_node` does."""
         fwk = self.framework
         results: list[tuple[list[PodInfo], int, Status | None]] = [([], 0, None)] * len(nodes)
-        scratch: dict[int, NodeInfo] = {}
+        base, base_rows = self._table_rows(nodes)
         potentials: dict[int, list[PodInfo]] = {}
         nominated: dict[int, list[PodInfo]] = {}
+        priority = pod.priority
+        eligible = self.is_eligible_pod if self._custom_eligibility else None
         for i, node in enumerate(nodes):
-            potential = [p for p in node.iter_pods() if self.is_preemption_allowed(node, p, pod)]
+            if eligible is None:
+                potential = [p for p in node.pods.values() if p.priority < priority]
+            else:
+                potential = [p for p in node.pods.values() if p.priority < priority and eligible(node, p, pod)]
             if not potential:
                 results[i] = ([], 0, Status.unresolvable(MSG_NO_VICTIMS))
                 continue
-            scratch[i], potentials[i] = node.without_pods(potential), potential
+            potentials[i] = potential
             counted = fwk.nominated_pods_to_count(pod=pod, node_name=node.name)
             if counted:
                 nominated[i] = counted
         # Does the pod fit with every lower-priority pod gone? Upstream's two passes: with the
         # nominated pods counted first, then without them (node-static plugins already passed).
-        order = list(scratch)
+        order = list(potentials)
         first: dict[int, Status | None] = {}
         if nominated:
-            with_nominated = []
-            for i in nominated:
-                copy = scratch[i].clone()
-                for other in nominated[i]:
-                    copy.add_pod(other)
-                with_nominated.append(copy)
+            with_nominated = WhatIfTable(base, base_rows[list(nominated)], added=list(nominated.values()),
+                                         removed=[potentials[i] for i in nominated])
             first = dict(zip(nominated, fwk.run_filter_plugins_what_if(state, pod, with_nominated), strict=True))
         second_rows = [i for i in order if first.get(i) is None]
-        second = dict(zip(second_rows, fwk.run_filter_plugins_what_if(
-            state, pod, [scratch[i] for i in second_rows], pod_dependent_only=False), strict=True))
+        without = WhatIfTable(base, base_rows[second_rows], removed=[potentials[i] for i in second_rows])
+        second = dict(zip(second_rows, fwk.run_filter_plugins_what_if(state, pod, without), strict=True))
+        row_in_without = {i: pos for pos, i in enumerate(second_rows)}
         reprieving: dict[int, tuple[list[PodInfo], int]] = {}
         for i in order:
             status = first.get(i)
@@ -463,6 +471,7 @@ class Evaluator:
             potential.sort(key=importance_key)
             violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
             reprieving[i] = (violating + non_violating, len(violating))
+        kept: dict[int, list[PodInfo]] = {i: [] for i in reprieving}
         victims: dict[int, list[PodInfo]] = {i: [] for i in reprieving}
         num_violating = dict.fromkeys(reprieving, 0)
         step = 0
@@ -470,15 +479,15 @@ class Evaluator:
             active = [i for i, (queue, _) in reprieving.items() if step < len(queue)]
             if not active:
                 break
-            for i in active:
-                scratch[i].add_pod(reprieving[i][0][step])
-            answers = fwk.run_filter_plugins_what_if(state, pod, [scratch[i] for i in active],
-                                                     pod_dependent_only=True)
+            # Each active node with its victims gone, the ones reprieved so far back, and its next one.
+            trial = WhatIfTable(without, np.array([row_in_without[i] for i in active], dtype=np.int64),
+                                added=[[*kept[i], reprieving[i][0][step]] for i in active])
+            answers = fwk.run_filter_plugins_what_if(state, pod, trial, pod_dependent_only=True)
             for i, answer in zip(active, answers, strict=True):
-                if answer is None:
-                    continue
                 queue, violating_count = reprieving[i]
-                scratch[i].remove_pod(queue[step])
+                if answer is None:
+                    kept[i].append(queue[step])
+                    continue
                 victims[i].append(queue[step])
                 if step < violating_count:
                     num_violating[i] += 1
@@ -489,6 +498,16 @@ class Evaluator:
                 found.sort(key=importance_key)
             results[i] = (found, num_violating[i], None)
         return results
+
+    def _table_rows(self, nodes: Sequence[NodeInfo]) -> tuple[NodeTable, np.ndarray]:
+        """The snapshot's table and the rows of `nodes` in it; a table of their own for nodes
+        that are not the snapshot's."""
+        table = self.handle.snapshot.table
+        index, rows_nodes = table.index, table.nodes
+        rows = [index.get(node.name, -1) for node in nodes]
+        if all(row >= 0 and rows_nodes[row] is node for row, node in zip(rows, nodes, strict=True)):
+            return table, np.array(rows, dtype=np.int64)
+        return NodeTable(list(nodes)), np.arange(len(nodes), dtype=np.int64)
 
     def select_victims_on_node(self, state: CycleState, pod: PodInfo, node: NodeInfo,
                                pdbs: Sequence[DisruptionBudget]) -> tuple[list[PodInfo], int, Status | None]:

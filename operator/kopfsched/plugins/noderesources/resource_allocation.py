@@ -51,20 +51,27 @@ def is_scalar_resource_name(name: str) -> bool:
 
 # --- NodeTable columns -------------------------------------------------------------------
 
-def _int_column(name: str, extract: Callable[[NodeInfo], int]) -> ColumnSpec:
-    return ColumnSpec(f"NodeResourcesFit/{name}", extract, np.int64)
+def _int_column(name: str, extract: Callable[[NodeInfo], int], *,
+                per_pod: Callable[[PodInfo], int] | None = None) -> ColumnSpec:
+    """A column of NodeResourcesFit: node-static (allocatable) unless it sums the pods' `per_pod`."""
+    return ColumnSpec(f"NodeResourcesFit/{name}", extract, np.int64, node_static=per_pod is None, per_pod=per_pod)
 
 
 ALLOCATABLE_CPU = _int_column("allocatable.cpu", lambda n: n.allocatable.milli_cpu)
 ALLOCATABLE_MEMORY = _int_column("allocatable.memory", lambda n: n.allocatable.memory)
 ALLOCATABLE_EPHEMERAL_STORAGE = _int_column("allocatable.ephemeral-storage", lambda n: n.allocatable.ephemeral_storage)
 ALLOCATABLE_PODS = _int_column("allocatable.pods", lambda n: n.allocatable.allowed_pod_number)
-REQUESTED_CPU = _int_column("requested.cpu", lambda n: n.requested.milli_cpu)
-REQUESTED_MEMORY = _int_column("requested.memory", lambda n: n.requested.memory)
-REQUESTED_EPHEMERAL_STORAGE = _int_column("requested.ephemeral-storage", lambda n: n.requested.ephemeral_storage)
-NON_ZERO_REQUESTED_CPU = _int_column("nonZeroRequested.cpu", lambda n: n.non_zero_requested.milli_cpu)
-NON_ZERO_REQUESTED_MEMORY = _int_column("nonZeroRequested.memory", lambda n: n.non_zero_requested.memory)
-POD_COUNT = _int_column("pods", lambda n: len(n.pods))
+REQUESTED_CPU = _int_column("requested.cpu", lambda n: n.requested.milli_cpu,
+                            per_pod=lambda p: p.requests.milli_cpu)
+REQUESTED_MEMORY = _int_column("requested.memory", lambda n: n.requested.memory,
+                               per_pod=lambda p: p.requests.memory)
+REQUESTED_EPHEMERAL_STORAGE = _int_column("requested.ephemeral-storage", lambda n: n.requested.ephemeral_storage,
+                                          per_pod=lambda p: p.requests.ephemeral_storage)
+NON_ZERO_REQUESTED_CPU = _int_column("nonZeroRequested.cpu", lambda n: n.non_zero_requested.milli_cpu,
+                                     per_pod=lambda p: p.non_zero_cpu)
+NON_ZERO_REQUESTED_MEMORY = _int_column("nonZeroRequested.memory", lambda n: n.non_zero_requested.memory,
+                                        per_pod=lambda p: p.non_zero_memory)
+POD_COUNT = _int_column("pods", lambda n: len(n.pods), per_pod=lambda p: 1)
 
 _SCALAR_COLUMNS: dict[str, tuple[ColumnSpec, ColumnSpec]] = {}
 
@@ -75,7 +82,8 @@ def scalar_columns(name: str) -> tuple[ColumnSpec, ColumnSpec]:
     if pair is None:
         pair = _SCALAR_COLUMNS[name] = (
             _int_column(f"allocatable.{name}", lambda n: n.allocatable.scalar.get(name, 0)),
-            _int_column(f"requested.{name}", lambda n: n.requested.scalar.get(name, 0)),
+            _int_column(f"requested.{name}", lambda n: n.requested.scalar.get(name, 0),
+                        per_pod=lambda p: p.requests.scalar.get(name, 0)),
         )
     return pair
 

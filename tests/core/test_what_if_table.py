@@ -1,0 +1,80 @@
+"""WhatIfTable: columns derived from the real table equal the columns of hand-made copies."""
+
+import numpy as np
+import pytest
+
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, WhatIfTable, label_column
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.noderesources.resource_allocation import (
+    ALLOCATABLE_CPU,
+    ALLOCATABLE_PODS,
+    NON_ZERO_REQUESTED_CPU,
+    NON_ZERO_REQUESTED_MEMORY,
+    POD_COUNT,
+    REQUESTED_CPU,
+    REQUESTED_EPHEMERAL_STORAGE,
+    REQUESTED_MEMORY,
+    scalar_columns,
+)
+from kopfsched.plugins.nodeunschedulable import NODE_STATE
+from kopfsched.plugins.tainttoleration import HAS_HARD_TAINTS
+from tests.builders import make_node, make_pod, node_info
+
+GPU = "example.com/gpu"
+SPECS = [ALLOCATABLE_CPU, ALLOCATABLE_PODS, REQUESTED_CPU, REQUESTED_MEMORY, REQUESTED_EPHEMERAL_STORAGE,
+         NON_ZERO_REQUESTED_CPU, NON_ZERO_REQUESTED_MEMORY, POD_COUNT, *scalar_columns(GPU), NODE_STATE,
+         HAS_HARD_TAINTS, label_column("zone")]
+BY_HAND = ColumnSpec("test/pod-names", lambda n: hash(tuple(n.pods)))
+"""Neither node-static nor a per-pod sum: read from the copies."""
+
+
+def _pod(name: str, node: str = "", **requests: str) -> PodInfo:
+    pod = make_pod(name, uid=f"uid-{name}", requests=requests or {"cpu": "100m"})
+    if node:
+        pod["spec"]["nodeName"] = node
+    return PodInfo(pod)
+
+
+def _nodes() -> list[NodeInfo]:
+    nodes = []
+    for i in range(3):
+        node = make_node(f"n{i}", extended={GPU: "4"})
+        node["metadata"].setdefault("labels", {})["zone"] = f"z{i % 2}"
+        if i == 2:
+            node["spec"]["taints"] = [{"key": "k", "effect": "NoSchedule"}]
+        info = node_info(node)
+        for j in range(3):
+            info.add_pod(_pod(f"p{i}{j}", f"n{i}", cpu=f"{100 * (j + 1)}m", memory="1Gi", **{GPU: str(j)}))
+        nodes.append(info)
+    return nodes
+
+
+def _by_hand(node: NodeInfo, removed: list[PodInfo], added: list[PodInfo]) -> NodeInfo:
+    copy = node.clone()
+    for pod in removed:
+        copy.remove_pod(pod)
+    for pod in added:
+        copy.add_pod(pod)
+    return copy
+
+
+@pytest.mark.parametrize("spec", [*SPECS, BY_HAND], ids=lambda s: s.name)
+def test_columns_equal_the_copies(spec: ColumnSpec) -> None:
+    nodes = _nodes()
+    base = NodeTable(nodes)
+    base.column(spec)  # built before: the what-if table must derive from it, not change it
+    before = base.column(spec).copy()
+    rows = np.array([2, 0, 2], dtype=np.int64)
+    removed = [list(nodes[2].pods.values())[:2], [], [list(nodes[2].pods.values())[1]]]
+    added = [[_pod("new", cpu="1", **{GPU: "1"})], [_pod("x"), _pod("y", memory="2Gi")], []]
+    table = WhatIfTable(base, rows, added=added, removed=removed)
+    copies = [_by_hand(nodes[r], rm, ad) for r, rm, ad in zip(rows.tolist(), removed, added, strict=True)]
+    expected = [spec.extract(copy) for copy in copies]
+    assert table.column(spec).tolist() == expected
+    assert [list(n.pods) for n in table.nodes] == [list(c.pods) for c in copies]
+    assert base.column(spec).tolist() == before.tolist()
+    # One more level, as preemption's reprieve steps: a table over the what-if table.
+    again = WhatIfTable(table, np.array([0, 2], dtype=np.int64), added=[[removed[0][0]], []])
+    assert again.column(spec).tolist() == [
+        spec.extract(_by_hand(copies[0], [], [removed[0][0]])), spec.extract(copies[2])]
+    assert again.root is base and again.root_rows.tolist() == [2, 2]
