@@ -19,9 +19,19 @@ raw capacity is measured on it first (--scale-pods pods created and bound by the
 running), then the operator starts: seconds until /readyz answers 200, its RSS, and the rate at
 which it binds --scale-pods new pods.
 
+Besides rates, each phase reports CPU milliseconds per pod: the operator's, split into its main
+thread (the scheduling loop: cycles, binds, Events, watch events) and its other threads (kopf's
+watch streams), the emulator's and this driver's. On a shared machine these move far less than
+rates do, and they show where a ratio is lost: the operator's threads share one GIL, so its CPU per
+pod bounds its rate; the emulator does more per pod end to end (an Event per pod, watch streams)
+than in the raw phase.
+
 With --profile FILE, py-spy samples the operator (every thread) during the end-to-end phase and
-FILE gets the functions where the samples fall, most first, per thread. Every phase is bounded by
---timeout and the processes are always stopped.
+FILE gets the functions where the samples fall, most first, per thread (a thread waiting to get the
+GIL back after a send() shows there as "in" the write: compare with the CPU figures). With
+E2E_OPERATOR_CPROFILE=FILE in the environment, the operator's main thread runs under cProfile with a
+thread-CPU-time clock, written to FILE at exit. Every phase is bounded by --timeout and the
+processes are always stopped.
 """
 from __future__ import annotations
 
