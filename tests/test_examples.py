@@ -4,7 +4,6 @@ examples/*.yaml is promised, with upstream's exact messages."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ CLUSTER = str(EXAMPLES / "cluster.yaml")
 AFFINITY = str(EXAMPLES / "affinity-and-preemption.yaml")
 BIN_PACKING = str(EXAMPLES / "profiles" / "bin-packing.yaml")
 ZONE = "topology.kubernetes.io/zone"
-HAS_PREEMPTION = importlib.util.find_spec("kopfsched.plugins.defaultpreemption") is not None
 
 
 def run(*paths: str) -> dict[str, Any]:
@@ -40,8 +38,8 @@ def node_labels(path: str) -> dict[str, dict[str, str]]:
 
 
 def with_preemption(message: str, preemption: str) -> str:
-    """The FitError message, plus what DefaultPreemption appends when it is in the profile."""
-    return f"{message} preemption: {preemption}" if HAS_PREEMPTION else message
+    """The FitError message, plus what DefaultPreemption appends."""
+    return f"{message} preemption: {preemption}"
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +150,6 @@ def test_existing_pod_anti_affinity_keeps_noisy_out_of_zone_c(affinity_report: d
 
 
 def test_preemption_evicts_the_lowest_priority_batch_pod(affinity_report: dict[str, Any]) -> None:
-    if not HAS_PREEMPTION:
-        pytest.skip("DefaultPreemption is not available yet")
     payments = pods_by_key(affinity_report)["default/payments-0"]
     assert (payments["result"], payments["node"], payments["nominatedNode"], payments["victims"]) == (
         "Scheduled", "node-b2", "node-b2", ["default/batch-b2"])

@@ -58,18 +58,12 @@ def registry() -> Registry:
 def test_example_matches_the_crd_schema_and_parses(path, registry):
     for obj in yaml.safe_load_all(path.read_text()):
         assert schema_errors(obj) == []
-        names = {entry.get("name") for entry in obj["spec"].get("pluginConfig", [])}
-        missing = sorted(name for name in names if name not in registry)
-        if missing:
-            pytest.skip(f"plugins not written yet: {missing}")
         profile, problems = parse_scheduler_profile(obj, registry)
         assert [str(p) for p in problems] == []
         assert profile is not None
 
 
 def test_bin_packing_example_uses_most_allocated(registry):
-    if "NodeResourcesFit" not in registry:
-        pytest.skip("NodeResourcesFit is not written yet")
     obj = yaml.safe_load((ROOT / "examples" / "profiles" / "bin-packing.yaml").read_text())
     profile, _ = parse_scheduler_profile(obj, registry)
     assert profile is not None
@@ -110,5 +104,6 @@ def test_status_schema_accepts_what_the_scheduler_writes():
 
 
 def test_crd_is_a_valid_kubernetes_object():
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    import kubernetes_validate  # a declared test dependency: missing, the test fails
+
     kubernetes_validate.validate(CRD, "1.33", strict=True)

@@ -110,8 +110,6 @@ def test_default_profile_with_real_plugins_matches_upstream_expansion():
 
 def test_node_resources_fit_args_default_to_least_allocated_cpu_and_memory():
     registry = loadable_in_tree_registry()
-    if "NodeResourcesFit" not in registry:
-        pytest.skip("NodeResourcesFit is not written yet")
     args = default_profile(registry).plugin_args["NodeResourcesFit"]
     strategy = args.scoring_strategy
     assert strategy.type == "LeastAllocated"

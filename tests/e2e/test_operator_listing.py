@@ -21,7 +21,7 @@ def served_kinds(emulator: FastKubernetesEmulator) -> set[str]:
     names = set()
     for watched in (*WATCHED, PROFILE_KIND):
         group, _, version = watched.group_version.rpartition('/')
-        if emulator._registry.get((group, version, watched.plural)) is not None:
+        if emulator.serves(group, version, watched.plural):
             names.add(f'{watched.plural}.{group}' if group else watched.plural)
     return names
 
@@ -46,7 +46,7 @@ async def test_a_relist_drops_what_vanished_without_listing_the_kind_again(
         await post(http, '/api/v1/nodes', make_node(f'node-{i}'))
     async with running_operator(kubeconfig) as operator:
         # Gone without a DELETED event; the nodes watch then ends with 410 Expired and kopf relists.
-        emulator._in_loop(lambda: emulator._store['', 'nodes'].pop((None, 'node-1')))
+        emulator.remove_unseen('nodes', None, 'node-1')
         emulator.watch_error('nodes', code=410)
         await eventually(lambda: operator.cache.get_node('node-1') is None, what='node-1 forgotten')
         await post(http, '/api/v1/nodes', make_node('node-3'))  # the new watch works

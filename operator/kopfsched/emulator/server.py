@@ -452,6 +452,10 @@ class FastKubernetesEmulator(kmock.KubernetesEmulator):
     def resource_version(self) -> int:
         return self._rv
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the resource is served (built in, registered, or a CRD's)."""
+        return (group, version, plural) in self._registry
+
     def register(self, resource: ResourceDef) -> None:
         """Serve a resource (CRDs call this on create; tests may too)."""
         self._registry[resource.group, resource.version, resource.plural] = resource
