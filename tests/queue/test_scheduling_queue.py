@@ -320,6 +320,72 @@ def test_assigned_pod_deleted(make_queue: MakeQueue, clock: FakeClock) -> None:
     assert contents(queue) == empty(active=["fit"], unschedulable=["affinity"])
 
 
+def test_assigned_pod_add_moves_no_pod_that_only_fit_rejected(make_queue: MakeQueue, clock: FakeClock) -> None:
+    """Pods that fit nowhere (NodeResourcesFit registers no AssignedPodAdd) stay put on every
+    binding, their hint never asked, while a Pod/Add rejector's pod moves."""
+    asked: list[str] = []
+
+    def fit_hint(pod_info: Any, old: Any, new: Any) -> QueueingHint:
+        asked.append(pod_info.name)
+        return QueueingHint.QUEUE
+
+    hints = {**HINTS, "NodeResourcesFit": [ClusterEventWithHint(POD_DELETE_OR_SCALE_DOWN, fit_hint)]}
+    queue = make_queue(make_profile(hints))
+    for name in ["huge-1", "gang", "huge-2"]:
+        queue.add(pod(name))
+        clock.advance(1)
+    fail(queue, unschedulable=["NodeResourcesFit"], expect="huge-1")
+    fail(queue, unschedulable=["Coscheduling"], expect="gang")
+    fail(queue, unschedulable=["NodeResourcesFit"], expect="huge-2")
+    clock.advance(10)
+    queue.assigned_pod_added(PodInfo(make_pod("bound", uid="b", node_name="n")))
+    assert contents(queue) == empty(active=["gang"], unschedulable=["huge-1", "huge-2"])
+    assert asked == []
+    queue.assigned_pod_deleted(PodInfo(make_pod("bound", uid="b", node_name="n")))
+    assert asked == ["huge-1", "huge-2"]
+    assert contents(queue) == empty(active=["gang", "huge-1", "huge-2"])
+
+
+def test_hints_are_asked_in_pool_order_across_rejector_sets(make_queue: MakeQueue, clock: FakeClock) -> None:
+    """Pods with different rejectors are offered an event in the order they entered the pool."""
+    asked: list[str] = []
+
+    def record(pod_info: Any, old: Any, new: Any) -> QueueingHint:
+        asked.append(pod_info.name)
+        return QueueingHint.SKIP
+
+    hints = {plugin: [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD), record)]
+             for plugin in ["A", "B"]}
+    queue = make_queue(make_profile(hints))
+    rejections = {"first": ["A"], "second": ["B"], "third": ["A"], "fourth": ["A", "B"], "fifth": ["B"]}
+    for name in rejections:
+        queue.add(pod(name))
+        clock.advance(1)
+    for name, rejectors in rejections.items():
+        fail(queue, unschedulable=rejectors, expect=name)
+    queue.node_added(make_node("n"))
+    assert asked == ["first", "second", "third", "fourth", "fourth", "fifth"]
+    assert contents(queue) == empty(unschedulable=sorted(rejections))
+
+
+def test_pod_whose_scheduler_name_changes_in_the_pool_follows_its_new_profile(
+        make_queue: MakeQueue, clock: FakeClock) -> None:
+    """Hints are per profile (upstream keys them by schedulerName): after the change, the
+    pod answers to the new profile's registrations, not to its neighbours' old ones."""
+    node_add = [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))]
+    queue = make_queue(profiles={"listens": make_profile({"Fit": node_add}), "deaf": make_profile({"Fit": []})})
+    for name in ["stays", "moves"]:
+        queue.add(pod(name, scheduler_name="deaf"))
+        fail(queue, unschedulable=["Fit"], expect=name)
+    clock.advance(10)
+    queue.node_added(make_node("n1"))
+    assert contents(queue) == empty(unschedulable=["moves", "stays"])
+    queue.update(pod("moves", scheduler_name="deaf"), pod("moves", scheduler_name="listens"))
+    assert contents(queue) == empty(unschedulable=["moves", "stays"])
+    queue.node_added(make_node("n2"))
+    assert contents(queue) == empty(active=["moves"], unschedulable=["stays"])
+
+
 # --- gated pods ----------------------------------------------------------------------
 
 

@@ -46,6 +46,7 @@ from kopfsched.queue import events as ev
 from kopfsched.queue.heap import Heap
 from kopfsched.queue.in_flight import InFlight
 from kopfsched.queue.nominator import Nominator, status_nominated_node
+from kopfsched.queue.pool import UnschedulablePool
 from kopfsched.queue.profile import DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS, QueueProfile
 
 logger = logging.getLogger("kopfsched.queue")
@@ -114,8 +115,7 @@ class SchedulingQueue:
 
         self._active: Heap[QueuedPodInfo] = Heap(less=less, key=lambda q: q.uid)
         self._backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
-        self._pool: dict[str, QueuedPodInfo] = {}
-        self._gated: set[str] = set()
+        self._pool = UnschedulablePool()
         self._in_flight = InFlight()
         self._registered: dict[tuple[int, ClusterEvent], tuple[QueueProfile, list[tuple[str, list[Any]]]]] = {}
         """(profile, event) -> the profile's plugins with registrations matching the event, in
@@ -147,8 +147,8 @@ class SchedulingQueue:
         return {
             ACTIVE: len(self._active),
             BACKOFF: len(self._backoff),
-            UNSCHEDULABLE: len(self._pool) - len(self._gated),
-            GATED: len(self._gated),
+            UNSCHEDULABLE: len(self._pool) - self._pool.gated_count,
+            GATED: self._pool.gated_count,
         }
 
     def pending_counts_by(self, key: Callable[[PodInfo], str]) -> dict[str, dict[str, int]]:
@@ -157,7 +157,7 @@ class SchedulingQueue:
         counts: dict[str, dict[str, int]] = {}
         pods = ((ACTIVE, qpi) for qpi in self._active)
         backoff = ((BACKOFF, entry.qpi) for entry in self._backoff)
-        pool = ((GATED if uid in self._gated else UNSCHEDULABLE, qpi) for uid, qpi in self._pool.items())
+        pool = ((GATED if self._pool.is_gated(qpi.uid) else UNSCHEDULABLE, qpi) for qpi in self._pool.values())
         for where, qpi in itertools.chain(pods, backoff, pool):
             of_key = counts.get(name := key(qpi.pod_info))
             if of_key is None:
@@ -185,10 +185,10 @@ class SchedulingQueue:
 
     def unschedulable_pods(self) -> list[QueuedPodInfo]:
         """The unschedulable pool without the gated pods, oldest entry first."""
-        return [q for uid, q in self._pool.items() if uid not in self._gated]
+        return [q for q in self._pool.values() if not self._pool.is_gated(q.uid)]
 
     def gated_pods(self) -> list[QueuedPodInfo]:
-        return [q for uid, q in self._pool.items() if uid in self._gated]
+        return [q for q in self._pool.values() if self._pool.is_gated(q.uid)]
 
     def in_flight_pods(self) -> list[PodInfo]:
         return self._in_flight.pods()
@@ -205,7 +205,7 @@ class SchedulingQueue:
         if uid in self._backoff:
             return BACKOFF
         if uid in self._pool:
-            return GATED if uid in self._gated else UNSCHEDULABLE
+            return GATED if self._pool.is_gated(uid) else UNSCHEDULABLE
         return "in-flight" if uid in self._in_flight else None
 
     # --- pods of our profiles -------------------------------------------------------
@@ -266,6 +266,7 @@ class SchedulingQueue:
             return
         if (qpi := self._pool.get(uid)) is not None:
             qpi.pod_info = new
+            self._pool.put(qpi)  # its scheduler name may have changed
             self.nominator.update_nominated_pod(old, new)
             for event in events:
                 strategy = self._hint_strategy(qpi, event, old, new)
@@ -367,8 +368,13 @@ class SchedulingQueue:
         pre_check: Callable[[PodInfo], bool] | None = None,
     ) -> None:
         """Offer `event` to every pod in the unschedulable pool (optionally only those
-        `pre_check` accepts) and to the pods in flight."""
-        pods = [q for q in self._pool.values() if pre_check is None or pre_check(q.pod_info)]
+        `pre_check` accepts) and to the pods in flight.
+
+        As upstream, a pod asks only its rejector plugins' hints; the pods none of whose
+        rejectors registered the event are skipped a group at a time (see queue/pool.py)."""
+        pods = self._pool_candidates(event)
+        if pre_check is not None:
+            pods = [q for q in pods if pre_check(q.pod_info)]
         self._move_pods(pods, event, old_obj, new_obj)
 
     def assigned_pod_added(self, pod: PodInfo) -> None:
@@ -461,15 +467,22 @@ class SchedulingQueue:
         return self._backoff_expiry(qpi) > self._clock()
 
     def _pool_put(self, qpi: QueuedPodInfo) -> None:
-        self._pool[qpi.uid] = qpi
-        if qpi.gated:
-            self._gated.add(qpi.uid)
-        else:
-            self._gated.discard(qpi.uid)
+        self._pool.put(qpi)
 
     def _pool_pop(self, uid: str) -> QueuedPodInfo | None:
-        self._gated.discard(uid)
-        return self._pool.pop(uid, None)
+        return self._pool.pop(uid)
+
+    def _pool_candidates(self, event: ClusterEvent) -> list[QueuedPodInfo]:
+        """The pool's pods `event` may move, in pool order: all of them for a wildcard event;
+        otherwise those failed with an error (no rejectors) and those with a rejector that
+        registered the event in the pod's profile."""
+        if _is_wildcard(event):
+            return list(self._pool.values())
+
+        def interested(rejectors: frozenset[str], sample: QueuedPodInfo) -> bool:
+            return not rejectors or any(
+                plugin in rejectors for plugin, _ in self._registrations_for(self._profile(sample), event))
+        return self._pool.select(interested)
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         pre_enqueue = self._profile(qpi).pre_enqueue
