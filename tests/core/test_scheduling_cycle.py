@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kopfsched.framework.handle import WaitingPod
 from kopfsched.framework.registry import PluginFactory, Registry
@@ -168,3 +169,24 @@ async def test_without_scoring_the_first_feasible_node_in_the_rotating_order_is_
     await h.settle()
     assert [h.node_of(f"p{i}") for i in range(3)] == ["n000", "n001", "n002"]
     assert h.scheduler.algorithm.next_start_node_index == 3
+
+
+@pytest.mark.parametrize(
+    ("priority", "rejected"),
+    [
+        pytest.param(0, {"n005", "n137", "n250"}, id="less-important-than-the-nominated"),
+        pytest.param(20, set(), id="more-important-than-the-nominated"),
+    ],
+)
+async def test_nodes_holding_nominated_pods_are_found_wherever_they_sit_in_the_chunk(priority, rejected):
+    # Filter counts the nominated pods at least as important as the pod (upstream's
+    # addNominatedPods) on exactly their nodes, among rows filtered in vectorised chunks.
+    h = Harness([make_node(f"n{i:03}", cpu="1") for i in range(300)])
+    for node in ["n250", "n005", "n137"]:
+        h.scheduler.queue.nominator.add_nominated_pod(
+            PodInfo(make_pod(f"preemptor-{node}", priority=10, requests={"cpu": "1"})), node)
+    pod = PodInfo(make_pod("p", priority=priority, requests={"cpu": "1"}))
+    fwk = h.scheduler.profiles.get(pod.scheduler_name).framework
+    result = await h.scheduler.algorithm.schedule_pod(fwk, CycleState(), pod, exhaustive=True)
+    assert set(result.diagnosis.node_to_status.statuses) == rejected
+    assert result.feasible_nodes == 300 - len(rejected)

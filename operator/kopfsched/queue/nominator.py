@@ -24,6 +24,10 @@ class Nominator:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return list(self._by_node.get(node_name, {}).values())
 
+    def nominated_node_names(self) -> list[str]:
+        """The nodes with at least one nominated pod (Filter looks at these alone)."""
+        return list(self._by_node)
+
     def nominated_node(self, uid: str) -> str:
         return self._node_of.get(uid, "")
 

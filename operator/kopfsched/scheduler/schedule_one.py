@@ -228,8 +228,9 @@ class SchedulingAlgorithm:
             if len(positions) >= needed:
                 last = int(positions[needed - 1])
                 positions = positions[:needed]
-                kept = {int(r) for r in chunk[: last + 1].tolist()}
-                rejected = {r: s for r, s in rejected.items() if r in kept}
+                if rejected:
+                    kept = set(chunk[: last + 1].tolist())
+                    rejected = {r: s for r, s in rejected.items() if r in kept}
                 processed += last + 1
             else:
                 processed += len(chunk)
@@ -255,10 +256,9 @@ class SchedulingAlgorithm:
         if not _has_nominated_pods(nominator):
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         nodes = self.snapshot.table.nodes
-        counted = [
-            fwk.nominated_pods_to_count(pod=pod, node_name=name) if nominator.nominated_pods_for_node(name) else []
-            for name in (nodes[r].name for r in chunk.tolist())
-        ]
+        counted: list[list[PodInfo]] = [[] for _ in range(len(chunk))]
+        for pos in self._nominated_positions(chunk, nominator):
+            counted[pos] = fwk.nominated_pods_to_count(pod=pod, node_name=nodes[int(chunk[pos])].name)
         slow = np.fromiter((bool(c) for c in counted), dtype=bool, count=len(chunk))
         if not slow.any():
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
@@ -285,6 +285,20 @@ class SchedulingAlgorithm:
             mask[pos] = False
             rejected[row] = status
         return mask, rejected
+
+    def _nominated_positions(self, chunk: np.ndarray, nominator) -> list[int]:
+        """Positions in `chunk` of the nodes with nominated pods: from the nominator's few
+        nodes when it can list them, else asked node by node."""
+        names = getattr(nominator, "nominated_node_names", None)
+        nodes = self.snapshot.table.nodes
+        if names is None:
+            return [pos for pos, row in enumerate(chunk.tolist())
+                    if nominator.nominated_pods_for_node(nodes[row].name)]
+        index = self.snapshot.table.index
+        rows = [index[name] for name in names() if name in index]
+        if not rows:
+            return []
+        return np.flatnonzero(np.isin(chunk, np.array(rows, dtype=chunk.dtype))).tolist()
 
     async def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: np.ndarray, *,
                                extenders: Sequence[HTTPExtender] = ()) -> tuple[np.ndarray, dict[str, np.ndarray]]:
