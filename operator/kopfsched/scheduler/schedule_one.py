@@ -256,11 +256,12 @@ class SchedulingAlgorithm:
         if not _has_nominated_pods(nominator):
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         nodes = self.snapshot.table.nodes
-        counted: list[list[PodInfo]] = [[] for _ in range(len(chunk))]
+        counted: dict[int, list[PodInfo]] = {}  # position in chunk -> nominated pods to count there
         for pos in self._nominated_positions(chunk, nominator):
-            counted[pos] = fwk.nominated_pods_to_count(pod=pod, node_name=nodes[int(chunk[pos])].name)
-        slow = np.fromiter((bool(c) for c in counted), dtype=bool, count=len(chunk))
-        if not slow.any():
+            others = fwk.nominated_pods_to_count(pod=pod, node_name=nodes[int(chunk[pos])].name)
+            if others:
+                counted[pos] = others
+        if not counted:
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         # The vectorised pass over every row is the slow rows' second pass (without their
         # nominated pods) too; only the first pass (with them) goes node by node, and its
@@ -268,7 +269,7 @@ class SchedulingAlgorithm:
         mask, without = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         if any(status.code is Code.ERROR for status in without.values()):
             return mask, without  # the cycle aborts on it
-        slow_rows = {int(chunk[pos]): pos for pos in np.flatnonzero(slow).tolist()}
+        slow_rows = {int(chunk[pos]): pos for pos in counted}
         rejected = {row: status for row, status in without.items() if row not in slow_rows}
         if fwk.has_active_pre_filter_extensions(state):
             firsts = [fwk.run_filter_plugins_first_pass(state, pod, nodes[row], nominated=counted[pos])
@@ -298,7 +299,9 @@ class SchedulingAlgorithm:
         rows = [index[name] for name in names() if name in index]
         if not rows:
             return []
-        return np.flatnonzero(np.isin(chunk, np.array(rows, dtype=chunk.dtype))).tolist()
+        marked = np.zeros(len(nodes), dtype=bool)
+        marked[rows] = True
+        return np.flatnonzero(marked[chunk]).tolist()
 
     async def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: np.ndarray, *,
                                extenders: Sequence[HTTPExtender] = ()) -> tuple[np.ndarray, dict[str, np.ndarray]]:
