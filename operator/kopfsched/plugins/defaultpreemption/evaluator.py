@@ -54,6 +54,18 @@ REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 _MIN_BATCH = 32
 """Fewest nodes the batched dry run judges at once (more than needed are judged in vain)."""
 
+
+def batch_size(*, wanted: int, found: int, judged: int, last: int) -> int:
+    """How many nodes the batched dry run judges next to find the `wanted` more candidates:
+    as many as the hit rate so far says it takes (twice the last batch while nothing was
+    found). Nodes past the stopping point are judged in vain, too few batches cost Python
+    overhead per batch; the outcome is the same either way."""
+    if not judged:
+        return max(wanted, _MIN_BATCH)
+    if not found:
+        return max(2 * last, _MIN_BATCH)
+    return max(-(-wanted * judged // found), _MIN_BATCH)
+
 _PRIORITY_OFFSET = 2**31
 """MaxInt32+1: makes every priority non-negative before summing (upstream's minSumPriorities)."""
 
@@ -388,10 +400,12 @@ class Evaluator:
         n = len(potential)
         batched = not self.framework.has_active_pre_filter_extensions(state)
         shared_state = state.clone() if batched else state
-        i = 0
+        i = size = 0
         while i < n:
             if batched:
-                size = min(n - i, max(num_candidates - len(non_violating) - len(violating), _MIN_BATCH))
+                so_far = len(non_violating) + len(violating)
+                size = min(n - i, batch_size(wanted=max(num_candidates - so_far, 1), found=so_far, judged=i,
+                                             last=size))
                 nodes = [potential[(offset + i + k) % n] for k in range(size)]
                 results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs)
             else:

@@ -242,17 +242,20 @@ class Fit:
             if beyond is not None:
                 unresolvable |= insufficient & beyond
         codes |= unresolvable.astype(np.int64) << len(checks)
-        distinct, inverse = np.unique(codes, return_inverse=True)
-        by_code = []
-        for code in distinct.tolist():
-            key = (bool(code >> len(checks) & 1),
-                   tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
-            status = self._statuses.get(key)
+        by_code: dict[int, Status] = {}  # few distinct codes: a dict beats np.unique on these sizes
+        out = []
+        for code in codes.tolist():
+            status = by_code.get(code)
             if status is None:
-                status = self._statuses[key] = Status(
-                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
-            by_code.append(status)
-        return [by_code[i] for i in inverse.tolist()]
+                key = (bool(code >> len(checks) & 1),
+                       tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
+                status = self._statuses.get(key)
+                if status is None:
+                    status = self._statuses[key] = Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
+                by_code[code] = status
+            out.append(status)
+        return out
 
     # --- PreScore / Score -----------------------------------------------------------------
 
