@@ -4,6 +4,7 @@ pages of one LIST once)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import pathlib
 
 import aiohttp
@@ -78,3 +79,14 @@ async def test_a_kind_the_api_does_not_serve_does_not_hold_start_up_back(
         ready = operator.ready()
         served = await asyncio.to_thread(served_kinds, emulator)
     assert ready and 'podgroups.scheduling.x-k8s.io' not in served
+
+
+async def test_what_the_listing_built_is_frozen_out_of_the_gc_while_the_operator_runs(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, http: aiohttp.ClientSession) -> None:
+    """Full collections stop traversing the cache (gc.freeze); a stopped operator thaws it again, so
+    a process that runs operators one after another keeps nothing."""
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    async with running_operator(kubeconfig):
+        frozen = gc.get_freeze_count()
+    assert frozen > 0
+    assert gc.get_freeze_count() == 0

@@ -142,7 +142,7 @@ class KopfThread:
     root tasks ended (kopf's run_tasks): its API discovery runs requests in tasks of
     asyncio.as_completed, which outlive a cancelled observer and then wait for credentials
     the stopped login task never gives; a stop during start-up waited those 5 s. Our
-    handlers only forward events and keep nothing in flight, so once kopf had a short grace
+    watch relay only forwards events and keeps nothing in flight, so once kopf had a short grace
     to stop its own way, every task left in its loop is cancelled."""
 
     def __init__(self, registry: kopf.OperatorRegistry, *, settings: kopf.OperatorSettings) -> None:

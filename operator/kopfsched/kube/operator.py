@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -216,6 +217,7 @@ class Operator:
                 if self.failure is not None:  # e.g. kopf's discovery found no API server
                     raise StartupError(self.failure)
                 return self._exit_code()
+            freeze_the_listed_heap()
             self._spawn(self._metrics_loop(stop), "metrics")
             if self.elector is not None:
                 if not await first(self.elector.acquire(stop), stop, lost):
@@ -253,6 +255,7 @@ class Operator:
         await self.kopf.stop()
         if self.health is not None:
             await self.health.stop()
+        gc.unfreeze()  # a process that runs operators one after another (the tests) keeps no garbage
 
     # -- periodic work -----------------------------------------------------------------------
 
@@ -285,6 +288,21 @@ class Operator:
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro, name)
+
+
+def freeze_the_listed_heap() -> None:
+    """Move what the initial listing built (every node and pod: with 55 000 pods, over half a
+    million objects the cyclic GC tracks) out of the collector's generations (gc.freeze). Those
+    objects live about as long as the process, and each full collection traversed them all
+    again: 1.3 s for the cache of 5000 nodes and 55 000 pods alone, a pause of the scheduling
+    loop each time the heap had grown by a quarter. Young garbage is collected first; cycles
+    that became garbage in the oldest generation before this point stay (once, bounded).
+    Frozen objects are still freed by reference counting when the cache drops them."""
+    started = time.monotonic()
+    gc.collect(1)
+    gc.freeze()
+    logger.info("froze %d objects of the initial listing out of the GC's generations (%.0f ms)",
+                gc.get_freeze_count(), 1000 * (time.monotonic() - started))
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
