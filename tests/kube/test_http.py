@@ -87,6 +87,7 @@ async def get(pool: HttpPool, target: str = "/x", timeout: float | None = 5.0) -
     pytest.param(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{"a":1}\r\n0\r\nX-Trailer: t\r\n\r\n',
                  id="chunked-with-trailer"),
     pytest.param(b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"a":1}', id="until-close"),
+    pytest.param(b'HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n' + ok(b'{"a":1}'), id="after-informational"),
 ])
 async def test_every_framing_of_an_answer_is_read_whole(server: ScriptedServer, pool: HttpPool,
                                                         answer: bytes) -> None:

@@ -114,18 +114,21 @@ class _Connection(asyncio.Protocol):
     def _parse(self) -> Response | None:
         """The Response once the buffer holds all of it; None while it does not yet."""
         buffer = self._buffer
-        if self._head is None:
+        while self._head is None:
             end = buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(buffer) > MAX_HEAD:
                     raise ValueError("headers too long")
                 return None
-            self._head = _parse_head(bytes(buffer[:end]))
+            head = _parse_head(bytes(buffer[:end]))
             del buffer[:end + 4]
-            status, _, headers = self._head
+            status, _, headers = head
+            if 100 <= status < 200:
+                continue  # informational (e.g. 103 Early Hints): the answer follows
+            self._head = head
             if headers.get("Connection", "").lower() == "close":
                 self.reusable = False
-            if status in (204, 304) or 100 <= status < 200:
+            if status in (204, 304):
                 self._length = 0
             elif "chunked" in headers.get("Transfer-Encoding", "").lower():
                 self._length = None
