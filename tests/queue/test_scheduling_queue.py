@@ -586,6 +586,18 @@ def test_update_in_pool_uses_the_pods_own_events(make_queue: MakeQueue, clock: F
     assert contents(queue) == empty(active=["affinity"], unschedulable=["fit"])
 
 
+def test_update_with_two_changes_moves_the_pod_once(make_queue: MakeQueue, clock: FakeClock) -> None:
+    """The label change moves the backing-off pod to backoffQ; the toleration change, which
+    its rejector did not register, must not put it back in the unschedulable pool too."""
+    queue = make_queue(make_profile(HINTS))
+    queue.add(pod("p"))
+    fail(queue, unschedulable=["InterPodAffinity"])
+    clock.advance(0.5)
+    queue.update(pod("p"), pod("p", labels={"v": "2"}, tolerations=[{"key": "k", "operator": "Exists"}]))
+    assert contents(queue) == empty(backoff=["p"])
+    assert queue.where("uid-p") == "backoff"
+
+
 def test_update_of_unknown_pod_adds_it(make_queue: MakeQueue) -> None:
     queue = make_queue()
     queue.update(None, pod("p"))

@@ -270,7 +270,9 @@ class SchedulingQueue:
             self.nominator.update_nominated_pod(old, new)
             for event in events:
                 strategy = self._hint_strategy(qpi, event, old, new)
-                if self._requeue(qpi, strategy, str(event)) == ACTIVE:
+                # Out of the pool is final (as upstream with SchedulerPopFromBackoffQ, which stops
+                # at backoffQ too): a later event answered "skip" must not put it back in the pool.
+                if self._requeue(qpi, strategy, str(event)) in (ACTIVE, BACKOFF):
                     break
             return
         self._move_to_active(QueuedPodInfo(new, self._clock()), str(ev.UNSCHEDULED_POD_UPDATE))
