@@ -96,3 +96,29 @@ def _resized(spec_cpu: str, *, running: str | None, allocated: str | None = None
 def test_in_place_resize_counts_the_larger_of_spec_and_status(pod, cpu):
     """upstream's PodRequests with UseStatusResources (InPlacePodVerticalScaling, on since v1.33)."""
     assert pod_requests(pod)["cpu"] == cpu
+
+
+def _infeasible_without_memory_in_status() -> dict:
+    pod = _resized("1", running="1", infeasible=True)
+    del pod["status"]["containerStatuses"][0]["resources"]["requests"]["memory"]
+    return pod
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(make_pod(requests=[{"cpu": "300m", "memory": "1Gi"}, {"cpu": "1"}]),
+                     id="container-without-memory"),
+        pytest.param(make_pod(requests={"cpu": "1", "memory": "1Gi"}, init_requests=[{"memory": "2Gi"}]),
+                     id="init-container-without-cpu"),
+        pytest.param(make_pod(requests={"cpu": "1", "memory": "1Gi"}, sidecar_requests=[{}]),
+                     id="sidecar-without-requests"),
+        pytest.param(make_pod(requests={"cpu": "0", "memory": "0"}), id="zero-requests-stated"),
+        pytest.param(make_pod(requests={"cpu": "1", "memory": "1Gi"}, overhead={"cpu": "250m"}), id="overhead"),
+        pytest.param(_infeasible_without_memory_in_status(), id="infeasible-resize-status-without-memory"),
+        pytest.param(_resized("2", running="1"), id="resize-pending"),
+    ],
+)
+def test_non_zero_requests_from_precomputed_requests_agree(pod):
+    """PodInfo hands its requests in to save a second sum: the answer must not change."""
+    assert pod_non_zero_requests(pod, pod_requests(pod)) == pod_non_zero_requests(pod)

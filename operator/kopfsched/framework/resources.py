@@ -213,7 +213,23 @@ def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | Non
     return total
 
 
-def pod_non_zero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
-    """(milli-CPU, memory) with upstream's defaults for containers that state no request."""
-    requests = pod_requests(pod, non_missing=_NON_MISSING)
+def pod_non_zero_requests(pod: Mapping[str, Any], requests: Mapping[str, int] | None = None) -> tuple[int, int]:
+    """(milli-CPU, memory) with upstream's defaults for containers that state no request.
+
+    `requests`: the pod's `pod_requests`, already computed; when every container states both a
+    cpu and a memory request (and no resize is infeasible) no default applies, and they are the
+    answer without summing the containers a second time."""
+    if requests is None or not _states_cpu_and_memory(pod):
+        requests = pod_requests(pod, non_missing=_NON_MISSING)
     return requests.get(CPU, 0), requests.get(MEMORY, 0)
+
+
+def _states_cpu_and_memory(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or ():
+            requests = (container.get("resources") or {}).get("requests")
+            if not requests or CPU not in requests or MEMORY not in requests:
+                return False
+    # An infeasible resize counts the status, not the spec, where a request may be missing.
+    return not (_resized_containers(pod) and _resize_infeasible(pod))

@@ -60,6 +60,13 @@ def pod_priority(pod: Mapping[str, Any]) -> int:
     return priority if isinstance(priority, int) else 0
 
 
+def _pvc_keys(namespace: str, volumes: list[Obj] | None) -> tuple[str, ...]:
+    if not volumes:
+        return ()
+    claims = ((volume.get("persistentVolumeClaim") or {}).get("claimName") for volume in volumes)
+    return tuple(f"{namespace}/{claim}" for claim in claims if claim)
+
+
 class PodInfo:
     """A pod with the parts plugins read, computed once.
 
@@ -68,6 +75,9 @@ class PodInfo:
 
     __slots__ = (
         "__dict__",
+        "affinity",
+        "has_pod_affinity",
+        "has_required_anti_affinity",
         "host_ports",
         "key",
         "labels",
@@ -77,6 +87,7 @@ class PodInfo:
         "non_zero_memory",
         "pod",
         "priority",
+        "pvc_keys",
         "requests",
         "spec",
         "uid",
@@ -92,9 +103,19 @@ class PodInfo:
         self.key = f"{self.namespace}/{self.name}"
         self.uid: str = meta.get("uid") or self.key
         self.labels: dict[str, str] = meta.get("labels") or {}
+        # Read for every pod the cache adds: plain attributes, cheaper than cached properties.
+        affinity: Obj = spec.get("affinity") or {}
+        self.affinity = affinity
+        anti = affinity.get("podAntiAffinity") if affinity else None
+        self.has_pod_affinity = bool(affinity) and bool(affinity.get("podAffinity") or anti)
+        """Any pod affinity or anti-affinity term, required or preferred."""
+        self.has_required_anti_affinity = bool(anti) and bool(anti.get(_REQUIRED))
+        self.pvc_keys = _pvc_keys(self.namespace, spec.get("volumes"))
+        """"namespace/claim" of every persistentVolumeClaim volume, in spec order (repeats kept)."""
         self.priority = pod_priority(pod)
-        self.requests = Resource.from_list(pod_requests(pod))
-        self.non_zero_cpu, self.non_zero_memory = pod_non_zero_requests(pod)
+        requests = pod_requests(pod)
+        self.requests = Resource.from_list(requests)
+        self.non_zero_cpu, self.non_zero_memory = pod_non_zero_requests(pod, requests)
         sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
         self.host_ports: tuple[tuple[str, str, int], ...] = tuple(
             (p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
@@ -124,20 +145,6 @@ class PodInfo:
         return self.spec.get("schedulerName") or "default-scheduler"
 
     @cached_property
-    def affinity(self) -> Obj:
-        return self.spec.get("affinity") or {}
-
-    @cached_property
-    def has_pod_affinity(self) -> bool:
-        """Any pod affinity or anti-affinity term, required or preferred."""
-        return bool(self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity"))
-
-    @cached_property
-    def has_required_anti_affinity(self) -> bool:
-        anti = self.affinity.get("podAntiAffinity") or {}
-        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
-
-    @cached_property
     def required_affinity_terms(self) -> tuple[AffinityTerm, ...]:
         """podAffinity.requiredDuringSchedulingIgnoredDuringExecution, parsed."""
         return affinity_terms(self.namespace, self.labels,
@@ -165,16 +172,6 @@ class PodInfo:
     @cached_property
     def creation_timestamp(self) -> str:
         return (self.pod.get("metadata") or {}).get("creationTimestamp") or ""
-
-    @cached_property
-    def pvc_keys(self) -> tuple[str, ...]:
-        """"namespace/claim" of every persistentVolumeClaim volume, in spec order (repeats kept)."""
-        keys = []
-        for volume in self.spec.get("volumes") or ():
-            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim:
-                keys.append(f"{self.namespace}/{claim}")
-        return tuple(keys)
 
     @cached_property
     def start_time(self) -> float | None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopfsched.documents import Document, Progress, describe_type, problem_line, read_documents
+from kopfsched.documents import Document, Progress, describe_type, long_lived, problem_line, read_documents
 from kopfsched.framework.quantity import QuantityError
 from kopfsched.framework.resources import quantity_value
 from kopfsched.framework.types import Obj
@@ -89,8 +89,9 @@ def load_files(paths: Iterable[str], into: ClusterInput | None = None, *,
                progress: Progress | None = None) -> ClusterInput:
     """The objects of `paths` (files, directories, `-` for stdin) sorted by what simulate does with them."""
     result = into or ClusterInput()
-    for document in read_documents(paths, result.problems, progress=progress):
-        add_document(result, document)
+    with long_lived():
+        for document in read_documents(paths, result.problems, progress=progress):
+            add_document(result, document)
     _finish(result)
     return result
 

@@ -18,7 +18,7 @@ from kopfsched.config.defaults import default_profile
 from kopfsched.config.field_checks import profile_conflicts
 from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
-from kopfsched.documents import problem_line
+from kopfsched.documents import long_lived, problem_line
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import PodInfo, parse_time, pod_key
 from kopfsched.plugins.registry import full_registry
@@ -110,6 +110,12 @@ def load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None
     """A scheduler holding the input as a cluster would show it to a starting scheduler:
     nodes, objects and bound pods in the cache, pending pods queued by creation time.
     Returns (the simulation, its clock, how many pods are pending); nothing is scheduled yet."""
+    with long_lived():
+        return _load_scheduler(inputs, registry=registry, seed=seed, explain=explain, overrides=overrides)
+
+
+def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None, explain: bool,
+                    overrides: list[ProfileConfig] | None) -> tuple[Simulation, VirtualClock, int]:
     expand_workloads(inputs)
     apply_priority_classes(inputs)
     generate_resource_claims(inputs)
