@@ -38,6 +38,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from kopfsched import fast_yaml
+
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is a declared dependency; json is the fallback
@@ -408,6 +410,23 @@ YamlItem = tuple[int, Any, str | None]
 def _yaml_items(data: bytes, on_read: Callable[[int], None] | None) -> Iterator[YamlItem]:
     """The documents of a YAML stream; a syntax error ends it (nothing after it can be trusted)."""
     fast = not _too_deep_for_c(data)
+    if fast and fast_yaml.available():
+        items = fast_yaml.read(data.decode("utf-8"), on_read, _libyaml_values)
+        if items is not None:
+            yield from items
+            return
+    yield from _libyaml_items(data, on_read, fast)
+
+
+def _libyaml_values(scalars: list[str]) -> list[Any] | None:
+    """Plain scalars as the libyaml path reads them (fast_yaml checks its readings against it)."""
+    items = list(_libyaml_items("".join(f"- {s}\n" for s in scalars).encode("utf-8"), None, True))
+    if len(items) != 1 or items[0][2] is not None or not isinstance(items[0][1], list):
+        return None
+    return items[0][1]
+
+
+def _libyaml_items(data: bytes, on_read: Callable[[int], None] | None, fast: bool) -> Iterator[YamlItem]:
     anchors = b"&" in data  # without an anchor there is no alias: the plain conversion is enough
     stream = _Chunks(data, on_read) if fast and on_read else data if fast else data.decode("utf-8")
     composer = _init_composer(_composer_class(fast), stream)

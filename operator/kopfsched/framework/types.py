@@ -106,7 +106,7 @@ class PodInfo:
         # Read for every pod the cache adds: plain attributes, cheaper than cached properties.
         affinity: Obj = spec.get("affinity") or {}
         self.affinity = affinity
-        anti = affinity.get("podAntiAffinity") if affinity else None
+        anti: Obj = (affinity.get("podAntiAffinity") or {}) if affinity else {}
         self.has_pod_affinity = bool(affinity) and bool(affinity.get("podAffinity") or anti)
         """Any pod affinity or anti-affinity term, required or preferred."""
         self.has_required_anti_affinity = bool(anti) and bool(anti.get(_REQUIRED))
