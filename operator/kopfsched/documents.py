@@ -139,8 +139,9 @@ class Progress:
             return
         self.next_line = now + self.every
         percent = f"{100 * done // total}% of " if total else ""
-        self._print(f"reading {source}: {percent}{_megabytes(total or done)}, "
-                    f"{self.objects} objects so far ({now - self.started:.0f}s)")
+        # The fast YAML path hands its objects over at the end: no count before then.
+        objects = f"{self.objects} objects so far " if self.objects else ""
+        self._print(f"reading {source}: {percent}{_megabytes(total or done)}, {objects}({now - self.started:.0f}s)")
 
     def done(self, files: int) -> None:
         if self.printed:

@@ -112,3 +112,17 @@ def test_start_time(status, expected) -> None:
     if status is not None:
         pod["status"] = status
     assert PodInfo(pod).start_time == expected
+
+
+def test_a_placed_pod_info_has_every_attribute_a_new_one_has():
+    """PodInfo.placed copies the computed parts: one left out fails on the first read."""
+    import copy
+
+    pod = make_pod("p", requests={"cpu": "1"})
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = "n1"
+    placed = PodInfo(pod).placed(bound)
+    fresh = PodInfo(bound)
+    for name in PodInfo.__slots__:
+        if name != "__dict__":
+            assert getattr(placed, name) == getattr(fresh, name), name

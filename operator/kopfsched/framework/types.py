@@ -186,8 +186,10 @@ class PodInfo:
         return f"PodInfo({self.key})"
 
 
-_SHARED_WHEN_PLACED = ("host_ports", "key", "labels", "name", "namespace", "non_zero_cpu", "non_zero_memory",
-                       "priority", "requests", "uid")
+_SHARED_WHEN_PLACED = ("affinity", "has_pod_affinity", "has_required_anti_affinity", "host_ports", "key", "labels",
+                       "name", "namespace", "non_zero_cpu", "non_zero_memory", "priority", "pvc_keys", "requests",
+                       "uid")
+"""Every attribute __init__ sets but pod and spec: all computed from the spec (but nodeName) and metadata."""
 
 
 @dataclass(slots=True)
