@@ -263,3 +263,22 @@ def test_every_flag_has_help_with_its_default() -> None:
     workload = next(a for a in subparsers.choices["bench"]._actions if a.dest == "workload")
     assert all(w in workload.help for w in WORKLOADS)
     assert "bench" in parser.format_help() and "--version" in parser.format_help()
+
+
+def test_feature_gates_switch_pop_from_backoff_and_refuse_unknown_gates(capsys: pytest.CaptureFixture[str]) -> None:
+    from kopfsched import features
+
+    saved = features.GATES
+    try:
+        assert main(["bench", "--workload", "preemption", "--nodes", "20", "--init-pods", "80", "--pods", "10",
+                     "--feature-gates", "SchedulerPopFromBackoffQ=false", "-o", "json"]) == 0
+        assert not features.enabled(features.POP_FROM_BACKOFF_Q)
+        assert json.loads(capsys.readouterr().out)["scheduled"] == 10
+    finally:
+        features.set_gates(saved)
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "x.yaml", "--feature-gates", "SchedulerPopFromBackoffQ=yes"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "kopfsched simulate: error: argument --feature-gates: invalid feature gate "
+        "'SchedulerPopFromBackoffQ=yes': expected Name=true or Name=false")

@@ -42,6 +42,20 @@ def _port(text: str) -> int:
 
 
 
+def _feature_gates(text: str):
+    """An argparse type: kube-scheduler's `--feature-gates Name=true,...`, for the gates kopfsched can switch."""
+    from kopfsched import features
+
+    try:
+        return features.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+FEATURE_GATES_HELP = ("Name=true|false,... as kube-scheduler's --feature-gates, for the gates kopfsched can switch: "
+                      "SchedulerPopFromBackoffQ (default: every gate at its default, see docs/feature-gates.md)")
+
+
 def _parser() -> argparse.ArgumentParser:
     from kopfsched.bench.workloads import WORKLOADS
 
@@ -56,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                          description="Run the scheduler: serve every SchedulerProfile of the cluster (and --config's "
                                      "profiles) until SIGTERM/SIGINT.")
     run.add_argument("--kubeconfig", metavar="F", help=KUBECONFIG_HELP)
+    run.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
     run.add_argument("--config", metavar="F",
                      help="a KubeSchedulerConfiguration file whose profiles are served too (default: none)")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
@@ -77,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                                "default: only the profiles in FILE, plus upstream's default profile)")
     simulate.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
                           help="output format (default: table)")
+    simulate.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
     simulate.add_argument("--explain", action="store_true",
                           help="also show every filtered-out node with its reasons and every scored node's scores "
                                "(default: off)")
@@ -107,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--pods", type=_count(1), metavar="N", help="pods measured (default: the workload's)")
     bench.add_argument("--workload", choices=tuple(WORKLOADS), default="basic",
                        help="scheduler_perf-shaped workload: " + ", ".join(WORKLOADS) + " (default: basic)")
+    bench.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
     bench.add_argument("--profile", metavar="F",
                        help="SchedulerProfile or KubeSchedulerConfiguration file to bench (default: upstream's "
                             "default profile)")
@@ -420,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "simulate" and not args.files and not args.kubeconfig:
         _subparser(parser, "simulate").error("give snapshot FILEs, or --kubeconfig F to read a live cluster")
+    if getattr(args, "feature_gates", None) is not None:
+        from kopfsched import features
+
+        features.set_gates(args.feature_gates)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

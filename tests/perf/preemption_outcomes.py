@@ -11,7 +11,9 @@ code runs, and two runs of code with the same behaviour write identical files: o
 attempt, [attempt, pod, result, node, nominated node, victims]. (On PreemptionBasic the
 bench's order is the same: every preemptor's first attempt sorts before every retry, whose
 queue timestamp is later; `--real-time` records the bench's own run to show it.)
-`--profile FILE` writes a cProfile of the scheduling part alone.
+`--profile FILE` writes a cProfile of the scheduling part alone. `--feature-gates` as the CLI's
+(e.g. `SchedulerPopFromBackoffQ=false` for the queue's classic timing; on PreemptionBasic both
+record the same attempts, see README's Performance section).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 import time
 from typing import Any
 
+from kopfsched import features
 from kopfsched.bench.runner import load_workload, run_workload
 from kopfsched.bench.workloads import WORKLOADS
 from kopfsched.cache.cache import Cache
@@ -104,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the scheduler's random seed (default: 0, as bench)")
     parser.add_argument("--real-time", action="store_true", help="record the bench's real-time run instead")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the scheduling part")
+    parser.add_argument("--feature-gates", type=features.parse, metavar="GATES",
+                        help="Name=true|false,... as kopfsched's --feature-gates (default: the defaults)")
     args = parser.parse_args(argv)
+    if args.feature_gates is not None:
+        features.set_gates(args.feature_gates)
     if args.compare:
         return compare(*args.compare)
     if not args.out:

@@ -7,6 +7,12 @@ Where a pending pod sits:
 - backoffQ: failed recently; ordered by when its backoff expires. Backoff is
   `initial * 2^(attempts-1)` capped at `max` (per profile), counted from the pod's
   last attempt. `flush_backoff_completed()` moves expired pods to activeQ.
+  With `pop_from_backoff` (upstream's SchedulerPopFromBackoffQ, on by default in the
+  Scheduler): expiries are cut to whole ordering windows of one second on the queue's
+  clock, pods of the same window are ordered by QueueSort, a pod's backoff ends with the
+  window its expiry falls in, the flush runs at window boundaries, and when activeQ is
+  empty `pop()` takes the head of backoffQ at once. Pods that failed with an error (no
+  rejector plugins) wait in a backoffQ of their own that `pop()` never takes from.
 - the unschedulable pool: rejected by plugins; it waits there until a cluster event
   that one of its rejector plugins registered, and whose queueing hint says QUEUE,
   moves it out (`move_all_to_active_or_backoff`), or until it has sat there for
@@ -28,6 +34,7 @@ import contextlib
 import enum
 import itertools
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -52,6 +59,10 @@ from kopfsched.queue.profile import DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS, Qu
 logger = logging.getLogger("kopfsched.queue")
 
 BACKOFF_FLUSH_INTERVAL = 1.0
+BACKOFF_ORDERING_WINDOW = 1.0
+"""Upstream's backoffQOrderingWindowDuration: with pop_from_backoff, backoff expiries are cut to
+whole windows of this many seconds (pods of one window ordered as activeQ orders them), and
+backoffQ is flushed at window boundaries."""
 LEFTOVER_FLUSH_INTERVAL = 30.0
 _DELETED_MEMORY = 4096
 """How many deleted pod uids to remember, so a failed binding cannot requeue a deleted pod."""
@@ -78,7 +89,17 @@ class Strategy(enum.Enum):
 @dataclass(slots=True)
 class _BackoffEntry:
     expiry: float
+    """When the backoff ends; with pop_from_backoff, the start of its ordering window."""
     qpi: QueuedPodInfo
+
+
+def _align(seconds: float) -> float:
+    """The start of the ordering window `seconds` falls in."""
+    return math.floor(seconds / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
+
+
+def _failed_with_error(qpi: QueuedPodInfo) -> bool:
+    return not qpi.unschedulable_plugins and not qpi.pending_plugins
 
 
 def _is_wildcard(event: ClusterEvent) -> bool:
@@ -105,8 +126,13 @@ class SchedulingQueue:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS,
         nominator: Nominator | None = None,
+        pop_from_backoff: bool = False,
     ) -> None:
+        """`pop_from_backoff`: upstream's SchedulerPopFromBackoffQ (see the module's docstring).
+        Off for a queue built directly, so its timing is the classic one; the Scheduler passes
+        the feature gate, which is on by default as upstream's."""
         self._less = less
+        self.pop_from_backoff = pop_from_backoff
         self._clock = clock
         self._profile_for = profile_for
         self._sleep = sleep
@@ -115,6 +141,9 @@ class SchedulingQueue:
 
         self._active: Heap[QueuedPodInfo] = Heap(less=less, key=lambda q: q.uid)
         self._backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
+        self._error_backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
+        """With pop_from_backoff, the pods that failed with an error back off here: pop() does not
+        take them early (upstream's podErrorBackoffQ). Without it, every pod is in _backoff."""
         self._pool = UnschedulablePool()
         self._in_flight = InFlight()
         self._registered: dict[tuple[int, ClusterEvent], tuple[QueueProfile, list[tuple[str, list[Any]]]]] = {}
@@ -146,7 +175,7 @@ class SchedulingQueue:
     def pending_counts(self) -> dict[str, int]:
         return {
             ACTIVE: len(self._active),
-            BACKOFF: len(self._backoff),
+            BACKOFF: len(self._backoff) + len(self._error_backoff),
             UNSCHEDULABLE: len(self._pool) - self._pool.gated_count,
             GATED: self._pool.gated_count,
         }
@@ -156,7 +185,7 @@ class SchedulingQueue:
         every queue in no particular order (active_pods() and backoff_pods() sort theirs)."""
         counts: dict[str, dict[str, int]] = {}
         pods = ((ACTIVE, qpi) for qpi in self._active)
-        backoff = ((BACKOFF, entry.qpi) for entry in self._backoff)
+        backoff = ((BACKOFF, entry.qpi) for entry in itertools.chain(self._backoff, self._error_backoff))
         pool = ((GATED if self._pool.is_gated(qpi.uid) else UNSCHEDULABLE, qpi) for qpi in self._pool.values())
         for where, qpi in itertools.chain(pods, backoff, pool):
             of_key = counts.get(name := key(qpi.pod_info))
@@ -167,21 +196,29 @@ class SchedulingQueue:
         return counts
 
     def next_backoff_expiry(self) -> float | None:
-        """When the earliest backoff ends (clock seconds), or None with an empty backoffQ."""
-        head = self._backoff.peek()
-        return None if head is None else head.expiry
+        """When the earliest backoff ends (clock seconds), or None with an empty backoffQ. With
+        pop_from_backoff: the end of the ordering window the earliest expiry falls in, when the
+        flush moves it."""
+        heads = [entry.expiry for entry in (self._backoff.peek(), self._error_backoff.peek()) if entry is not None]
+        if not heads:
+            return None
+        return min(heads) + BACKOFF_ORDERING_WINDOW if self.pop_from_backoff else min(heads)
 
     def is_settled(self) -> bool:
         """Nothing to pop, nothing backing off, nothing in flight: only events can help now."""
-        return not self._active and not self._backoff and not self._in_flight
+        return not self._active and not self._backoff and not self._error_backoff and not self._in_flight
 
     def active_pods(self) -> list[QueuedPodInfo]:
         """activeQ in pop order."""
         return self._active.sorted()
 
     def backoff_pods(self) -> list[QueuedPodInfo]:
-        """backoffQ in expiry order."""
-        return [entry.qpi for entry in self._backoff.sorted()]
+        """backoffQ in expiry order (with pop_from_backoff: the pods that failed with an error after
+        the others of their window)."""
+        entries = self._backoff.sorted()
+        if self._error_backoff:
+            entries = sorted(entries + self._error_backoff.sorted(), key=lambda e: e.expiry)
+        return [entry.qpi for entry in entries]
 
     def unschedulable_pods(self) -> list[QueuedPodInfo]:
         """The unschedulable pool without the gated pods, oldest entry first."""
@@ -195,14 +232,14 @@ class SchedulingQueue:
 
     def get(self, uid: str) -> QueuedPodInfo | None:
         """The queued pod with `uid` wherever it waits (not in flight)."""
-        entry = self._backoff.get(uid)
+        entry = self._backoff_get(uid)
         return self._active.get(uid) or (entry.qpi if entry else None) or self._pool.get(uid)
 
     def where(self, uid: str) -> str | None:
         """Which queue holds `uid`: active, backoff, unschedulable, gated, "in-flight" or None."""
         if uid in self._active:
             return ACTIVE
-        if uid in self._backoff:
+        if uid in self._backoff or uid in self._error_backoff:
             return BACKOFF
         if uid in self._pool:
             return GATED if self._pool.is_gated(uid) else UNSCHEDULABLE
@@ -259,9 +296,9 @@ class SchedulingQueue:
             self._active.add_or_update(qpi)
             self.nominator.update_nominated_pod(old, new)
             return
-        if (entry := self._backoff.get(uid)) is not None:
+        if (entry := self._backoff_get(uid)) is not None:
             entry.qpi.pod_info = new
-            self._backoff.add_or_update(entry)
+            (self._backoff if uid in self._backoff else self._error_backoff).add_or_update(entry)
             self.nominator.update_nominated_pod(old, new)
             return
         if (qpi := self._pool.get(uid)) is not None:
@@ -280,7 +317,7 @@ class SchedulingQueue:
     def delete(self, pod: PodInfo) -> None:
         """The pod is gone (or bound elsewhere): drop it from every queue and the nominator."""
         self.nominator.delete_nominated_pod(pod)
-        if self._active.delete(pod.uid) is None and self._backoff.delete(pod.uid) is None:
+        if self._active.delete(pod.uid) is None and self._backoff_delete(pod.uid) is None:
             self._pool_pop(pod.uid)
         # The binding cycle may still fail after done() and try to requeue the pod.
         self._deleted[pod.uid] = None
@@ -295,20 +332,24 @@ class SchedulingQueue:
         """
         for pod in pods:
             qpi = self._pool.get(pod.uid)
+            from_backoff = False
             if qpi is None:
-                entry = self._backoff.delete(pod.uid)
+                entry = self._backoff_delete(pod.uid)
                 qpi = entry.qpi if entry else None
+                from_backoff = qpi is not None
             if qpi is None:
                 if pod.uid in self._in_flight:
                     self._in_flight.record(ev.FORCE_ACTIVATE, None, pod)
                 continue
-            self._move_to_active(qpi, str(ev.FORCE_ACTIVATE))
+            self._move_to_active(qpi, str(ev.FORCE_ACTIVATE), from_backoff=from_backoff)
 
     # --- the scheduling cycle -------------------------------------------------------
 
     def pop(self) -> QueuedPodInfo | None:
-        """The head of activeQ, now in flight; None when activeQ is empty."""
-        while (qpi := self._active.pop()) is not None:
+        """The head of activeQ, now in flight; None when activeQ is empty. With pop_from_backoff,
+        an empty activeQ gives the head of backoffQ (not of the pods that failed with an error),
+        backing off or not, as upstream does rather than leave the scheduler idle."""
+        while (qpi := self._pop_next()) is not None:
             if not self._in_flight.start(qpi.pod_info):
                 logger.error("Discarding %s: it is tracked in flight already", qpi.key)
                 continue
@@ -316,6 +357,13 @@ class SchedulingQueue:
             self._cycle += 1
             return qpi
         return None
+
+    def _pop_next(self) -> QueuedPodInfo | None:
+        qpi = self._active.pop()
+        if qpi is None and self.pop_from_backoff and (entry := self._backoff.pop()) is not None:
+            qpi = entry.qpi
+            logger.debug("Pod %s popped from backoffQ (activeQ is empty)", qpi.key)
+        return qpi
 
     async def pop_wait(self) -> QueuedPodInfo | None:
         """Wait for a pod to pop; None once the queue is closed."""
@@ -406,11 +454,13 @@ class SchedulingQueue:
     # --- periodic flushes -----------------------------------------------------------
 
     def flush_backoff_completed(self) -> None:
-        """Move the pods whose backoff has expired to activeQ."""
+        """Move the pods whose backoff has expired to activeQ (with pop_from_backoff: whose
+        expiry's window is over)."""
         now = self._clock()
-        while (head := self._backoff.peek()) is not None and head.expiry <= now:
-            self._backoff.pop()
-            self._move_to_active(head.qpi, ev.BACKOFF_COMPLETE)
+        for heap in (self._backoff, self._error_backoff):
+            while (head := heap.peek()) is not None and not self._entry_backing_off(head.expiry, now):
+                heap.pop()
+                self._move_to_active(head.qpi, ev.BACKOFF_COMPLETE, from_backoff=True)
 
     def flush_unschedulable_leftover(self) -> None:
         """Move pods that sat in the unschedulable pool longer than `max_in_unschedulable`."""
@@ -420,14 +470,24 @@ class SchedulingQueue:
             self._move_pods(stale, ev.UNSCHEDULABLE_TIMEOUT, None, None)
 
     async def run(self, stop_event: asyncio.Event | None = None) -> None:
-        """Flush backoffQ every second and the leftovers every 30 s until stopped or closed."""
+        """Flush backoffQ every second and the leftovers every 30 s until stopped or closed.
+
+        With pop_from_backoff the backoff flushes happen at the ordering windows' boundaries on
+        the queue's clock (the first one at the next boundary), so a whole window moves at once."""
         next_leftover = self._clock() + LEFTOVER_FLUSH_INTERVAL
+        if self.pop_from_backoff:
+            now = self._clock()
+            await self._pause(_align(now) + BACKOFF_ORDERING_WINDOW - now, stop_event)
         while not self._stopping(stop_event):
             self.flush_backoff_completed()
             if self._clock() >= next_leftover:
                 self.flush_unschedulable_leftover()
                 next_leftover = self._clock() + LEFTOVER_FLUSH_INTERVAL
-            await self._pause(BACKOFF_FLUSH_INTERVAL, stop_event)
+            pause = BACKOFF_FLUSH_INTERVAL
+            if self.pop_from_backoff:
+                now = self._clock()
+                pause = _align(now) + BACKOFF_ORDERING_WINDOW - now
+            await self._pause(pause, stop_event)
 
     def close(self) -> None:
         """Wake `pop_wait` (which then returns None) and stop `run`."""
@@ -463,10 +523,28 @@ class SchedulingQueue:
         return self._less(a.qpi, b.qpi)
 
     def _backoff_expiry(self, qpi: QueuedPodInfo) -> float:
-        return qpi.timestamp + self._profile(qpi).backoff_duration(qpi.attempts)
+        expiry = qpi.timestamp + self._profile(qpi).backoff_duration(qpi.attempts)
+        return _align(expiry) if self.pop_from_backoff else expiry
 
     def _is_backing_off(self, qpi: QueuedPodInfo) -> bool:
-        return self._backoff_expiry(qpi) > self._clock()
+        if qpi.attempts <= 0:
+            return False  # never tried: no penalty
+        return self._entry_backing_off(self._backoff_expiry(qpi), self._clock())
+
+    def _entry_backing_off(self, expiry: float, now: float) -> bool:
+        """Without pop_from_backoff: until the expiry. With it: until the window of the (aligned)
+        expiry is over, as upstream's isPodBackingoff."""
+        if self.pop_from_backoff:
+            return expiry >= _align(now)
+        return expiry > now
+
+    def _backoff_get(self, uid: str) -> _BackoffEntry | None:
+        entry = self._backoff.get(uid)
+        return entry if entry is not None else self._error_backoff.get(uid)
+
+    def _backoff_delete(self, uid: str) -> _BackoffEntry | None:
+        entry = self._backoff.delete(uid)
+        return entry if entry is not None else self._error_backoff.delete(uid)
 
     def _pool_put(self, qpi: QueuedPodInfo) -> None:
         self._pool.put(qpi)
@@ -505,18 +583,22 @@ class SchedulingQueue:
         qpi.gating_plugin = status.plugin
         logger.debug("Pod %s gated by %s: %s", qpi.key, status.plugin or "PreEnqueue", status)
 
-    def _move_to_active(self, qpi: QueuedPodInfo, event: str) -> bool:
-        """Into activeQ if PreEnqueue lets it; otherwise (gated) into the pool. True if activated."""
-        self._run_pre_enqueue(qpi)
+    def _move_to_active(self, qpi: QueuedPodInfo, event: str, *, from_backoff: bool = False) -> bool:
+        """Into activeQ if PreEnqueue lets it; otherwise (gated) into the pool. True if activated.
+
+        With pop_from_backoff, PreEnqueue ran when the pod entered backoffQ and does not run
+        again for a pod coming `from_backoff`, as upstream."""
+        if not (self.pop_from_backoff and from_backoff):
+            self._run_pre_enqueue(qpi)
         uid = qpi.uid
         if qpi.gated:
-            if uid not in self._active and uid not in self._backoff:
+            if uid not in self._active and uid not in self._backoff and uid not in self._error_backoff:
                 self._pool_put(qpi)
             return False
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self._clock()
         self._pool_pop(uid)
-        self._backoff.delete(uid)
+        self._backoff_delete(uid)
         self._active.add_or_update(qpi)
         if event in (str(ev.UNSCHEDULED_POD_ADD), str(ev.UNSCHEDULED_POD_UPDATE)):
             self.nominator.add_nominated_pod(qpi.pod_info, "")
@@ -524,10 +606,24 @@ class SchedulingQueue:
         logger.debug("Pod %s moved to activeQ on %s", qpi.key, event)
         return True
 
-    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> bool:
+        """Into backoffQ. With pop_from_backoff, PreEnqueue runs first (pop() may take the pod from
+        there): a gated pod goes to the pool instead and False is returned."""
+        if self.pop_from_backoff:
+            self._run_pre_enqueue(qpi)
+            if qpi.gated:
+                self._pool_put(qpi)
+                return False
         self._pool_pop(qpi.uid)
-        self._backoff.add_or_update(_BackoffEntry(self._backoff_expiry(qpi), qpi))
+        entry = _BackoffEntry(self._backoff_expiry(qpi), qpi)
+        if self.pop_from_backoff and _failed_with_error(qpi):
+            self._error_backoff.add_or_update(entry)
+        else:
+            self._backoff.add_or_update(entry)
+            if self.pop_from_backoff:
+                self._wakeup.set()  # pop() takes from backoffQ when activeQ is empty
         logger.debug("Pod %s moved to backoffQ on %s", qpi.key, event)
+        return True
 
     def _requeue(self, qpi: QueuedPodInfo, strategy: Strategy, event: str) -> str:
         """Send the pod where `strategy` says; returns the queue it landed in."""
@@ -535,8 +631,7 @@ class SchedulingQueue:
             self._pool_put(qpi)
             return GATED if qpi.gated else UNSCHEDULABLE
         if strategy is Strategy.AFTER_BACKOFF and self._is_backing_off(qpi):
-            self._move_to_backoff(qpi, event)
-            return BACKOFF
+            return BACKOFF if self._move_to_backoff(qpi, event) else GATED
         if self._move_to_active(qpi, event):
             return ACTIVE
         return GATED

@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Sequence
 from typing import Any
 
+from kopfsched import features
 from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.config.types import ProfileConfig
@@ -102,7 +103,8 @@ class Scheduler:
         self._tasks = TaskSet(logger)
         self.profiles = ProfileSet(registry=registry, new_handle=self.new_handle, observer=self.observer,
                                    spawn=self.spawn)
-        self.queue = SchedulingQueue(less=self.profiles.less, clock=clock, profile_for=self.profiles.queue_profile_for)
+        self.queue = SchedulingQueue(less=self.profiles.less, clock=clock, profile_for=self.profiles.queue_profile_for,
+                                     pop_from_backoff=features.enabled(features.POP_FROM_BACKOFF_Q))
         self.algorithm = SchedulingAlgorithm(cache=cache, snapshot=Snapshot(), rng=self.rng,
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
