@@ -37,7 +37,7 @@ def test_crd_identity():
     assert (version["name"], version["served"], version["storage"], version["subresources"]) == (
         "v1alpha1", True, True, {"status": {}})
     assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
-        ("Scheduler", ".spec.schedulerName"),
+        ("Scheduler", ".status.schedulerName"),
         ("Ready", '.status.conditions[?(@.type=="Ready")].status'),
         ("Scheduled", ".status.counters.scheduled"),
         ("Pending", ".status.queue.pending"),

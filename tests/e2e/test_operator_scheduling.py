@@ -160,6 +160,12 @@ async def test_profile_status_is_populated(emulator: FastKubernetesEmulator, kub
     assert 'scheduler_schedule_attempts_total{profile="kopfsched",result="scheduled"} 5.0' in metrics[1]
     printed = kubectl(pathlib.Path(kubeconfig), 'get', 'schedulerprofiles', '-o', 'json')
     assert json.loads(printed.stdout)['items'][0]['status']['counters']['scheduled'] == 5
+    # The profile leaves spec.schedulerName out: the Scheduler column still shows the name pods use.
+    assert current['schedulerName'] == 'kopfsched'
+    table = kubectl(pathlib.Path(kubeconfig), 'get', 'schedulerprofiles')
+    assert [line.split()[:5] for line in table.stdout.splitlines()] == [
+        ['NAME', 'SCHEDULER', 'READY', 'SCHEDULED', 'PENDING'],
+        ['kopfsched', 'kopfsched', 'True', '5', '0']], table.stderr
 
 
 async def _get(url: str) -> tuple[int, str]:
