@@ -138,7 +138,7 @@ def test_stdin(capsys, monkeypatch):
 def test_stdin_twice_is_a_problem(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(NODE.encode())))
     code, _, err = run(capsys, ["simulate", "-", "-"])
-    assert (code, err.splitlines()) == (1, ["-: standard input can be read only once"])
+    assert (code, err.splitlines()) == (1, ["<stdin>: standard input can be read only once"])
 
 
 def test_a_directory_is_read_as_kubectl_reads_it(tmp_path, capsys):
@@ -267,3 +267,194 @@ def test_simulate_of_nothing_usable_prints_only_the_problem(tmp_path, capsys, co
     bad = write(tmp_path, "bad.yaml", content)
     code, out, err = run(capsys, ["simulate", bad])
     assert (code, out, err.splitlines()) == (1, "", [expected.format(f=bad)])
+
+
+# -- every input path, every kind of bad input ----------------------------------------------
+
+MORE_HOSTILE = [
+    ("whitespace-only", b"  \n\t\n   \n", "{f}: no objects (the input is empty)"),
+    ("huge-scalar", b"x" * 1_000_000 + b"\n", "{f}: document 1: not an object but a string"),
+    ("list-with-a-garbage-item", b"kind: List\nitems: [just text]\n",
+     "{f}: document 1 item 1: not an object but a string"),
+    ("list-with-a-null-item", b"apiVersion: v1\nkind: List\nitems:\n- null\n",
+     "{f}: document 1 item 1: not an object but null"),
+    ("json-garbage", b'{"kind": "Pod", ', None),  # orjson's wording: only the file, the line and "invalid JSON"
+]
+EVERY_INPUT = HOSTILE + MORE_HOSTILE
+COMMANDS = ["simulate", "simulate --profile", "validate", "bench --profile", "run --config", "explain",
+            "explain --profile", "simulate --compare", "sandbox"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(("content", "expected"), [pytest.param(c, e, id=i) for i, c, e in MORE_HOSTILE])
+def test_more_hostile_input_is_one_line_and_exit_1_everywhere(tmp_path, capsys, command, content, expected):
+    bad = write(tmp_path, "bad.json" if expected is None else "bad.yaml", content)
+    code, out, err = run(capsys, subcommands(tmp_path, bad)[command])
+    assert code == 1
+    if expected is None:
+        [line] = err.splitlines()
+        assert line.startswith(f"{bad}: invalid JSON: line 1, column ")
+    else:
+        assert err.splitlines() == [expected.format(f=bad)]
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("path", ["missing.yaml", "no-yaml-dir"], ids=["nonexistent", "directory-without-yaml"])
+def test_a_path_that_gives_nothing_is_one_line_everywhere(tmp_path, capsys, command, path):
+    (tmp_path / "no-yaml-dir").mkdir()
+    write(tmp_path / "no-yaml-dir", "notes.txt", "kind: Pod\n")
+    bad = str(tmp_path / path)
+    code, out, err = run(capsys, subcommands(tmp_path, bad)[command])
+    expected = (f"{bad}: cannot read: No such file or directory" if path == "missing.yaml"
+                else f"{bad}: no .yaml, .yml or .json files in the directory")
+    assert (code, err.splitlines()) == (1, [expected])
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "sandbox"])
+@pytest.mark.parametrize(("content", "expected"),
+                         [pytest.param(c, e, id=i) for i, c, e in EVERY_INPUT if e is not None])
+def test_hostile_stdin_is_the_same_one_line_everywhere(tmp_path, capsys, monkeypatch, command, content, expected):
+    """`-` reads standard input: the same problem as from a file, named <stdin>."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(content)))
+    code, out, err = run(capsys, subcommands(tmp_path, "-")[command])
+    assert code == 1
+    assert err.splitlines() == [expected.format(f="<stdin>")]
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(("command", "content", "expected"), [
+    pytest.param("validate", NODE, "{f}: no SchedulerProfile or KubeSchedulerConfiguration in it", id="validate"),
+    pytest.param("simulate --profile", NODE,
+                 "{f}: document 1: Node/n1: kind: not a SchedulerProfile or KubeSchedulerConfiguration",
+                 id="simulate--profile"),
+    pytest.param("explain --profile", NODE,
+                 "{f}: document 1: Node/n1: kind: not a SchedulerProfile or KubeSchedulerConfiguration",
+                 id="explain--profile"),
+    pytest.param("simulate --compare", NODE,
+                 "{f}: document 1: Node/n1: kind: not a SchedulerProfile or KubeSchedulerConfiguration",
+                 id="simulate--compare"),
+    pytest.param("bench --profile", NODE,
+                 "{f}: document 1: Node/n1: kind: not a SchedulerProfile or KubeSchedulerConfiguration",
+                 id="bench--profile"),
+    pytest.param("run --config", PROFILE, "{f}: document 1: SchedulerProfile/packing: kind: must be "
+                                          "KubeSchedulerConfiguration", id="run--config"),
+    pytest.param("simulate", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
+                 "warning: skipped 1 object of kinds the scheduler does not read: Secret (1)", id="simulate"),
+])
+def test_the_wrong_kind_of_object(tmp_path, capsys, command, content, expected):
+    """A profile option given a cluster object (or --config given a profile) names the
+    object; simulate skips what it never reads with a warning and schedules the rest."""
+    bad = write(tmp_path, "wrong.yaml", content)
+    code, _, err = run(capsys, subcommands(tmp_path, bad)[command])
+    assert (code, err.splitlines()) == (0 if command == "simulate" else 1, [expected.format(f=bad)])
+
+
+def test_only_objects_the_scheduler_never_reads_is_not_an_empty_success(tmp_path, capsys):
+    secret = write(tmp_path, "secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    code, out, err = run(capsys, ["simulate", secret])
+    assert code == 1
+    assert (out, err.splitlines()) == ("", [
+        "warning: skipped 1 object of kinds the scheduler does not read: Secret (1)",
+        f"{secret}: nothing to schedule: no Nodes, Pods or workloads in it"])
+
+
+# -- kubeconfig files: run, snapshot, and simulate/explain of a live cluster ----------------------
+
+CLUSTER_COMMANDS = {
+    "run": ["run", "--no-leader-elect", "--metrics-port", "0", "--kubeconfig"],
+    "snapshot": ["snapshot", "--kubeconfig"],
+    "simulate": ["simulate", "--kubeconfig"],
+    "explain": ["explain", "default/p1", "--kubeconfig"],
+}
+KUBECONFIG_READING = [(i, c, e) for i, c, e in EVERY_INPUT
+                      if e is not None and i not in ("no-kind", "list-items-not-a-list")]
+SERVER = "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+CONTEXT = "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n"
+KUBECONFIG_SHAPES = [
+    ("not-a-config", "apiVersion: v1\nkind: Pod\n" + SERVER + CONTEXT, 'kind: must be "Config", not \'Pod\''),
+    ("contexts-not-a-list", "contexts: 5\n", "contexts: must be a list, not a number"),
+    ("cluster-not-an-object", "clusters: [1]\n", "clusters[0]: must be an object, not a number"),
+    ("unnamed-context", "contexts: [{context: {cluster: c}}]\n", "contexts[0].name: required"),
+    ("current-context-a-list", "current-context: [x]\n", "current-context: must be a string, not a list"),
+    ("server-a-number", "clusters: [{name: c, cluster: {server: 5}}]\n" + CONTEXT,
+     "clusters[0].cluster.server: must be a string, not a number"),
+    ("no-current-context", "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+     "current-context: required (the name of the context to use)"),
+    ("unknown-context", SERVER + "contexts: []\ncurrent-context: x\n",
+     'current-context: no context named "x" in contexts'),
+    ("unknown-cluster", "clusters: []\n" + CONTEXT, 'contexts[0].context.cluster: no cluster named "c" in clusters'),
+    ("no-server", "clusters: [{name: c, cluster: {}}]\n" + CONTEXT, "clusters[0].cluster.server: required"),
+    ("unknown-user", SERVER + "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+     'contexts[0].context.user: no user named "u" in users'),
+]
+
+
+@pytest.fixture
+def no_cluster_env(monkeypatch):
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("command", list(CLUSTER_COMMANDS))
+@pytest.mark.parametrize(("content", "expected"), [pytest.param(c, e, id=i) for i, c, e in KUBECONFIG_READING])
+def test_a_hostile_kubeconfig_is_the_same_one_line_everywhere(tmp_path, capsys, no_cluster_env, command, content,
+                                                              expected):
+    bad = write(tmp_path, "kubeconfig", content)
+    code, out, err = run(capsys, [*CLUSTER_COMMANDS[command], bad])
+    assert (code, out, err.splitlines()) == (1, "", [expected.format(f=bad)])
+
+
+@pytest.mark.parametrize("command", list(CLUSTER_COMMANDS))
+@pytest.mark.parametrize(("content", "expected"), [pytest.param(c, e, id=i) for i, c, e in KUBECONFIG_SHAPES])
+def test_a_kubeconfig_the_client_cannot_use_names_the_field(tmp_path, capsys, no_cluster_env, command, content,
+                                                            expected):
+    """Each of these crashed the Kubernetes client's loader with a traceback, or read as an
+    error about something else."""
+    bad = write(tmp_path, "kubeconfig", content)
+    code, out, err = run(capsys, [*CLUSTER_COMMANDS[command], bad])
+    assert (code, out, err.splitlines()) == (1, "", [f"{bad}: document 1: Config: {expected}"])
+
+
+@pytest.mark.parametrize("command", list(CLUSTER_COMMANDS))
+@pytest.mark.parametrize(("path", "expected"), [
+    pytest.param("missing", "{p}: cannot read: No such file or directory", id="nonexistent"),
+    pytest.param("", "{p}: a directory, not a kubeconfig file", id="directory"),
+    pytest.param("-", "<stdin>: a kubeconfig must be a file, not standard input", id="stdin"),
+])
+def test_a_kubeconfig_path_that_is_no_file(tmp_path, capsys, no_cluster_env, command, path, expected):
+    given = "-" if path == "-" else str(tmp_path / path)
+    code, _, err = run(capsys, [*CLUSTER_COMMANDS[command], given])
+    assert (code, err.splitlines()) == (1, [expected.format(p=given.rstrip("/"))])
+
+
+@pytest.mark.parametrize("argv", [["snapshot"], ["explain", "default/p1"], ["run", "--no-leader-elect"]],
+                         ids=["snapshot", "explain", "run"])
+def test_a_bad_file_in_the_kubeconfig_variable_is_named(tmp_path, capsys, no_cluster_env, monkeypatch, argv):
+    """$KUBECONFIG's files are checked too (missing ones are skipped, as kubectl does)."""
+    bad = write(tmp_path, "bad", b"\x00\x01")
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{bad}")
+    code, _, err = run(capsys, argv)
+    assert (code, err.splitlines()) == (1, [f"{bad}: binary data, not YAML or JSON"])
+
+
+def test_snapshot_output_is_written_only_when_complete(tmp_path, capsys, no_cluster_env):
+    """A failed read of the cluster leaves an existing -o FILE as it was, and no partial file."""
+    kubeconfig = write(tmp_path, "kubeconfig", SERVER + CONTEXT)  # nothing listens on port 1
+    kept = write(tmp_path, "snapshot.yaml", "kept\n")
+    code, _, err = run(capsys, ["snapshot", "-q", "--kubeconfig", kubeconfig, "-o", kept])
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert Path(kept).read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig", "snapshot.yaml"]
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    pytest.param("", "{o}: cannot write: Is a directory", id="a-directory"),
+    pytest.param("missing/snapshot.yaml", "{o}: cannot write: No such file or directory", id="no-such-directory"),
+])
+def test_snapshot_output_that_cannot_be_written(tmp_path, capsys, no_cluster_env, output, expected):
+    kubeconfig = write(tmp_path, "kubeconfig", SERVER + CONTEXT)
+    target = str(tmp_path / output) if output else str(tmp_path)
+    code, _, err = run(capsys, ["snapshot", "-q", "--kubeconfig", kubeconfig, "-o", target])
+    assert (code, err.splitlines()) == (1, [expected.format(o=target)])

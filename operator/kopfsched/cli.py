@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,8 +21,9 @@ INPUT_HELP = "YAML or JSON file, directory (its .yaml, .yml and .json files) or 
 KUBECONFIG_HELP = "kubeconfig file (default: the in-cluster service account, then $KUBECONFIG or ~/.kube/config)"
 
 
-def _count(minimum: int):
-    """An argparse type: an integer of at least `minimum`, worded as argparse's own errors."""
+def _count(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer of at least `minimum` (and at most `maximum`), worded as
+    argparse's own errors."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -29,8 +31,14 @@ def _count(minimum: int):
             raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
     return parse
+
+
+MAX_BENCH_NODES, MAX_BENCH_PODS = 100_000, 1_000_000
+"""Twenty times scheduler_perf's largest cases: a typo's extra zeros is refused, not run out of memory."""
 
 
 def _port(text: str) -> int:
@@ -115,14 +123,15 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure the scheduler core in-process",
                            description="Measure the scheduler core in-process (queue, cycles, cache, binding through "
                                        "the in-memory client): no API server, no HTTP.")
-    bench.add_argument("--nodes", type=_count(1), metavar="N",
-                       help="nodes (default: the workload's: 500; 5000 for preemption-async and unschedulable, "
-                            "as scheduler_perf)")
-    bench.add_argument("--init-pods", type=_count(0), metavar="N",
-                       help="pods running before the measurement (default: the workload's)")
-    bench.add_argument("--pods", type=_count(1), metavar="N", help="pods measured (default: the workload's)")
-    bench.add_argument("--workload", choices=tuple(WORKLOADS), default="basic",
-                       help="scheduler_perf-shaped workload: " + ", ".join(WORKLOADS) + " (default: basic)")
+    bench.add_argument("--nodes", type=_count(1, MAX_BENCH_NODES), metavar="N",
+                       help=f"nodes, 1 to {MAX_BENCH_NODES} ({_size_default(0)})")
+    bench.add_argument("--init-pods", type=_count(0, MAX_BENCH_PODS), metavar="N",
+                       help=f"pods running before the measurement, 0 to {MAX_BENCH_PODS} ({_size_default(1)})")
+    bench.add_argument("--pods", type=_count(1, MAX_BENCH_PODS), metavar="N",
+                       help=f"pods measured, 1 to {MAX_BENCH_PODS} ({_size_default(2)})")
+    bench.add_argument("--workload", choices=tuple(WORKLOADS), default="basic", metavar="NAME",
+                       help="the workload, shaped as upstream's scheduler_perf case: " + _workloads() +
+                            " (default: basic)")
     bench.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
     bench.add_argument("--profile", metavar="F",
                        help="SchedulerProfile or KubeSchedulerConfiguration file to bench (default: upstream's "
@@ -136,6 +145,25 @@ def _parser() -> argparse.ArgumentParser:
                                           "queueSort). Exit status 1 when anything is invalid.")
     validate.add_argument("files", nargs="+", metavar="FILE", help=INPUT_HELP)
     return parser
+
+
+def _workloads() -> str:
+    """`basic (SchedulingBasic), ...`: each workload with the scheduler_perf case it follows,
+    the first word of its docstring."""
+    import re
+
+    from kopfsched.bench.workloads import WORKLOADS
+
+    return ", ".join(f"{name} ({re.match(r'[A-Za-z]+', (make.__doc__ or '?').strip()).group()})"  # type: ignore[union-attr]
+                     for name, make in WORKLOADS.items())
+
+
+def _size_default(index: int) -> str:
+    """`default: 500; preemption-async 5000, ...`: the workloads' own sizes, as scheduler_perf's."""
+    from kopfsched.bench.workloads import DEFAULT_SIZE, SIZES
+
+    others = [f"{name} {size[index]}" for name, size in SIZES.items() if size[index] != DEFAULT_SIZE[index]]
+    return f"default: {DEFAULT_SIZE[index]}" + (f"; {', '.join(others)}" if others else "")
 
 
 def _sandbox_parser(sub) -> None:
@@ -208,6 +236,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from kopfsched.simulate.runner import simulate
 
     inputs = _read_input(list(args.files), args.kubeconfig)
+    if not inputs.problems and not inputs.nodes and not inputs.pods and not inputs.workloads:
+        # Say so, instead of an empty table that looks like a run (e.g. only ConfigMaps).
+        where = ", ".join("<stdin>" if f == "-" else f for f in args.files) or "the cluster"
+        inputs.problems.append(f"{where}: nothing to schedule: no Nodes, Pods or workloads in it")
     if inputs.problems and not inputs.nodes and not inputs.pods and not inputs.workloads:
         # Nothing usable was read: the problems are the whole answer, not an empty table.
         _print_problems(inputs.warnings)
@@ -326,12 +358,31 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     if args.output is None:
         return snapshot(args.kubeconfig, sys.stdout, quiet=args.quiet)
+    # Written beside the target and renamed into place once complete: a failed read of the
+    # cluster leaves an existing FILE as it was, never truncated or half written.
+    import tempfile
+
+    if os.path.isdir(args.output):
+        print(f"{args.output}: cannot write: Is a directory", file=sys.stderr)
+        return EXIT_INVALID
+    directory, name = os.path.split(os.path.abspath(args.output))
+    partial = None
     try:
-        with open(args.output, "w", encoding="utf-8") as out:
-            return snapshot(args.kubeconfig, out, quiet=args.quiet)
+        handle, partial = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            code = snapshot(args.kubeconfig, out, quiet=args.quiet)
+        if code == EXIT_OK:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(partial, 0o666 & ~umask)  # as open(FILE, "w") would have made it
+            os.replace(partial, args.output)
+        return code
     except OSError as exc:
         print(f"{args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INVALID
+    finally:
+        if partial is not None and os.path.exists(partial):
+            os.unlink(partial)
 
 
 def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
@@ -432,6 +483,11 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return choices[name]
 
 
+def _reads_a_cluster(args: argparse.Namespace) -> bool:
+    """run and snapshot always; simulate and explain when no snapshot file is given."""
+    return args.command in ("run", "snapshot") or (args.command in ("simulate", "explain") and not args.files)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -441,6 +497,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kopfsched import features
 
         features.set_gates(args.feature_gates)
+    if _reads_a_cluster(args):
+        from kopfsched.config.kubeconfig import all_problems
+
+        problems = all_problems(args.kubeconfig, os.environ)
+        if problems:
+            _print_problems(problems)
+            return EXIT_INVALID
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

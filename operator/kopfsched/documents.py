@@ -189,7 +189,7 @@ def _expand(paths: Iterable[str], problems: list[str]) -> Iterator[str]:
     for path in paths:
         if path == STDIN:
             if stdin_used:
-                problems.append(f"{STDIN}: standard input can be read only once")
+                problems.append(f"{STDIN_NAME}: standard input can be read only once")
                 continue
             stdin_used = True
             yield path

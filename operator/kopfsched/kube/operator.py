@@ -313,7 +313,7 @@ async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
             with open(kubeconfig, encoding="utf-8"):
                 pass  # kubernetes_asyncio reads a missing file as an empty one, with a misleading error
             await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        except (OSError, k8s_config.ConfigException) as exc:
+        except Exception as exc:  # the user's file (the CLI checked its shape): a line, never a traceback
             message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise StartupError(f"--kubeconfig {kubeconfig}: {' '.join(message.split())}") from exc
         return configuration
