@@ -282,3 +282,34 @@ def test_feature_gates_switch_pop_from_backoff_and_refuse_unknown_gates(capsys: 
     assert capsys.readouterr().err.splitlines()[-1] == (
         "kopfsched simulate: error: argument --feature-gates: invalid feature gate "
         "'SchedulerPopFromBackoffQ=yes': expected Name=true or Name=false")
+
+
+def test_every_help_shows_each_flag_with_its_actual_default(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kopfsched COMMAND --help` as printed: every flag is listed, and the default its help
+    states is the one argparse really uses (a changed default cannot leave the help behind)."""
+    import argparse
+
+    from kopfsched.cli import _parser
+
+    monkeypatch.setenv("COLUMNS", "2000")  # no line wrapping at hyphens
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in subparsers.choices.items():
+        with pytest.raises(SystemExit) as exc:
+            main([name, "--help"])
+        printed = " ".join(capsys.readouterr().out.split())
+        assert exc.value.code == 0
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            help_text = " ".join(sub._get_formatter()._expand_help(action).split())
+            assert help_text in printed, f"{name} {action.dest}: help not printed"
+            for option in action.option_strings:
+                assert option in printed, f"{name} {option}: not listed"
+            default = action.default
+            if isinstance(default, bool):
+                stated = "default: off" if default is False else "default: on"
+                assert stated in help_text, f"{name} {action.option_strings}: {help_text!r}"
+            elif isinstance(default, (int, str)):
+                assert f"default: {default}" in help_text, f"{name} {action.option_strings}: {help_text!r}"
