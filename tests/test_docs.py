@@ -3,8 +3,12 @@ that is not shipped, and every relative link in the README and docs/ resolves.""
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +38,156 @@ def test_relative_links_resolve(doc: Path) -> None:
     links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text())
     missing = [link for link in links if "://" not in link and not (doc.parent / link).exists()]
     assert missing == []
+
+
+# -- every command the README and docs/ show --------------------------------------------------
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+PROGRAMS = ("kopfsched", "kubectl", "pip", "python", "docker", "curl", "export", "PYTHONPATH=", "cd")
+OFFLINE = ("simulate", "explain", "validate")
+"""kopfsched subcommands that need no cluster: their commands in the docs are run here."""
+
+ELSEWHERE = {
+    # a command (regex, whole command) → the test that runs it, as "file::test"
+    r"pip install (-e )?(\.|'\.\[test\]')": "tests/outoftree/test_writing_plugins_guide.py::"
+                                             "test_a_reader_installs_the_plugin_and_uses_it",
+    r"python -m pytest|pytest": "tests/test_docs.py::test_every_documented_command_is_run_somewhere",
+    r"kopfsched sandbox": "tests/e2e/test_sandbox.py::test_a_kubectl_session_against_the_sandbox",
+    r"export KUBECONFIG=kopfsched-sandbox\.kubeconfig|kubectl (--kubeconfig kopfsched-sandbox\.kubeconfig )?"
+    r"(get|describe|apply) .*": "tests/e2e/test_sandbox.py::test_a_kubectl_session_against_the_sandbox",
+    r"kubectl apply -f crds/ -f manifests/": "tests/e2e/test_operator_scheduling.py::"
+                                            "test_whole_install_in_one_apply_then_the_default_profile_serves",
+    r"docker (build|push) .*|kubectl -n kopfsched-system set image .*": "tests/test_manifests.py::"
+                                                                         "test_the_readme_image_overrides_work",
+    r"kopfsched snapshot -o cluster\.yaml|kopfsched (simulate|explain shop/web-7d4b9) cluster\.yaml":
+        "tests/e2e/test_snapshot_explain.py::test_snapshot_round_trips_into_simulate_with_the_operators_reasons",
+    r"kubectl -n kopfsched-system port-forward deploy/kopfsched .*|curl -s http://127\.0\.0\.1:\d+/debug/pending .*":
+        "tests/e2e/test_operator_dashboard.py::"
+        "test_debug_pending_reports_the_last_attempt_and_forgets_bound_and_deleted_pods",
+    r"PYTHONPATH=operator python -m tests\.observability\.dashboard_cost":
+        "tests/test_docs.py::test_the_dashboard_cost_script_runs_as_documented",
+    r"pip install (-e )?\./examples/qos-sort-plugin|cd examples/qos-sort-plugin|"
+    r"kopfsched (validate|simulate) examples/qos-sort-plugin/.*":
+        "tests/outoftree/test_qos_sort_example.py::test_simulate_orders_equal_priority_pods_by_qos",
+    r"kopfsched (validate tiered\.yaml|simulate snapshot\.yaml --profile tiered\.yaml --explain)":
+        "tests/outoftree/test_writing_plugins_guide.py::test_a_reader_installs_the_plugin_and_uses_it",
+}
+
+
+def documented_commands() -> list[tuple[str, str, str | None]]:
+    """(where, command, the output shown under it or None) for every command in a code block:
+    every line of a `sh`/`shell` block, and the `$ ` lines of the others (output follows)."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for match in FENCE.finditer(text):
+            lang, body = match.groups()
+            where = f"{doc.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 1}"
+            lines = body.splitlines()
+            if any(line.startswith("$ ") for line in lines):
+                starts = [i for i, line in enumerate(lines) if line.startswith("$ ")]
+                for i, start in enumerate(starts):
+                    end = starts[i + 1] if i + 1 < len(starts) else len(lines)
+                    shown = "\n".join(lines[start + 1:end]).strip("\n")
+                    found.append((where, lines[start][2:], shown or None))
+            elif lang in ("sh", "shell", "") and lines and lines[0].startswith(PROGRAMS):
+                for line in lines:
+                    command = line.split(" #", 1)[0].strip()
+                    if command and not command.startswith("#"):
+                        found.append((where, command, None))
+    return [(where, part.strip(), shown) for where, command, shown in found for part in command.split(" && ")]
+
+
+def is_synopsis(command: str) -> bool:
+    """`kopfsched simulate FILE... [--profile F]...`: the form of a command, not one to run."""
+    return command.startswith("kopfsched ") and ("[" in command or "..." in command)
+
+
+def runs_here(command: str) -> bool:
+    """An offline kopfsched command on the repository's own files, run by no other test."""
+    argv = shlex.split(command)
+    return (argv[:1] == ["kopfsched"] and argv[1] in OFFLINE and not any(re.fullmatch(p, command) for p in ELSEWHERE)
+            and all((ROOT / arg).is_file() for arg in argv[2:] if arg.endswith((".yaml", ".yml", ".json"))))
+
+
+def test_every_documented_command_is_run_somewhere() -> None:
+    """Each command is run below, or by the named test; a new command in the docs must be
+    added to one or the other, and an entry no command needs any more is an error too."""
+    unaccounted, used = [], set()
+    for where, command, _ in documented_commands():
+        if is_synopsis(command) or runs_here(command):
+            continue
+        patterns = [p for p in ELSEWHERE if re.fullmatch(p, command)]
+        used.update(patterns)
+        if not patterns:
+            unaccounted.append(f"{where}: {command}")
+    assert unaccounted == []
+    assert set(ELSEWHERE) - used == set(), "entries no documented command matches"
+    for test in set(ELSEWHERE.values()):
+        path, name = test.split("::")
+        assert re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.MULTILINE), test
+
+
+def test_every_synopsis_names_real_flags() -> None:
+    from kopfsched.cli import _parser
+
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    synopses = [(where, command) for where, command, _ in documented_commands() if is_synopsis(command)]
+    assert synopses
+    for where, command in synopses:
+        name = command.split()[1]
+        flags = {option for action in subparsers.choices[name]._actions for option in action.option_strings}
+        for flag in re.findall(r"(?<![\w-])--?[a-z][\w-]*", command):
+            assert flag.split("/")[0] in flags, f"{where}: {flag} is not a flag of kopfsched {name}"
+
+
+OFFLINE_COMMANDS = [(where, command, shown) for where, command, shown in documented_commands()
+                    if not is_synopsis(command) and runs_here(command)]
+
+
+@pytest.mark.parametrize(("where", "command", "shown"), OFFLINE_COMMANDS,
+                         ids=[f"{w} {c}" for w, c, _ in OFFLINE_COMMANDS])
+def test_documented_offline_command_runs_as_shown(monkeypatch, capsys, where, command, shown) -> None:
+    """Run from the repository's top, as the docs do; the output shown is the output."""
+    from kopfsched.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(shlex.split(command)[1:]) == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert err == ""
+    if shown is not None:
+        assert out.rstrip("\n") == shown, f"{where}: the output shown is not the output"
+
+
+def test_the_dashboard_cost_script_runs_as_documented(tmp_path) -> None:
+    """docs/dashboard.md's measurement, as written but on a small cluster (the full size is a
+    benchmark, not a test)."""
+    done = subprocess.run([sys.executable, "-m", "tests.observability.dashboard_cost", "--nodes", "50", "--pods", "100",
+                           "--pending", "50"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "operator")},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("50 nodes, 100 bound pods, 50 pending pods")
+    assert "/debug/overview: median " in done.stdout and "/debug/pending:  median " in done.stdout
+
+
+def test_the_quick_start_says_what_its_run_shows(monkeypatch, capsys) -> None:
+    """The README's words about `kopfsched simulate examples/cluster.yaml` match the run: a
+    newcomer must not meet an unexplained failure in the first output they see."""
+    import json
+
+    from kopfsched.cli import main
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "examples/cluster.yaml", "-o", "json"]) == 0
+    pods = json.loads(capsys.readouterr().out)["pods"]
+    by_result: dict[str, list[str]] = {}
+    for pod in pods:
+        by_result.setdefault(pod["result"], []).append(f"{pod['namespace']}/{pod['name']}")
+    numbers = {1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five"}
+    assert f"{numbers[len(by_result['Unschedulable'])]} pods cannot fit anywhere" in readme
+    assert by_result["Gated"] == ["batch/quota-job-0"] and "`quota-job-0` waits behind a scheduling gate" in readme
+    assert by_result["NotHandled"] == [f"batch/report-{i}" for i in range(3)]
+    assert "The three `batch/report-*` pods ask for a scheduler named `bin-packing`" in readme
+    assert set(by_result) == {"Scheduled", "Unschedulable", "Gated", "NotHandled"}
