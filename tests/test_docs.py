@@ -191,3 +191,23 @@ def test_the_quick_start_says_what_its_run_shows(monkeypatch, capsys) -> None:
     assert by_result["NotHandled"] == [f"batch/report-{i}" for i in range(3)]
     assert "The three `batch/report-*` pods ask for a scheduler named `bin-packing`" in readme
     assert set(by_result) == {"Scheduled", "Unschedulable", "Gated", "NotHandled"}
+
+
+def test_the_docs_name_the_metrics_port_the_operator_uses() -> None:
+    """The metrics port moved off kube-scheduler's secure 10259; every port the docs give for
+    the dashboard, the metrics or a port-forward is the one `kopfsched run` serves on, and
+    10259 appears only where the docs say it is kube-scheduler's secure port, not ours."""
+    from kopfsched.cli import _parser
+
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    [port] = [a.default for a in subparsers.choices["run"]._actions if a.dest == "metrics_port"]
+    manifest = (ROOT / "manifests" / "05-deployment.yaml").read_text()
+    assert f'"--metrics-port", "{port}"' in manifest
+    for doc in DOCS:
+        text = doc.read_text()
+        given = re.findall(r"port-forward \S+ (\d+):(\d+)|127\.0\.0\.1:(\d+)"
+                           r"|metrics port \((?:`--metrics-port`, )?(\d+)|default `kopfsched run`'s, (\d+)", text)
+        assert {int(n) for groups in given for n in groups if n} <= {port}, doc
+        for line in (line for line in text.splitlines() if "10259" in line):
+            assert "secure" in line or "kube-scheduler's 10259" in line, f"{doc.name}: {line}"
