@@ -118,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input")
     snapshot.add_argument("--kubeconfig", metavar="F", help=KUBECONFIG_HELP)
     snapshot.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    snapshot.add_argument("-q", "--quiet", action="store_true", help="leave out the progress lines on stderr (default: off)")
+    snapshot.add_argument("-q", "--quiet", action="store_true",
+                          help="leave out the progress lines on stderr (default: off)")
 
     bench = sub.add_parser("bench", help="measure the scheduler core in-process",
                            description="Measure the scheduler core in-process (queue, cycles, cache, binding through "
