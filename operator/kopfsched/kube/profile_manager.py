@@ -163,7 +163,8 @@ class ProfileManager:
     def _status(self, cr: _ProfileCR, depths: Mapping[str, dict[str, int]]) -> dict[str, Any]:
         condition = self._condition(cr)
         serving = cr.valid is not None and not cr.conflicts
-        status: dict[str, Any] = {"observedGeneration": cr.generation, "conditions": [condition]}
+        status: dict[str, Any] = {"schedulerName": _scheduler_name(cr), "observedGeneration": cr.generation,
+                                  "conditions": [condition]}
         if not serving or cr.valid is None:
             return status
         scheduler_name = cr.valid.scheduler_name
@@ -183,6 +184,15 @@ class ProfileManager:
 
     def _queue_depths(self) -> dict[str, dict[str, int]]:
         return self.scheduler.queue.pending_counts_by(lambda pod: pod.scheduler_name)
+
+
+def _scheduler_name(cr: _ProfileCR) -> str:
+    """The scheduler name the profile serves (or claims): spec.schedulerName defaults to
+    metadata.name, and the CRD's Scheduler column reads it here, so it shows either way."""
+    if cr.valid is not None:
+        return cr.valid.scheduler_name
+    claimed = cr.spec.get("schedulerName") if isinstance(cr.spec, dict) else None
+    return claimed if isinstance(claimed, str) and claimed else cr.name
 
 
 def _empty_depths() -> dict[str, int]:

@@ -46,7 +46,6 @@ class StatusWriter:
 
     async def write_profiles(self) -> None:
         for name, status in self.profiles.statuses().items():
-            status = {"schedulerName": self._scheduler_name(name), **status}
             if self._written.get(name) == status:
                 continue
             try:
@@ -59,15 +58,6 @@ class StatusWriter:
             self._written[name] = status
         for gone in set(self._written) - set(self.profiles.crs):
             del self._written[gone]
-
-    def _scheduler_name(self, name: str) -> str:
-        """The scheduler name the profile serves (or claims): spec.schedulerName defaults to
-        metadata.name, so `kubectl get schedulerprofiles` shows it even when left out."""
-        cr = self.profiles.crs[name]
-        if cr.valid is not None:
-            return cr.valid.scheduler_name
-        claimed = (cr.spec or {}).get("schedulerName") if isinstance(cr.spec, dict) else None
-        return claimed if isinstance(claimed, str) and claimed else name
 
 
 def _merge_nulls(previous: dict[str, Any] | None, status: dict[str, Any]) -> dict[str, Any]:
