@@ -115,6 +115,7 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
                           observer=observer if also_observe is None else Observers(observer, also_observe))
     create = load_workload(workload, scheduler, client, profile or default_profile(registry))
     started = time.perf_counter()
+    cpu_started = time.process_time()
     loop_task = asyncio.ensure_future(scheduler.run())
     # Backoff expiry moves retried pods (e.g. preemptors) back to activeQ, as in a cluster.
     flush_task = asyncio.ensure_future(scheduler.queue.run())
@@ -123,6 +124,7 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout)
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     done.set()
     if churn_task is not None:
         await churn_task
@@ -138,6 +140,7 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
         "failedAttempts": observer.failed,
         "seconds": round(elapsed, 3),
         "podsPerSecond": round(observer.scheduled / elapsed, 1) if elapsed else 0.0,
+        "cpuSeconds": round(cpu, 3),
         "churnPods": churned[0],
         "p50Ms": round(_percentile(observer.latencies, 0.50) * 1000, 3),
         "p90Ms": round(_percentile(observer.latencies, 0.90) * 1000, 3),

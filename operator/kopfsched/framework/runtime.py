@@ -103,6 +103,29 @@ def _timed(point: str, status_of: Callable[[Any], Status | None] = lambda result
 PostFilterOutcome = tuple[PostFilterResult | None, Status | None]
 
 
+def _first_invalid_score(per_plugin: dict[str, np.ndarray], score_plugins: list[tuple[Any, int]]
+                         ) -> tuple[np.ndarray, dict[str, np.ndarray], Status] | None:
+    """The outcome of run_score_plugins_on_rows at the first plugin (in `per_plugin`'s order)
+    whose scores leave [MIN_NODE_SCORE, MAX_NODE_SCORE]: the totals and scores of the
+    plugins before it, and its error."""
+    weights = {plugin.name: weight for plugin, weight in score_plugins}
+    totals: np.ndarray | None = None
+    before: dict[str, np.ndarray] = {}
+    for name, scores in per_plugin.items():
+        if totals is None:
+            totals = np.zeros(len(scores), dtype=np.int64)
+        if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+            bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+            status = Status.as_error(
+                f'plugin "{name}" returns an invalid score {bad}, it should in the range of '
+                f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+            ).with_plugin(name)
+            return totals, before, status
+        before[name] = scores
+        totals += scores * weights[name]
+    return None
+
+
 class _PostFilterRun:
     """PostFilter plugins in turn, as upstream's RunPostFilterPlugins: the first success, error
     or UnschedulableAndUnresolvable ends the run; when every plugin rejects, the outcome is
@@ -457,19 +480,19 @@ class Framework:
         On a WhatIfTable, node-static plugins judge the real nodes behind its rows (their
         answer is the same) so that no NodeInfo copy is built for them."""
         rejected: dict[int, Status] = {}
-        alive_pos = np.arange(len(rows))
+        alive = rows  # the rows every plugin so far passed
+        alive_pos: np.ndarray | None = None  # their positions in `rows`; None: all of them
         skipped = state.skip_filter_plugins
-        static = self._node_static_names
+        static = self._node_static_names if isinstance(table, WhatIfTable) else ()
         for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
-            if not len(alive_pos):
+            if not len(alive):
                 break
             if plugin.name in skipped:
                 continue
-            alive = rows[alive_pos]
             judged: NodeTable = table
             judged_rows: np.ndarray | None = None
-            if isinstance(table, WhatIfTable) and plugin.name in static:
-                judged, judged_rows = table.root, table.root_rows
+            if plugin.name in static:
+                judged, judged_rows = cast(WhatIfTable, table).root, cast(WhatIfTable, table).root_rows
             batch = self._batch_filter.get(plugin.name)
             if batch is not None:
                 try:
@@ -478,7 +501,7 @@ class Framework:
                 except Exception as exc:
                     error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
                     rejected[int(alive[0])] = error.with_plugin(plugin.name)
-                    alive_pos = alive_pos[:0]
+                    alive = alive[:0]
                     break
                 if passed.all():
                     continue
@@ -491,7 +514,7 @@ class Framework:
                     except Exception as exc:
                         error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
                         rejected[int(failed[0])] = error.with_plugin(plugin.name)
-                        alive_pos = alive_pos[:0]
+                        alive = alive[:0]
                         break
                     reported: dict[int, Status] = {}  # statuses are shared: wrap each once
                     for row, answer in zip(failed.tolist(), statuses, strict=True):
@@ -499,28 +522,34 @@ class Framework:
                         if wrapped is None:
                             wrapped = reported[id(answer)] = _filter_failure(plugin, answer)
                         rejected[row] = wrapped
-                    alive_pos = alive_pos[passed]
-                    continue
-                nodes = judged.nodes
-                for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):
-                    one = self._filter_one(plugin, state, pod, nodes[judged_row])
-                    rejected[row] = one if one is not None else Status.as_error(
-                        f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its filter '
-                        "accepted it").with_plugin(plugin.name)
-                alive_pos = alive_pos[passed]
+                else:
+                    nodes = judged.nodes
+                    for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):
+                        one = self._filter_one(plugin, state, pod, nodes[judged_row])
+                        rejected[row] = one if one is not None else Status.as_error(
+                            f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its '
+                            "filter accepted it").with_plugin(plugin.name)
+                alive_pos = np.flatnonzero(passed) if alive_pos is None else alive_pos[passed]
+                alive = alive[passed]
             else:
                 nodes = judged.nodes
                 keep: list[int] = []
                 on_judged = alive if judged_rows is None else judged_rows[alive]
-                for pos, row, judged_row in zip(alive_pos.tolist(), alive.tolist(), on_judged.tolist(), strict=True):
+                for i, (row, judged_row) in enumerate(zip(alive.tolist(), on_judged.tolist(), strict=True)):
                     status = self._filter_one(plugin, state, pod, nodes[judged_row])
                     if status is None:
-                        keep.append(pos)
+                        keep.append(i)
                     else:
                         rejected[row] = status
-                alive_pos = np.asarray(keep, dtype=np.int64)
+                if len(keep) < len(alive):
+                    kept = np.asarray(keep, dtype=np.int64)
+                    alive_pos = kept if alive_pos is None else alive_pos[kept]
+                    alive = alive[kept]
+        if alive_pos is None and len(alive):
+            return np.ones(len(rows), dtype=bool), rejected
         mask = np.zeros(len(rows), dtype=bool)
-        mask[alive_pos] = True
+        if len(alive):
+            mask[alive_pos] = True
         return mask, rejected
 
     # -- PostFilter ----------------------------------------------------------------------------
@@ -584,7 +613,8 @@ class Framework:
     def run_score_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
-        """(weighted totals, normalized pre-weight scores per plugin, error)."""
+        """(weighted totals, normalized pre-weight scores per plugin, error). With an error,
+        totals and scores are those of the plugins before the one it blames."""
         totals = np.zeros(len(rows), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         skipped = state.skip_score_plugins
@@ -604,17 +634,21 @@ class Framework:
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
             except Exception as exc:
+                # An earlier plugin's invalid score is reported first, as a check per plugin would.
+                invalid = _first_invalid_score(per_plugin, self.score_plugins)
+                if invalid is not None:
+                    return invalid
                 status = Status.as_error(f'running Score plugins: plugin "{name}": {exc}').with_plugin(name)
-                return totals, per_plugin, status
-            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
-                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
-                status = Status.as_error(
-                    f'plugin "{name}" returns an invalid score {bad}, it should in the range of '
-                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-                ).with_plugin(name)
                 return totals, per_plugin, status
             per_plugin[name] = scores
             totals += scores * weight
+        # The range of every plugin's scores checked at once: one pass instead of two per plugin.
+        if per_plugin and len(rows):
+            every = np.concatenate(list(per_plugin.values())) if len(per_plugin) > 1 else scores
+            if every.max() > MAX_NODE_SCORE or every.min() < MIN_NODE_SCORE:
+                invalid = _first_invalid_score(per_plugin, self.score_plugins)
+                assert invalid is not None
+                return invalid
         return totals, per_plugin, None
 
     # -- Reserve / Permit ----------------------------------------------------------------------

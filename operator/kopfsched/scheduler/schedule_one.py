@@ -212,7 +212,7 @@ class SchedulingAlgorithm:
         else:
             to_find = num_feasible_nodes_to_find(percentage, num_all)
         start = 0 if exhaustive else self.next_start_node_index % num_all
-        order = np.roll(rows, -start) if start else rows
+        order = np.concatenate((rows[start:], rows[:start])) if start else rows  # np.roll, cheaper
         if not fwk.has_filter_plugins():
             return order[:to_find], to_find
         found: list[np.ndarray] = []
@@ -309,8 +309,7 @@ class SchedulingAlgorithm:
         then the interested prioritize extenders (called concurrently; one that fails
         gives no scores, as upstream)."""
         if fwk.has_score_plugins():
-            nodes = self.snapshot.table.nodes
-            status = fwk.run_pre_score_plugins(state, pod, [nodes[r] for r in feasible.tolist()])
+            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible))
             if status is not None:
                 raise SchedulingError(status)
             totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
@@ -349,6 +348,25 @@ class SchedulingAlgorithm:
 def _has_scoring(fwk: Framework, extenders: Sequence[HTTPExtender]) -> bool:
     """Upstream's hasScoring: Score plugins or a prioritize extender."""
     return fwk.has_score_plugins() or any(e.is_prioritizer() for e in extenders)
+
+
+def _nodes_of(nodes: list, rows: np.ndarray) -> list:
+    """[nodes[r] for r in rows], by slices where the rows run in steps of one (the feasible
+    rows are mostly a stretch or two of the rotated node order): a slice copies a list at C
+    speed, where the comprehension touches each node object."""
+    count = len(rows)
+    if count < 16:
+        return [nodes[r] for r in rows.tolist()]
+    breaks = np.flatnonzero(np.diff(rows) != 1)
+    if len(breaks) > count // 16:
+        return [nodes[r] for r in rows.tolist()]
+    out: list = []
+    first = 0
+    for end in [*(breaks + 1).tolist(), count]:
+        start = int(rows[first])
+        out += nodes[start:start + end - first]
+        first = end
+    return out
 
 
 def _has_nominated_pods(nominator) -> bool:

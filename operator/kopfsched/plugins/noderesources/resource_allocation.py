@@ -127,6 +127,11 @@ class Strategy:
     def score_array(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
         raise NotImplementedError
 
+    def score_array_offered(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        """`score_array` when every node offers every resource (all allocatable > 0): the
+        same numbers, with fewer numpy steps where a strategy knows a shorter way."""
+        return self.score_array(requested, allocatable)
+
 
 class _WeightedStrategy(Strategy):
     """Least/MostAllocated: Σ score(resource)·weight / Σ weight over resources the node has."""
@@ -161,6 +166,28 @@ class _WeightedStrategy(Strategy):
             weight_sum += present * weight
         return np.where(weight_sum == 0, 0, go_div_array(node_score, weight_sum))
 
+    def score_array_offered(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        # Every resource present: the weight sum is the same for all nodes, and every
+        # numerator and denominator is non-negative, so Go's division is numpy's floor.
+        weight_sum = sum(self.weights)
+        if weight_sum <= 0 or min(self.weights, default=0) < 0:
+            return self.score_array(requested, allocatable)
+        node_score: np.ndarray | None = None
+        for req, alloc, weight in zip(requested, allocatable, self.weights, strict=True):
+            score = self.offered_score_array(req, alloc)
+            if weight != 1:
+                score *= weight
+            node_score = score if node_score is None else node_score + score
+        if node_score is None:
+            return np.zeros(0, dtype=np.int64)
+        node_score //= weight_sum
+        return node_score
+
+    @staticmethod
+    def offered_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        """resource_score_array where every capacity is > 0 (a fresh array)."""
+        raise NotImplementedError
+
 
 class LeastAllocated(_WeightedStrategy):
     """Favours nodes with more unused capacity: (capacity - requested)·100 / capacity."""
@@ -175,6 +202,14 @@ class LeastAllocated(_WeightedStrategy):
     def resource_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         score = go_div_array((capacity - requested) * MAX_NODE_SCORE, capacity)
         return np.where((capacity == 0) | (requested > capacity), 0, score)
+
+    @staticmethod
+    def offered_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        free = capacity - requested
+        score = free * MAX_NODE_SCORE
+        score //= capacity  # exact where used: free >= 0 there, capacity > 0
+        score[free < 0] = 0
+        return score
 
 
 class MostAllocated(_WeightedStrategy):
@@ -191,6 +226,16 @@ class MostAllocated(_WeightedStrategy):
     def resource_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         score = go_div_array(np.minimum(requested, capacity) * MAX_NODE_SCORE, capacity)
         return np.where(capacity == 0, 0, score)
+
+    @staticmethod
+    def offered_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        # Requested is never negative (sums of parsed requests), so neither is the numerator.
+        if len(requested) and requested.min() < 0:
+            return MostAllocated.resource_score_array(requested, capacity)
+        score = np.minimum(requested, capacity)
+        score *= MAX_NODE_SCORE
+        score //= capacity
+        return score
 
 
 class RequestedToCapacityRatio(Strategy):
@@ -308,6 +353,31 @@ class Balanced(Strategy):
         std = np.where(count == 2, np.abs((first - second) / 2), np.where(count > 2, std_many, 0.0))
         return np.trunc((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
+    def score_array_offered(self, requested: list[np.ndarray], allocatable: list[np.ndarray]) -> np.ndarray:
+        # The arithmetic of score_array with every resource present, step for step (the
+        # same float operations in the same order, so the same results).
+        fractions = [np.minimum(np.true_divide(req, alloc), 1.0) for req, alloc in zip(requested, allocatable,
+                                                                                        strict=True)]
+        count = len(fractions)
+        if count == 2:
+            std = np.abs((fractions[0] - fractions[1]) / 2)
+        elif count > 2:
+            total = fractions[0] + fractions[1]
+            for fraction in fractions[2:]:
+                total += fraction
+            mean = total / float(count)
+            acc = (fractions[0] - mean) * (fractions[0] - mean)
+            for fraction in fractions[1:]:
+                deviation = fraction - mean
+                acc += deviation * deviation
+            std = np.sqrt(acc / float(count))
+        else:
+            n = len(requested[0]) if requested else 0
+            return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
+        std = 1 - std
+        std *= float(MAX_NODE_SCORE)
+        return np.trunc(std).astype(np.int64)
+
 
 # --- the scorer --------------------------------------------------------------------------
 
@@ -362,6 +432,22 @@ class ResourceAllocationScorer:
     def score_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         requested: list[np.ndarray] = []
         allocatable: list[np.ndarray] = []
+        if len(rows):  # first try the case where every row offers every resource (allocatable > 0)
+            for name, pod_request in zip(self.resources, pod_requests, strict=True):
+                alloc_col, req_col = self._columns(name, pod_request)
+                if alloc_col is None or req_col is None:
+                    break
+                alloc = table.column(alloc_col)[rows]
+                if alloc.min() <= 0:
+                    break
+                req = table.column(req_col)[rows]
+                req += pod_request
+                allocatable.append(alloc)
+                requested.append(req)
+            else:
+                return self.strategy.score_array_offered(requested, allocatable)
+            requested.clear()
+            allocatable.clear()
         zeros = np.zeros(len(rows), dtype=np.int64)
         for name, pod_request in zip(self.resources, pod_requests, strict=True):
             alloc_col, req_col = self._columns(name, pod_request)

@@ -126,14 +126,26 @@ class PodTopologySpread:
         self.default_constraints: tuple[Mapping[str, Any], ...] = (
             common.SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else args.default_constraints)
         self._count_columns: OrderedDict[str, ColumnSpec] = OrderedDict()
+        # Without a labelSelector (the args forbid one), the default constraints parse the
+        # same for every pod: parsed once per action.
+        self._defaults_parsed: dict[str, list[TopologySpreadConstraint]] | None = (
+            {} if all(c.get("labelSelector") is None for c in self.default_constraints) else None)
 
     # -- constraints ---------------------------------------------------------------------------
 
     def _build_default_constraints(self, pod: PodInfo, action: str) -> list[TopologySpreadConstraint]:
-        constraints = common.filter_constraints(self.default_constraints, pod.labels, action)
+        parsed = self._defaults_parsed
+        if parsed is None:
+            constraints = common.filter_constraints(self.default_constraints, pod.labels, action)
+        elif action in parsed:
+            constraints = parsed[action]
+        else:
+            constraints = parsed[action] = common.filter_constraints(self.default_constraints, {}, action)
         if not constraints:
             return []
         raw = common.default_selector(pod, self.handle.objects)
+        if not raw.get("matchLabels") and not raw.get("matchExpressions"):
+            return []  # Selector.of(raw) would be empty: not compiled for nothing
         selector = common.Selector.of(raw)
         if selector.empty:
             return []

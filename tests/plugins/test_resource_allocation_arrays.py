@@ -1,0 +1,64 @@
+"""The strategies' shorter path for nodes that offer every resource gives exactly the
+numbers of their general path (and of the per-node arithmetic)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kopfsched.plugins.noderesources.resource_allocation import (
+    Balanced,
+    LeastAllocated,
+    MostAllocated,
+    RequestedToCapacityRatio,
+    ShapePoint,
+    Strategy,
+)
+
+STRATEGIES = {
+    "least allocated": LeastAllocated([1, 1]),
+    "least allocated, weighted": LeastAllocated([3, 7, 2]),
+    "most allocated": MostAllocated([1, 1]),
+    "most allocated, weighted": MostAllocated([5, 1, 1]),
+    "balanced, one resource": Balanced(),
+    "balanced, two resources": Balanced(),
+    "balanced, four resources": Balanced(),
+    "requested to capacity ratio": RequestedToCapacityRatio([1, 2], [ShapePoint(0, 10), ShapePoint(50, 3),
+                                                                     ShapePoint(100, 0)]),
+}
+RESOURCES = {"balanced, one resource": 1, "balanced, four resources": 4}
+
+
+def columns(rng: np.random.Generator, resources: int, rows: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Allocatable > 0 from 1 to about 10^12; requested from nothing to well past it."""
+    allocatable = [rng.integers(1, 10 ** int(rng.integers(1, 13)), rows) for _ in range(resources)]
+    requested = [np.maximum(0, (a * rng.uniform(0, 1.6, rows)).astype(np.int64) + rng.integers(-2, 3, rows))
+                 for a in allocatable]
+    return requested, allocatable
+
+
+@pytest.mark.parametrize("name, strategy", STRATEGIES.items(), ids=STRATEGIES.keys())
+def test_offered_path_is_the_general_path(name: str, strategy: Strategy):
+    rng = np.random.default_rng(12)
+    resources = RESOURCES.get(name, len(getattr(strategy, "weights", [1, 1])))
+    for _ in range(200):
+        requested, allocatable = columns(rng, resources, int(rng.integers(1, 400)))
+        general = strategy.score_array([r.copy() for r in requested], [a.copy() for a in allocatable])
+        offered = strategy.score_array_offered([r.copy() for r in requested], [a.copy() for a in allocatable])
+        assert offered.dtype == np.int64
+        assert offered.tolist() == general.tolist()
+        per_node = [strategy.score([int(r[i]) for r in requested], [int(a[i]) for a in allocatable])
+                    for i in range(min(20, len(general)))]
+        assert general[:20].tolist() == per_node
+
+
+def test_exact_boundaries():
+    """Requested equal to allocatable, one over, nothing; fractions that tie at .5 of a point."""
+    requested = [np.array([4000, 4001, 0, 2000, 1], dtype=np.int64),
+                 np.array([8, 9, 0, 2, 3], dtype=np.int64)]
+    allocatable = [np.array([4000, 4000, 4000, 4000, 3], dtype=np.int64),
+                   np.array([8, 8, 8, 8, 6], dtype=np.int64)]
+    for strategy in (LeastAllocated([1, 1]), MostAllocated([1, 1]), Balanced()):
+        assert (strategy.score_array_offered(requested, allocatable).tolist()
+                == strategy.score_array(requested, allocatable).tolist())
+    assert LeastAllocated([1, 1]).score_array_offered(requested, allocatable).tolist() == [0, 0, 100, 62, 58]
