@@ -18,6 +18,11 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+try:  # numpy's C function, without np.count_nonzero's Python dispatch
+    from numpy._core.multiarray import count_nonzero
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import count_nonzero  # type: ignore[no-redef]
+
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ClusterEventWithHint
 from kopfsched.framework.handle import Handle, WaitingPod
@@ -503,7 +508,7 @@ class Framework:
                     rejected[int(alive[0])] = error.with_plugin(plugin.name)
                     alive = alive[:0]
                     break
-                if passed.all():
+                if count_nonzero(passed) == passed.size:  # passed.all(), without its Python wrapper
                     continue
                 failed = alive[~passed]
                 on_judged = failed if judged_rows is None else judged_rows[failed]
@@ -529,7 +534,7 @@ class Framework:
                         rejected[row] = one if one is not None else Status.as_error(
                             f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its '
                             "filter accepted it").with_plugin(plugin.name)
-                alive_pos = np.flatnonzero(passed) if alive_pos is None else alive_pos[passed]
+                alive_pos = passed.nonzero()[0] if alive_pos is None else alive_pos[passed]
                 alive = alive[passed]
             else:
                 nodes = judged.nodes

@@ -67,7 +67,7 @@ class TaintToleration:
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows)
         passed = np.ones(len(rows), dtype=bool)
-        tainted = np.flatnonzero(table.column(HAS_HARD_TAINTS)[rows])
+        tainted = table.column(HAS_HARD_TAINTS)[rows].nonzero()[0]
         tolerations = pod.tolerations
         nodes = table.nodes
         for i in tainted:
@@ -84,7 +84,7 @@ class TaintToleration:
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows)
         scores = np.zeros(len(rows), dtype=np.int64)
-        tainted = np.flatnonzero(table.column(HAS_PREFER_NO_SCHEDULE_TAINTS)[rows])
+        tainted = table.column(HAS_PREFER_NO_SCHEDULE_TAINTS)[rows].nonzero()[0]
         if len(tainted):
             tolerations = self._tolerations(state, pod)
             nodes = table.nodes

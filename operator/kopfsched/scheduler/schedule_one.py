@@ -223,7 +223,7 @@ class SchedulingAlgorithm:
         while processed < num_all and count < to_find:
             chunk = order[processed:processed + max(to_find - count, 64)]
             mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator)
-            positions = np.flatnonzero(mask)
+            positions = mask.nonzero()[0]
             needed = to_find - count
             if len(positions) >= needed:
                 last = int(positions[needed - 1])
@@ -341,7 +341,7 @@ class SchedulingAlgorithm:
 
     def select_host(self, totals: np.ndarray) -> int:
         """Index of a best-scored node, chosen uniformly at random among ties."""
-        best = np.flatnonzero(totals == totals.max())
+        best = (totals == totals.max()).nonzero()[0]
         return int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
 
 
@@ -357,7 +357,7 @@ def _nodes_of(nodes: list, rows: np.ndarray) -> list:
     count = len(rows)
     if count < 16:
         return [nodes[r] for r in rows.tolist()]
-    breaks = np.flatnonzero(np.diff(rows) != 1)
+    breaks = (np.diff(rows) != 1).nonzero()[0]
     if len(breaks) > count // 16:
         return [nodes[r] for r in rows.tolist()]
     out: list = []
