@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -201,3 +202,27 @@ def test_exposition_names_and_types():
     }
     assert "# TYPE scheduler_schedule_attempts_total counter" in text
     assert "# TYPE scheduler_preemption_attempts_total counter" in text
+
+
+def test_extension_point_durations_expose_as_a_prometheus_histogram():
+    """ListHistogram's exposition is prometheus_client's Histogram's, byte for byte: edges,
+    cumulative counts, count, sum (same additions in the same order), series in first-use order."""
+    metrics = SchedulerMetrics()
+    reference = CollectorRegistry()
+    histogram = Histogram("scheduler_framework_extension_point_duration_seconds",
+                          "Latency for running all plugins of a specific extension point.",
+                          ["extension_point", "status", "profile"],
+                          buckets=[0.0001 * 2**i for i in range(12)], registry=reference)
+    observations = [("Score", "Success", 0.0001), ("Filter", "Success", 0.00010000001), ("Score", "Success", 0.0),
+                    ("Filter", "Unschedulable", 0.2048), ("Filter", "Success", 0.3), ("Filter", "Success", 1e-9),
+                    ("Score", "Success", math.inf), ("Bind", "Error", 0.0008)]
+    for point, code, seconds in observations:
+        metrics.extension_point("p", point, code, seconds)
+        histogram.labels(extension_point=point, status=code, profile="p").observe(seconds)
+
+    def family(registry: CollectorRegistry) -> list[str]:
+        lines = generate_latest(registry).decode().splitlines()
+        return [line for line in lines if "extension_point_duration" in line]
+
+    assert family(metrics.registry) == family(reference)
+    assert len(family(reference)) == 2 + 4 * (13 + 2)

@@ -89,6 +89,8 @@ class Activity:
             bucket.error += 1
         bucket.latency[bisect.bisect_left(LATENCY_BOUNDS, attempt.seconds)] += 1
 
+    observes_extension_points = False  # see NullObserver
+
     def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
         pass
 

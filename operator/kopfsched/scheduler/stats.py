@@ -59,5 +59,7 @@ class SchedulingStats:
         if attempt.victims or attempt.nominated_node:
             stats.preemptions += 1
 
+    observes_extension_points = False  # see NullObserver
+
     def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
         pass
