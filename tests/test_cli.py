@@ -128,6 +128,16 @@ def test_bench_churn_workloads(capsys: pytest.CaptureFixture[str], workload: str
     assert all(point["calls"] > 0 for point in result["extensionPoints"].values())
 
 
+@pytest.mark.parametrize("workload", ["preemption-async", "unschedulable"])
+def test_bench_without_churn(capsys: pytest.CaptureFixture[str], workload: str) -> None:
+    """--no-churn: the measured pods alone; no attempt fails, as none of them has to preempt."""
+    assert main(["bench", "--workload", workload, "--nodes", "20", "--init-pods", "40", "--pods", "30",
+                 "--no-churn", "-o", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["scheduled"], result["churnPods"], result["failedAttempts"]) == (30, 0, 0)
+    assert "PostFilter" not in result["extensionPoints"]
+
+
 def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
     from kopfsched.bench.workloads import SIZES, WORKLOADS, preemption_async, unschedulable
 

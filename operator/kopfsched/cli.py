@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="the workload, shaped as upstream's scheduler_perf case: " + _workloads() +
                             " (default: basic)")
     bench.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
+    bench.add_argument("--no-churn", action="store_true",
+                       help="without the churn pods of preemption-async and unschedulable (the measured pods "
+                            "alone, to see what the churn costs them)")
     bench.add_argument("--profile", metavar="F",
                        help="SchedulerProfile or KubeSchedulerConfiguration file to bench (default: upstream's "
                             "default profile)")
@@ -435,7 +438,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             _print_problems(problems)
             return EXIT_INVALID
     result = bench(workload=args.workload, nodes=nodes, init_pods=init_pods, pods=pods,
-                   profile=profile, registry=registry, progress=pods >= 5000)
+                   profile=profile, registry=registry, progress=pods >= 5000, churn=not args.no_churn)
     if args.output == "json":
         print(json.dumps(result))
     else:
