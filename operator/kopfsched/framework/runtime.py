@@ -521,12 +521,12 @@ class Framework:
                         rejected[int(failed[0])] = error.with_plugin(plugin.name)
                         alive = alive[:0]
                         break
-                    reported: dict[int, Status] = {}  # statuses are shared: wrap each once
-                    for row, answer in zip(failed.tolist(), statuses, strict=True):
-                        wrapped = reported.get(id(answer))
-                        if wrapped is None:
-                            wrapped = reported[id(answer)] = _filter_failure(plugin, answer)
-                        rejected[row] = wrapped
+                    # Statuses are shared: wrap each distinct one once; the per-node work is
+                    # left to C (map, zip, dict.update), as thousands of nodes may fail.
+                    statuses = statuses if isinstance(statuses, list) else list(statuses)
+                    distinct = dict(zip(map(id, statuses), statuses, strict=True))
+                    wrapped = {key: _filter_failure(plugin, answer) for key, answer in distinct.items()}
+                    rejected.update(zip(failed.tolist(), map(wrapped.__getitem__, map(id, statuses)), strict=True))
                 else:
                     nodes = judged.nodes
                     for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):

@@ -5,8 +5,9 @@
 and cache sizes. It sits on the hot path: every call looks up a pre-bound labelled
 child in a dict, so a call costs a dict lookup and one observation, not a label
 resolution; the extension-point durations, observed several times per cycle, are kept
-in plain lists and exposed as the same Histogram (`ListHistogram`). Every metric lives in the instance's own registry unless one is passed,
-so several instances (tests, several operators in one process) never collide.
+in plain lists and exposed as the same Histogram (`ListHistogram`). Every metric lives
+in the instance's own registry unless one is passed, so several instances (tests,
+several operators in one process) never collide.
 """
 
 from __future__ import annotations

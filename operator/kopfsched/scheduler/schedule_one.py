@@ -87,6 +87,8 @@ class SchedulingAlgorithm:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.next_start_node_index = 0
         self.explain = explain
+        self._names: list[str] = []
+        self._names_of: object = None
 
     async def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
                            extenders: Sequence[HTTPExtender] = (), exhaustive: bool = False) -> ScheduleResult:
@@ -218,10 +220,10 @@ class SchedulingAlgorithm:
         found: list[np.ndarray] = []
         count = 0
         processed = 0
-        nodes = self.snapshot.table.nodes
+        names = self._row_names()
         nominator = fwk.handle.nominator
         while processed < num_all and count < to_find:
-            chunk = order[processed:processed + max(to_find - count, 64)]
+            chunk = order[processed:processed + _chunk_size(to_find - count, count, processed)]
             mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator)
             positions = mask.nonzero()[0]
             needed = to_find - count
@@ -234,12 +236,11 @@ class SchedulingAlgorithm:
                 processed += last + 1
             else:
                 processed += len(chunk)
-            # Rejections share Status objects (one per distinct answer): judge each once.
-            distinct: dict[int, Status] = {}
-            by_node = diagnosis.node_to_status.statuses
-            for row, status in rejected.items():
-                distinct[id(status)] = status
-                by_node[nodes[row].name] = status
+            # Rejections share Status objects (one per distinct answer): judge each once. The
+            # per-node work is left to C (map, zip, dict.update): thousands of nodes may fail.
+            statuses = rejected.values()
+            distinct = dict(zip(map(id, statuses), statuses, strict=True))
+            diagnosis.node_to_status.statuses.update(zip(map(names.__getitem__, rejected), statuses, strict=True))
             for status in distinct.values():
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
@@ -247,6 +248,14 @@ class SchedulingAlgorithm:
             found.append(chunk[positions])
             count += len(positions)
         return (np.concatenate(found) if found else rows[:0]), processed
+
+    def _row_names(self) -> list[str]:
+        """The snapshot's node names by row (kept until the table is rebuilt)."""
+        table = self.snapshot.table
+        if self._names_of is not table:
+            self._names = [node.name for node in table.nodes]
+            self._names_of = table
+        return self._names
 
     def _filter_chunk(self, fwk: Framework, state: CycleState, pod: PodInfo, chunk: np.ndarray,
                       nominator) -> tuple[np.ndarray, dict]:
@@ -348,6 +357,18 @@ class SchedulingAlgorithm:
 def _has_scoring(fwk: Framework, extenders: Sequence[HTTPExtender]) -> bool:
     """Upstream's hasScoring: Score plugins or a prioritize extender."""
     return fwk.has_score_plugins() or any(e.is_prioritizer() for e in extenders)
+
+
+def _chunk_size(needed: int, found: int, processed: int) -> int:
+    """How many nodes to filter next: the nodes still needed (at least 64) at first, then as
+    many as the hit rate so far says should hold them, doubling while none was found. The
+    outcome does not depend on it: nodes filtered past the one that completes the count are
+    dropped, statuses and all; only fewer, larger numpy passes for a pod that fits few nodes."""
+    if not processed:
+        return max(needed, 64)
+    if not found:
+        return max(2 * processed, 64)
+    return max(needed * processed // found * 5 // 4, 64)
 
 
 def _nodes_of(nodes: list, rows: np.ndarray) -> list:

@@ -242,20 +242,17 @@ class Fit:
             if beyond is not None:
                 unresolvable |= insufficient & beyond
         codes |= unresolvable.astype(np.int64) << len(checks)
-        by_code: dict[int, Status] = {}  # few distinct codes: a dict beats np.unique on these sizes
-        out = []
-        for code in codes.tolist():
-            status = by_code.get(code)
+        codes_list = codes.tolist()
+        by_code: dict[int, Status] = {}  # few distinct codes: one Status each, then mapped at C speed
+        for code in set(codes_list):
+            key = (bool(code >> len(checks) & 1),
+                   tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
+            status = self._statuses.get(key)
             if status is None:
-                key = (bool(code >> len(checks) & 1),
-                       tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
-                status = self._statuses.get(key)
-                if status is None:
-                    status = self._statuses[key] = Status(
-                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
-                by_code[code] = status
-            out.append(status)
-        return out
+                status = self._statuses[key] = Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
+            by_code[code] = status
+        return list(map(by_code.__getitem__, codes_list))
 
     # --- PreScore / Score -----------------------------------------------------------------
 
