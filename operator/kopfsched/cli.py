@@ -135,8 +135,8 @@ def _parser() -> argparse.ArgumentParser:
                             " (default: basic)")
     bench.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
     bench.add_argument("--no-churn", action="store_true",
-                       help="without the churn pods of preemption-async and unschedulable (the measured pods "
-                            "alone, to see what the churn costs them)")
+                       help="leave out the churn pods of preemption-async and unschedulable: the measured pods "
+                            "alone, to see what the churn costs them (default: with churn)")
     bench.add_argument("--profile", metavar="F",
                        help="SchedulerProfile or KubeSchedulerConfiguration file to bench (default: upstream's "
                             "default profile)")
