@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
     bench.add_argument("--no-churn", action="store_true",
                        help="leave out the churn pods of preemption-async and unschedulable: the measured pods "
-                            "alone, to see what the churn costs them (default: with churn)")
+                            "alone, to see what the churn costs them (default: off)")
     bench.add_argument("--profile", metavar="F",
                        help="SchedulerProfile or KubeSchedulerConfiguration file to bench (default: upstream's "
                             "default profile)")
