@@ -91,3 +91,42 @@ async def test_a_server_error_is_retried_then_succeeds(served: tuple[FakeApiServ
     assert [r['method'] for r in fake.requests] == ['PATCH', 'PATCH']
     assert fake.requests[1]['headers']['Content-Type'] == 'application/strategic-merge-patch+json'
     assert json.loads(fake.requests[1]['body']) == {'status': {'nominatedNodeName': 'n1'}}
+
+
+async def test_a_refreshed_token_is_sent_within_a_second() -> None:
+    """The token (and the configuration's refresh hook) is read at most once per AUTH_REFRESH
+    seconds, so a rotated token reaches the server one second later at most."""
+    from kopfsched.kube.client import AUTH_REFRESH, DirectApi
+    fake = FakeApiServer()
+    app = web.Application()
+    app.router.add_route('*', '/{tail:.*}', fake.handle)
+    server = TestServer(app, host='127.0.0.1', port=0)
+    await server.start_server()
+    configuration = k8s.Configuration(host=str(server.make_url('')).rstrip('/'))
+    configuration.api_key = {'BearerToken': 'first'}
+    configuration.api_key_prefix = {'BearerToken': 'Bearer'}
+    refreshed: list[int] = []
+
+    async def rotate(config: k8s.Configuration) -> None:
+        refreshed.append(1)
+        if len(refreshed) > 1:
+            config.api_key = {'BearerToken': 'second'}
+    configuration.refresh_api_key_hook = rotate
+    api = k8s.ApiClient(configuration)
+    now = [100.0]
+    client = KubeClusterClient(DirectApi(api, clock=lambda: now[0]), instance='test')
+    try:
+        await client.bind(pod=make_pod('a'), node_name='n1')
+        now[0] += AUTH_REFRESH / 2
+        await client.bind(pod=make_pod('b'), node_name='n1')
+        now[0] += AUTH_REFRESH
+        await client.bind(pod=make_pod('c'), node_name='n1')
+        await client.patch_pod_status(pod=make_pod('c'), nominated_node_name='n1')  # other headers, same token
+    finally:
+        await client.close()
+        await api.close()
+        await server.close()
+    assert [r['headers']['authorization'] for r in fake.requests] == [
+        'Bearer first', 'Bearer first', 'Bearer second', 'Bearer second']
+    assert len(refreshed) == 2
+    assert fake.requests[3]['headers']['Content-Type'] == 'application/strategic-merge-patch+json'

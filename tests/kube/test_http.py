@@ -167,6 +167,35 @@ async def test_a_malformed_answer_is_a_payload_error(server: ScriptedServer, poo
         await get(pool)
 
 
+async def test_headers_are_read_case_insensitively_when_asked_for(server: ScriptedServer, pool: HttpPool) -> None:
+    server.answers = [lambda _: ok(b"{}", extra="Retry-After: 3\r\nX-Two: a\r\nx-two: b\r\n")]
+    response = await pool.request("GET", "/x", headers={}, body=None, timeout=5.0)
+    assert response.headers["retry-after"] == "3"
+    assert response.headers.getall("X-Two") == ["a", "b"]
+    assert response.headers["content-length"] == "2"
+
+
+async def test_a_header_line_without_a_colon_is_a_payload_error(server: ScriptedServer, pool: HttpPool) -> None:
+    server.answers = [lambda _: b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nno colon here\r\n\r\n"]
+    with pytest.raises(aiohttp.ClientPayloadError, match="malformed header line 'no colon here'"):
+        await get(pool)
+
+
+async def test_each_request_times_out_on_its_own_deadline(server: ScriptedServer, pool: HttpPool) -> None:
+    """One sweep timer for the pool: a long timeout armed first must not delay a shorter one,
+    and a request answered in time is not failed by a sweep."""
+    server.answers = [lambda _: b"", lambda _: b""]  # two requests left unanswered
+    slow = asyncio.ensure_future(get(pool, timeout=30.0))
+    await asyncio.sleep(0.05)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(TimeoutError):
+        await get(pool, timeout=0.2)
+    assert asyncio.get_running_loop().time() - started < 2.0
+    assert await get(pool, timeout=0.2) == (200, b"{}")
+    assert not slow.done()
+    slow.cancel()
+
+
 def test_a_header_with_a_line_break_is_refused() -> None:
     pool = HttpPool("http://127.0.0.1:9")
     with pytest.raises(ValueError, match="line break"):

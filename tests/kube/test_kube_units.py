@@ -140,3 +140,14 @@ def test_kopfs_signal_warning_is_dropped_and_nothing_else() -> None:
 
     assert not _not_the_signal_warning(record("OS signals are ignored: running not in the main thread."))
     assert _not_the_signal_warning(record("Unresolved resources cannot be served (try creating their CRDs): x"))
+
+
+@pytest.mark.parametrize("now", [0.0, 1.5, 1764615600.999999, 1764615600.9999996, 1764615600.0000004,
+                                 1764615600.0000005, 1071383560.0522785, 1764615601.25])
+def test_micro_time_reads_as_datetime_formats_it(now: float) -> None:
+    import datetime
+
+    from kopfsched.kube.client import micro_time
+    expected = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert micro_time(now) == expected
+    assert micro_time(now) == expected  # the second's text from the cache

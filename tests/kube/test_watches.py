@@ -90,3 +90,21 @@ def test_a_required_watch_stopped_by_kopf_is_a_problem_until_it_lists_again() ->
     health.listed('pods')
     assert stopped == ['the watch of pods was stopped']
     assert health.problems(required=('pods', 'nodes')) == []
+
+
+def test_kopfs_watch_lines_are_decoded_by_orjson_and_what_it_refuses_by_json() -> None:
+    import json
+    import math
+
+    from kopf._cogs.clients import api as kopf_api
+
+    from kopfsched.kube.watches import install, json_loads
+    install()
+    assert kopf_api.json.loads is json_loads
+    assert kopf_api.json.dumps is json.dumps  # the rest of kopf's json is the standard library's
+    line = '{"type":"ADDED","object":{"metadata":{"name":"p","resourceVersion":"7"},"spec":{"n":1.5,"u":"\\u00e9"}}}'
+    assert json_loads(line) == json.loads(line)
+    assert json_loads('{"max": 18446744073709551615, "min": -9223372036854775808}') == {
+        "max": 2**64 - 1, "min": -(2**63)}
+    assert math.isnan(json_loads('{"x": NaN}')["x"])  # orjson refuses it; json reads it
+    assert json_loads('{"s": "\\ud800"}') == {"s": "\ud800"}  # a lone surrogate, likewise

@@ -20,6 +20,7 @@ import contextlib
 import datetime
 import inspect
 import logging
+import math
 import os
 import socket
 import ssl
@@ -55,8 +56,16 @@ MAX_RETRIES = 10
 MAX_RETRY_AFTER = 10.0
 """Longest wait for one Retry-After (seconds): a call waits at most 10 x this for the server."""
 REQUEST_TIMEOUT = 30.0
+AUTH_REFRESH = 1.0
+"""Seconds a token read from the configuration (and its refresh hook) is reused."""
 EVENT_CACHE_SIZE = 4096
 """Series kept for deduplication (least recently observed are forgotten first)."""
+
+_HEADERS = {content_type: {"Content-Type": content_type, "Accept": JSON}
+            for content_type in (JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH)}
+_PARSED = {200: "object", 201: "object", 202: "object"}
+_NOT_PARSED: dict[int, str | None] = {200: None, 201: None, 202: None}
+_AUTH = ["BearerToken"]
 
 LEASES = "/apis/coordination.k8s.io/"
 PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL = "kopfsched.dev", "v1alpha1", "schedulerprofiles"
@@ -98,7 +107,7 @@ class DirectApi:
     the retry and error mapping read (status, reason, headers with Retry-After, body). With a
     proxy configured, requests go through the ApiClient's aiohttp session instead."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: k8s.ApiClient, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         configuration, rest = api.configuration, api.rest_client
@@ -108,24 +117,49 @@ class DirectApi:
             self.pool = HttpPool(configuration.host or "", ssl_context=_ssl_context(configuration) if https else None,
                                  server_hostname=configuration.tls_server_name,
                                  limit=configuration.connection_pool_maxsize or 100)
+        self._clock = clock
+        self._auth: dict[str, str] = {}
+        self._auth_until = -1.0
+        self._encoded: dict[tuple[tuple[str, str], ...], bytes] = {}
+        """Header lines per caller's header_params, for the current token (HttpPool.encode_headers)."""
+
+    async def _headers(self, header_params: Mapping[str, str] | None) -> dict[str, str]:
+        """The ApiClient's default headers, its cookie, the caller's and the token. The token is
+        asked for (the configuration's refresh hook included) at most once per AUTH_REFRESH
+        seconds: client-go's token sources cache longer (a service account token file a minute)."""
+        now = self._clock()
+        if now >= self._auth_until:
+            auth: dict[str, str] = {}
+            authorised = self.api.update_params_for_auth(auth, [], ["BearerToken"])
+            if inspect.isawaitable(authorised):  # async since kubernetes-asyncio 33 (the token refresh hook)
+                await authorised
+            self._auth_until = now + AUTH_REFRESH
+            if auth != self._auth:
+                self._auth = auth
+                self._encoded.clear()
+        headers = {**self.api.default_headers, **(header_params or {})}
+        if self.api.cookie:
+            headers["Cookie"] = self.api.cookie
+        headers.update(self._auth)
+        return headers
 
     async def call_api(self, path: str, method: str, *, query_params: list[tuple[str, str]] | None = None,
                        body: Any = None, header_params: Mapping[str, str] | None = None,
                        response_types_map: Mapping[int, str | None] | None = None,
                        auth_settings: list[str] | None = None, _request_timeout: float | None = None,
                        **_: Any) -> Any:
-        api = self.api
-        headers = {**api.default_headers, **(header_params or {})}
-        if api.cookie:
-            headers["Cookie"] = api.cookie
-        authorised = api.update_params_for_auth(headers, [], auth_settings or [])
-        if inspect.isawaitable(authorised):  # async since kubernetes-asyncio 33 (the token refresh hook)
-            await authorised
         target = path + ("?" + urllib.parse.urlencode(query_params) if query_params else "")
         data = orjson.dumps(body) if body is not None else None
         if self.pool is not None:
-            answer = await self.pool.request(method, target, headers=headers, body=data, timeout=_request_timeout)
+            key = tuple(header_params.items()) if header_params else ()
+            if self._clock() >= self._auth_until or (lines := self._encoded.get(key)) is None:
+                lines = HttpPool.encode_headers(await self._headers(header_params))
+                if len(self._encoded) > 64:  # callers' header sets are few; bounded all the same
+                    self._encoded.clear()
+                self._encoded[key] = lines
+            answer = await self.pool.request(method, target, headers=lines, body=data, timeout=_request_timeout)
         else:
+            headers = await self._headers(header_params)
             answer = await self._via_session(method, target, headers, data, _request_timeout)
         status, payload = answer.status, answer.body
         if not 200 <= status <= 299:
@@ -183,10 +217,22 @@ def reporting_instance() -> str:
     return os.environ.get("POD_NAME") or socket.gethostname()
 
 
+_second: list[Any] = [None, ""]
+"""The whole second micro_time formatted last, and its text (every Event has an eventTime)."""
+
+
 def micro_time(now: float | None = None) -> str:
     """A metav1.MicroTime, e.g. 2026-01-01T00:00:00.000000Z."""
-    moment = datetime.datetime.fromtimestamp(time.time() if now is None else now, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    fraction, whole = math.modf(time.time() if now is None else now)  # rounded as datetime rounds it
+    second, micros = int(whole), round(fraction * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    elif micros < 0:
+        second, micros = second - 1, micros + 1_000_000
+    if _second[0] != second:
+        moment = datetime.datetime.fromtimestamp(second, datetime.UTC)
+        _second[:] = [second, moment.strftime("%Y-%m-%dT%H:%M:%S")]
+    return f"{_second[1]}.{micros:06d}Z"
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -282,10 +328,11 @@ class KubeClusterClient:
                 await bucket.acquire()
             try:
                 return await self.api.call_api(
-                    path, method, query_params=list((query or {}).items()), body=body,
-                    header_params={"Content-Type": content_type, "Accept": JSON},
-                    response_types_map={200: response_type, 201: response_type, 202: response_type},
-                    auth_settings=["BearerToken"], _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
+                    path, method, query_params=list(query.items()) if query else None, body=body,
+                    header_params=_HEADERS.get(content_type) or {"Content-Type": content_type, "Accept": JSON},
+                    response_types_map=_PARSED if response_type == "object" else _NOT_PARSED
+                    if response_type is None else {200: response_type, 201: response_type, 202: response_type},
+                    auth_settings=_AUTH, _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
             except Exception as exc:
                 delay = self._retry_delay(exc, attempt)
                 if delay is None:

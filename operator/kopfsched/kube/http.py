@@ -29,10 +29,21 @@ MAX_HEAD = 1 << 16
 
 
 class Response:
-    __slots__ = ("body", "headers", "reason", "status")
+    """An answer: status, reason, body; its headers are parsed from the raw head when first read
+    (a bind's or an Event's answer is judged by its status alone)."""
 
-    def __init__(self, status: int, reason: str, headers: CIMultiDict[str], body: bytes) -> None:
-        self.status, self.reason, self.headers, self.body = status, reason, headers, body
+    __slots__ = ("_fields", "_headers", "body", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: CIMultiDict[str] | None, body: bytes, *,
+                 fields: bytes = b"") -> None:
+        self.status, self.reason, self.body = status, reason, body
+        self._headers, self._fields = headers, fields
+
+    @property
+    def headers(self) -> CIMultiDict[str]:
+        if self._headers is None:
+            self._headers = _parse_fields(self._fields)
+        return self._headers
 
 
 class _Connection(asyncio.Protocol):
@@ -44,11 +55,13 @@ class _Connection(asyncio.Protocol):
         self.reusable = True
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Response] | None = None
-        self._head: tuple[int, str, CIMultiDict[str]] | None = None
+        self._head: tuple[int, str, bytes] | None = None
         self._length: int | None = None
         """Body bytes expected; None: chunked, or (`_to_close`) until the connection ends."""
         self._to_close = False
         self._chunks = bytearray()
+        self.deadline: float | None = None
+        """When the request in flight times out (loop time); None: never, or none in flight."""
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -73,21 +86,27 @@ class _Connection(asyncio.Protocol):
         self.reusable = False
         if self._waiter is not None and not self._waiter.done():
             if self._head is not None and self._to_close:
-                status, reason, headers = self._head
-                self._finish(Response(status, reason, headers, bytes(self._buffer)))
+                status, reason, fields = self._head
+                self._finish(Response(status, reason, None, bytes(self._buffer), fields=fields))
             else:
                 self._waiter.set_exception(aiohttp.ServerDisconnectedError())
         self._waiter = None
 
     # -- one request -----------------------------------------------------------------------
 
-    async def send(self, request: bytes) -> Response:
+    async def send(self, request: bytes, deadline: float | None = None) -> Response:
+        """Write the request, wait for the whole answer. `deadline` (loop time) is for the pool's
+        sweep, which fails the request with TimeoutError (and closes the connection) past it."""
         assert self.transport is not None and self._waiter is None
-        self._waiter = asyncio.get_running_loop().create_future()
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
         self._head, self._length, self._to_close = None, None, False
         self._chunks.clear()
+        self.deadline = deadline
         self.transport.write(request)
-        return await self._waiter
+        return await waiter
+
+    def time_out(self) -> None:
+        self._fail(TimeoutError())
 
     def close(self) -> None:
         self.reusable = False
@@ -96,6 +115,7 @@ class _Connection(asyncio.Protocol):
 
     def _finish(self, response: Response) -> None:
         waiter, self._waiter = self._waiter, None
+        self.deadline = None
         if self._buffer:  # more than the answer: not a stream to trust with the next request
             self.reusable = False
         if waiter is not None and not waiter.done():
@@ -105,6 +125,7 @@ class _Connection(asyncio.Protocol):
 
     def _fail(self, exc: Exception) -> None:
         waiter, self._waiter = self._waiter, None
+        self.deadline = None
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
         self.close()
@@ -122,23 +143,24 @@ class _Connection(asyncio.Protocol):
                 return None
             head = _parse_head(bytes(buffer[:end]))
             del buffer[:end + 4]
-            status, _, headers = head
+            status, _, fields = head
             if 100 <= status < 200:
                 continue  # informational (e.g. 103 Early Hints): the answer follows
             self._head = head
-            if headers.get("Connection", "").lower() == "close":
+            connection, transfer_encoding, content_length = _framing(fields)
+            if connection is not None and connection.lower() == "close":
                 self.reusable = False
             if status in (204, 304):
                 self._length = 0
-            elif "chunked" in headers.get("Transfer-Encoding", "").lower():
+            elif transfer_encoding is not None and "chunked" in transfer_encoding.lower():
                 self._length = None
-            elif "Content-Length" in headers:
-                self._length = int(headers["Content-Length"])
+            elif content_length is not None:
+                self._length = int(content_length)
                 if self._length < 0:
                     raise ValueError("negative Content-Length")
             else:
                 self._length, self._to_close, self.reusable = None, True, False
-        status, reason, headers = self._head
+        status, reason, fields = self._head
         if self._to_close:
             return None  # the body ends with the connection
         if self._length is not None:
@@ -146,10 +168,10 @@ class _Connection(asyncio.Protocol):
                 return None
             body = bytes(buffer[:self._length])
             del buffer[:self._length]
-            return Response(status, reason, headers, body)
-        return self._parse_chunks(status, reason, headers)
+            return Response(status, reason, None, body, fields=fields)
+        return self._parse_chunks(status, reason, fields)
 
-    def _parse_chunks(self, status: int, reason: str, headers: CIMultiDict[str]) -> Response | None:
+    def _parse_chunks(self, status: int, reason: str, fields: bytes) -> Response | None:
         buffer = self._buffer
         while True:
             line_end = buffer.find(b"\r\n")
@@ -161,7 +183,7 @@ class _Connection(asyncio.Protocol):
                 if trailers_end < 0:
                     return None
                 del buffer[:trailers_end + 4]
-                return Response(status, reason, headers, bytes(self._chunks))
+                return Response(status, reason, None, bytes(self._chunks), fields=fields)
             if len(buffer) < line_end + 2 + size + 2:
                 return None
             start = line_end + 2
@@ -169,19 +191,45 @@ class _Connection(asyncio.Protocol):
             del buffer[:start + size + 2]
 
 
-def _parse_head(head: bytes) -> tuple[int, str, CIMultiDict[str]]:
-    status_line, *lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = status_line.partition(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(f"not an HTTP/1.x answer: {status_line[:40]!r}")
-    code, _, reason = rest.partition(" ")
+def _parse_head(head: bytes) -> tuple[int, str, bytes]:
+    """(status, reason, the header lines as received): the lines are checked here, parsed into a
+    CIMultiDict only when someone reads them (Response.headers)."""
+    line_end = head.find(b"\r\n")
+    status_line, fields = (head, b"") if line_end < 0 else (head[:line_end], head[line_end + 2:])
+    version, _, rest = status_line.partition(b" ")
+    if not version.startswith(b"HTTP/1."):
+        raise ValueError(f"not an HTTP/1.x answer: {status_line[:40].decode('latin-1')!r}")
+    code, _, reason = rest.partition(b" ")
+    if fields:
+        for line in fields.split(b"\r\n"):
+            if b":" not in line:
+                raise ValueError(f"malformed header line {line[:40].decode('latin-1')!r}")
+    return int(code), reason.decode("latin-1"), fields
+
+
+def _framing(fields: bytes) -> tuple[str | None, str | None, str | None]:
+    """The first Connection, Transfer-Encoding and Content-Length values of the header lines."""
+    lowered = b"\r\n" + fields.lower()
+    return (_value(lowered, fields, b"\r\nconnection:"), _value(lowered, fields, b"\r\ntransfer-encoding:"),
+            _value(lowered, fields, b"\r\ncontent-length:"))
+
+
+def _value(lowered: bytes, fields: bytes, name: bytes) -> str | None:
+    start = lowered.find(name)
+    if start < 0:
+        return None
+    start += len(name) - 2  # offsets in `fields` are those in `lowered` less 2: the value as received
+    end = fields.find(b"\r\n", start)
+    return fields[start:None if end < 0 else end].strip().decode("latin-1")
+
+
+def _parse_fields(fields: bytes) -> CIMultiDict[str]:
     headers: CIMultiDict[str] = CIMultiDict()
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"malformed header line {line[:40]!r}")
-        headers.add(name.strip(), value.strip())
-    return int(code), reason, headers
+    if fields:
+        for line in fields.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            headers.add(name.strip(), value.strip())
+    return headers
 
 
 class HttpPool:
@@ -200,28 +248,72 @@ class HttpPool:
         self._host_header = url.netloc.rpartition("@")[2].encode("idna")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
+        self._busy: set[_Connection] = set()
         self._slots = asyncio.Semaphore(limit)
         self._closed = False
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_at = 0.0
 
-    async def request(self, method: str, target: str, *, headers: Mapping[str, str], body: bytes | None,
+    @staticmethod
+    def encode_headers(headers: Mapping[str, str]) -> bytes:
+        """Header lines as `request` writes them, checked once: a caller sending the same headers
+        again and again encodes them once."""
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                raise ValueError(f"header {name!r} holds a line break")
+        return "".join([f"{name}: {value}\r\n" for name, value in headers.items()]).encode("latin-1")
+
+    async def request(self, method: str, target: str, *, headers: Mapping[str, str] | bytes, body: bytes | None,
                       timeout: float | None) -> Response:
-        """`target`: the path and query, e.g. /api/v1/nodes?limit=500."""
+        """`target`: the path and query, e.g. /api/v1/nodes?limit=500; `headers`: a mapping, or
+        lines from `encode_headers`."""
         request = self._encode(method, self.prefix + target, headers, body)
         async with self._slots:
             connection = await self._connection(timeout)
+            deadline = None
+            if timeout is not None:
+                deadline = asyncio.get_running_loop().time() + timeout
+                if self._sweep is None or deadline < self._sweep_at:
+                    self._arm(deadline)
+            self._busy.add(connection)
             try:
-                async with asyncio.timeout(timeout):
-                    response = await connection.send(request)
+                response = await connection.send(request, deadline)
             except BaseException:  # timed out, cancelled, or broken: its state is unknown
                 connection.close()
                 self._all.discard(connection)
                 raise
+            finally:
+                self._busy.discard(connection)
             if connection.reusable and not self._closed:
                 self._idle.append(connection)
             else:
                 connection.close()
                 self._all.discard(connection)
             return response
+
+    # -- timeouts: one timer for the pool, not one per request ------------------------------------
+
+    def _arm(self, when: float) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+        self._sweep_at = when
+        self._sweep = asyncio.get_running_loop().call_at(when, self._sweep_expired)
+
+    def _sweep_expired(self) -> None:
+        """Fail the requests past their deadline; come back at the next deadline of those in flight."""
+        self._sweep = None
+        now = asyncio.get_running_loop().time()
+        following = None
+        for connection in list(self._busy):
+            deadline = connection.deadline
+            if deadline is None:
+                continue
+            if deadline <= now:
+                connection.time_out()
+            elif following is None or deadline < following:
+                following = deadline
+        if following is not None:
+            self._arm(following)
 
     async def _connection(self, timeout: float | None) -> _Connection:
         while self._idle:
@@ -239,19 +331,19 @@ class HttpPool:
         self._all.add(connection)
         return connection
 
-    def _encode(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header.decode()}"]
-        for name, value in headers.items():
-            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-                raise ValueError(f"header {name!r} holds a line break")
-            lines.append(f"{name}: {value}")
+    def _encode(self, method: str, target: str, headers: Mapping[str, str] | bytes, body: bytes | None) -> bytes:
+        lines = headers if isinstance(headers, bytes) else self.encode_headers(headers)
         if body is not None or method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(body or b'')}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            lines += b"Content-Length: %d\r\n" % len(body or b"")
+        head = b"%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (method.encode(), target.encode("latin-1"),
+                                                          self._host_header, lines)
         return head + body if body else head
 
     def close(self) -> None:
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for connection in self._all:
             connection.close()
         self._all.clear()

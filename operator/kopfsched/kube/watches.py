@@ -27,6 +27,13 @@ whose continue token expired (410 before the listing ended) is listed again at o
 as client-go's pager does (FullListIfExpired). The wrapper applies only to operators whose settings
 are `KopfschedSettings` with a `WatchHealth`; any other kopf in the process keeps kopf's behaviour.
 
+**Decoding.** kopf's stream decodes each watch line with the standard library's `json.loads`:
+two thirds of kopf's thread's CPU while pods are bound (a real API server sends every object with
+its managedFields). `install()` gives kopf's HTTP module orjson's `loads` instead, which reads the
+same JSON into the same dicts two to three times faster; what orjson refuses (NaN, a lone
+surrogate) is read by `json.loads` as before. (orjson reads an integer beyond 64 bits as a float;
+an API server never sends one: it keeps JSON numbers as int64 or float64.)
+
 `WatchHealth` also records, per resource, whether its list+watch works, so /healthz can fail when
 a watch is really gone (failing for longer than `down_after`, or stopped by kopf while we did not
 ask it to stop) instead of answering 200 while no event ever arrives again.
@@ -36,13 +43,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import random
 import time
+import types
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol, cast
 
 import kopf
+import orjson
+from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_errors
 from kopf._cogs.clients import scanning as kopf_scanning
 from kopf._cogs.clients import watching as kopf_watching
@@ -281,14 +292,28 @@ def _unpaged(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
     return dataclasses.replace(settings, watching=dataclasses.replace(settings.watching, chunk_size=None))
 
 
+def json_loads(text: str | bytes) -> Any:
+    """orjson's loads, or json's for what orjson refuses (NaN, lone surrogates)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+_KOPF_JSON = types.SimpleNamespace(**{**{name: getattr(json, name) for name in json.__all__}, "loads": json_loads})
+"""The `json` kopf's HTTP module sees: the standard library's, with a faster `loads`."""
+
+
 def install() -> None:
-    """Route kopf's watch streams through `_continuous_watch` and its discovery through
-    `_scan_resources` (idempotent). kopf is pinned to a minor version (pyproject.toml): the e2e
-    tests fail if a kopf upgrade moves these seams."""
+    """Route kopf's watch streams through `_continuous_watch`, its discovery through
+    `_scan_resources`, and its stream's JSON decoding through orjson (idempotent). kopf is pinned
+    to a minor version (pyproject.toml): the e2e tests fail if a kopf upgrade moves these seams."""
     if kopf_watching.continuous_watch is not _continuous_watch:
         kopf_watching.continuous_watch = _continuous_watch
     if kopf_scanning.scan_resources is not _scan_resources:
         kopf_scanning.scan_resources = _scan_resources
+    if getattr(kopf_api, "json", None) is json:
+        kopf_api.json = _KOPF_JSON  # type: ignore[assignment]
 
 
 def _describe(error: BaseException) -> str:
