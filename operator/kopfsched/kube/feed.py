@@ -41,6 +41,8 @@ def _assigned(pod: Obj) -> bool:
 class _Known:
     obj: Obj
     epoch: int
+    rv: int | None
+    """obj's resourceVersion as a number (parsed once, compared with every later event's)."""
 
 
 class ClusterFeed:
@@ -73,9 +75,12 @@ class ClusterFeed:
         """ADDED, MODIFIED, or listed. The object counts as known only once its handler
         succeeded: a failing one is retried by its next event or the next relist."""
         key = self.key_of(kind, obj)
-        known = self._known.setdefault(kind, {})
+        known = self._known.get(kind)
+        if known is None:
+            known = self._known[kind] = {}
         entry = known.get(key)
-        if self._stale(kind, key, obj, entry):
+        rv = _rv(obj)
+        if self._stale(kind, key, obj, rv, entry):
             return
         old = entry.obj if entry is not None else None
         try:
@@ -83,11 +88,13 @@ class ClusterFeed:
         except Exception:  # one bad object must not stop the feed
             self._report(kind, key, "handle")
             return
-        tombstones = self._tombstones.get(kind)
-        if tombstones is not None:
-            tombstones.pop(key, None)
-        known[key] = _Known(obj, self.epoch)
-        self._failing.discard((kind, key))
+        if entry is None:
+            tombstones = self._tombstones.get(kind)
+            if tombstones:
+                tombstones.pop(key, None)
+        known[key] = _Known(obj, self.epoch, rv)
+        if self._failing:
+            self._failing.discard((kind, key))
 
     def delete(self, kind: str, obj: Obj) -> None:
         """DELETED, or gone from a relist. The object stays known until its handler
@@ -95,7 +102,7 @@ class ClusterFeed:
         key = self.key_of(kind, obj)
         known, rv = self._known.get(kind, {}), _rv(obj)
         current = known.get(key)
-        if current is not None and rv is not None and (_rv(current.obj) or 0) > rv:
+        if current is not None and rv is not None and (current.rv or 0) > rv:
             return  # the DELETED of an earlier object of the same name (our LIST saw the new one first)
         try:
             self._dispatch_delete(kind, obj if current is None else current.obj)
@@ -121,8 +128,7 @@ class ClusterFeed:
         self._failing.add((kind, key))
         logger.exception("failed to %s %s %s; retrying on its next event or relist", what, kind, key)
 
-    def _stale(self, kind: str, key: str, obj: Obj, entry: _Known | None) -> bool:
-        new_rv = _rv(obj)
+    def _stale(self, kind: str, key: str, obj: Obj, new_rv: int | None, entry: _Known | None) -> bool:
         if entry is None:
             tombstones = self._tombstones.get(kind)
             if tombstones is not None and key in tombstones:
@@ -131,7 +137,7 @@ class ClusterFeed:
             return False
         if entry.obj is obj:
             return True
-        old_rv = _rv(entry.obj)
+        old_rv = entry.rv
         if new_rv is not None and old_rv is not None and new_rv <= old_rv:
             return True  # older, or a relist's copy of what is known
         # A pod is never unbound: an unbound version after a bound one is an old one.
