@@ -24,7 +24,8 @@ thread (the scheduling loop: cycles, binds, Events, watch events) and its other 
 watch streams), the emulator's and this driver's. On a shared machine these move far less than
 rates do, and they show where a ratio is lost: the operator's threads share one GIL, so its CPU per
 pod bounds its rate; the emulator does more per pod end to end (an Event per pod, watch streams)
-than in the raw phase.
+than in the raw phase. Each result ends with the machine's 1-minute load average at the start and at
+the end (`load_average`): on a shared machine the rates and the ratio move with it.
 
 With --profile FILE, py-spy samples the operator (every thread) during the end-to-end phase and
 FILE gets the functions where the samples fall, most first, per thread (a thread waiting to get the
@@ -431,11 +432,17 @@ async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, tim
                 'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2), **cpu.per_pod(pods)}
 
 
+def _load(started: float) -> list[float]:
+    """The machine's load average at the start and at the end (1 minute): the rates move with it."""
+    return [round(started, 1), round(os.getloadavg()[0], 1)]
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    started = os.getloadavg()[0]
     if args.scale:
         result = await at_scale(nodes=args.scale_nodes, running=args.scale_running, pods=args.scale_pods,
                                 concurrency=args.concurrency, timeout=args.timeout, profile=args.profile)
-        print(json.dumps({'concurrency': args.concurrency, **result}), flush=True)
+        print(json.dumps({'concurrency': args.concurrency, **result, 'load_average': _load(started)}), flush=True)
         return
     raw, raw_cpu = await asyncio.wait_for(
         raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency), args.timeout)
@@ -444,7 +451,7 @@ async def main_async(args: argparse.Namespace) -> None:
     print(json.dumps({'pods': args.pods, 'nodes': args.nodes, 'concurrency': args.concurrency,
                       'raw_pods_per_second': round(raw, 1), 'e2e_pods_per_second': round(e2e, 1),
                       'ratio': round(e2e / raw, 2), **cpu, 'operator_rss_mb_after_run': rss_after_run,
-                      'raw': raw_cpu}), flush=True)
+                      'raw': raw_cpu, 'load_average': _load(started)}), flush=True)
     if args.rss_pods:
         memory = await rss_with_cache(pods=args.rss_pods, nodes=args.rss_nodes, concurrency=args.concurrency,
                                       timeout=args.timeout)
