@@ -161,6 +161,13 @@ def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
     pytest.param(["bench", "--workload", "no-such-workload"], id="unknown-workload"),
     pytest.param(["bench", "--nodes", "0"], id="no-nodes"),
     pytest.param(["run", "--metrics-port", "70000"], id="not-a-port"),
+    pytest.param(["sandbox", "--metrics-port", "99999"], id="sandbox-not-a-port"),
+    *[pytest.param(["bench", flag, value], id=f"bench{flag}={value!r}")
+      for flag in ("--nodes", "--init-pods", "--pods")
+      for value in ("", " ", "1e3", "0x10", "-1", "99999999999999999999", "\x00")],
+    pytest.param(["bench", "--workload", ""], id="empty-workload"),
+    pytest.param(["simulate", "x.yaml", "--seed", ""], id="empty-seed"),
+    pytest.param(["simulate", "x.yaml", "-o", ""], id="empty-output"),
 ])
 def test_argument_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:

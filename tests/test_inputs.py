@@ -458,3 +458,13 @@ def test_snapshot_output_that_cannot_be_written(tmp_path, capsys, no_cluster_env
     target = str(tmp_path / output) if output else str(tmp_path)
     code, _, err = run(capsys, ["snapshot", "-q", "--kubeconfig", kubeconfig, "-o", target])
     assert (code, err.splitlines()) == (1, [expected.format(o=target)])
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    pytest.param("", "{o}: cannot write: Is a directory", id="a-directory"),
+    pytest.param("missing/sandbox.kubeconfig", "{o}: cannot write: No such file or directory", id="no-such-directory"),
+])
+def test_sandbox_kubeconfig_out_that_cannot_be_written_is_refused_before_starting(tmp_path, capsys, output, expected):
+    target = str(tmp_path / output) if output else str(tmp_path)
+    code, out, err = run(capsys, ["sandbox", "--kubeconfig-out", target])
+    assert (code, out, err.splitlines()) == (1, "", [expected.format(o=target)])

@@ -176,7 +176,7 @@ def _sandbox_parser(sub) -> None:
                          help="cluster snapshot files to preload (default: examples/cluster.yaml)")
     sandbox.add_argument("--kubeconfig-out", metavar="F", default="kopfsched-sandbox.kubeconfig",
                          help="where to write the kubeconfig for kubectl (default: %(default)s)")
-    sandbox.add_argument("--metrics-port", type=int, default=None, metavar="N",
+    sandbox.add_argument("--metrics-port", type=_port, default=None, metavar="N",
                          help="port of the dashboard, /debug/pending and /metrics (default: kopfsched run's; "
                               "0 picks a free one)")
 
@@ -366,8 +366,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     # cluster leaves an existing FILE as it was, never truncated or half written.
     import tempfile
 
-    if os.path.isdir(args.output):
-        print(f"{args.output}: cannot write: Is a directory", file=sys.stderr)
+    problem = _unwritable(args.output)
+    if problem:  # found now, not after the cluster has been read
+        print(problem, file=sys.stderr)
         return EXIT_INVALID
     directory, name = os.path.split(os.path.abspath(args.output))
     partial = None
@@ -468,9 +469,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port or None)
 
 
+def _unwritable(path: str) -> str | None:
+    """The one line saying why `path` cannot be written, checked before any work is done."""
+    if os.path.isdir(path):
+        return f"{path}: cannot write: Is a directory"
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"{path}: cannot write: No such file or directory"
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return f"{path}: cannot write: Permission denied"
+    return None
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from kopfsched.sandbox import SandboxOptions, main
 
+    problem = _unwritable(args.kubeconfig_out)
+    if problem:  # found now, not after the cluster has started
+        print(problem, file=sys.stderr)
+        return EXIT_INVALID
     options = SandboxOptions(files=list(args.files), kubeconfig_out=args.kubeconfig_out)
     if args.metrics_port is not None:
         options.metrics_port = args.metrics_port
