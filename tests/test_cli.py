@@ -168,6 +168,7 @@ def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
     pytest.param(["bench", "--workload", ""], id="empty-workload"),
     pytest.param(["simulate", "x.yaml", "--seed", ""], id="empty-seed"),
     pytest.param(["simulate", "x.yaml", "-o", ""], id="empty-output"),
+    *[pytest.param(["explain", ref, "x.yaml"], id=f"explain-{ref!r}") for ref in ("", "a/", "a/b/c", " /")],
 ])
 def test_argument_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:

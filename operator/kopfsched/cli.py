@@ -181,9 +181,21 @@ def _sandbox_parser(sub) -> None:
                               "0 picks a free one)")
 
 
+def _pod_ref(text: str) -> str:
+    """An argparse type: NAMESPACE/NAME, checked before any input is read."""
+    from kopfsched.simulate.explain import ExplainError, parse_pod_ref
+
+    try:
+        parse_pod_ref(text)
+    except ExplainError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _explain_parser(sub) -> None:
     explain = sub.add_parser("explain", help="why one pod fits where it does, or nowhere, node by node")
-    explain.add_argument("pod", metavar="NAMESPACE/NAME", help="the pod to explain")
+    explain.add_argument("pod", metavar="NAMESPACE/NAME", type=_pod_ref,
+                         help="the pod to explain (a NAME alone: in namespace default)")
     explain.add_argument("files", nargs="*", metavar="FILE", help=f"{INPUT_HELP} (none: the live cluster)")
     explain.add_argument("--kubeconfig", metavar="F", help="read the live cluster (default without files: in-cluster, "
                                                            "then $KUBECONFIG)")
@@ -339,8 +351,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     entry = explanation.entry
     if args.node is not None and args.node not in {n["name"] for n in explanation.nodes}:
-        print(f'node "{args.node}" is not in the input', file=sys.stderr)
-        return EXIT_USAGE
+        print(f'node "{args.node}" not found in the input', file=sys.stderr)  # worded as a missing pod
+        return EXIT_INVALID
     if args.output == "json":
         print(json.dumps(entry, indent=2))
     elif args.output == "html":

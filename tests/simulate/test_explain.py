@@ -162,11 +162,15 @@ def test_cli_json_table_node(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "ml/inference-0", cluster, "--node", "gpu-a1"]) == 0
     out = capsys.readouterr().out
     assert "Node gpu-a1:\n  Filter: rejected by TaintToleration (UnschedulableAndUnresolvable)\n" in out
-    assert main(["explain", "ml/inference-0", cluster, "--node", "nope"]) == 2
-    assert capsys.readouterr().err == 'node "nope" is not in the input\n'
+    assert main(["explain", "ml/inference-0", cluster, "--node", "nope"]) == 1
+    assert capsys.readouterr().err == 'node "nope" not found in the input\n'
     assert main(["explain", "shop/missing", cluster]) == 1
     assert capsys.readouterr().err == 'pod "shop/missing" not found in the input\n'
-    assert main(["explain", "a/b/c", cluster]) == 2
+    with pytest.raises(SystemExit) as usage:
+        main(["explain", "a/b/c", cluster])
+    assert usage.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "kopfsched explain: error: argument NAMESPACE/NAME: 'a/b/c': expected NAMESPACE/NAME")
 
 
 def test_readme_quick_start_shows_the_real_output(capsys: pytest.CaptureFixture[str]) -> None:
