@@ -52,9 +52,9 @@ ELSEWHERE = {
     r"pip install (-e )?(\.|'\.\[test\]')": "tests/outoftree/test_writing_plugins_guide.py::"
                                              "test_a_reader_installs_the_plugin_and_uses_it",
     r"python -m pytest|pytest": "tests/test_docs.py::test_every_documented_command_is_run_somewhere",
-    r"kopfsched sandbox": "tests/e2e/test_sandbox.py::test_a_kubectl_session_against_the_sandbox",
-    r"export KUBECONFIG=kopfsched-sandbox\.kubeconfig|kubectl (--kubeconfig kopfsched-sandbox\.kubeconfig )?"
-    r"(get|describe|apply) .*": "tests/e2e/test_sandbox.py::test_a_kubectl_session_against_the_sandbox",
+    r"kopfsched sandbox|export KUBECONFIG=kopfsched-sandbox\.kubeconfig|"
+    r"kubectl (--kubeconfig kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
+        "tests/e2e/test_sandbox_docs.py::test_the_readme_and_sandbox_doc_commands_run_as_shown",
     r"kubectl apply -f crds/ -f manifests/": "tests/e2e/test_operator_scheduling.py::"
                                             "test_whole_install_in_one_apply_then_the_default_profile_serves",
     r"docker (build|push) .*|kubectl -n kopfsched-system set image .*": "tests/test_manifests.py::"
