@@ -331,3 +331,10 @@ def test_every_help_shows_each_flag_with_its_actual_default(capsys: pytest.Captu
                 assert stated in help_text, f"{name} {action.option_strings}: {help_text!r}"
             elif isinstance(default, (int, str)):
                 assert f"default: {default}" in help_text, f"{name} {action.option_strings}: {help_text!r}"
+
+
+def test_validate_counts_the_files_of_a_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    profiles = sorted((EXAMPLES / "profiles").glob("*.yaml"))
+    assert len(profiles) > 1
+    assert main(["validate", str(EXAMPLES / "profiles")]) == 0
+    assert capsys.readouterr().out == f"{len(profiles)} file(s) valid\n"

@@ -428,10 +428,11 @@ def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from kopfsched.config.validate_files import validate_files
 
-    problems = validate_files(list(args.files), _plugin_registry())
+    read: list[str] = []
+    problems = validate_files(list(args.files), _plugin_registry(), read=read)
     _print_problems(problems)
     if not problems:
-        print(f"{len(args.files)} file(s) valid")
+        print(f"{len(read)} file(s) valid")  # a directory counts its files
     return EXIT_INVALID if problems else EXIT_OK
 
 

@@ -31,10 +31,14 @@ class _Served:
     profile: ProfileConfig
 
 
-def validate_files(paths: Iterable[str], registry: Registry) -> list[str]:
-    """Every problem in the files (directories, `-` for stdin), reading problems first."""
+def validate_files(paths: Iterable[str], registry: Registry, *, read: list[str] | None = None) -> list[str]:
+    """Every problem in the files (directories, `-` for stdin), reading problems first.
+    `read`, when given, receives the name of every file that held documents (a directory's
+    files one by one), for the `N file(s) valid` count."""
     lines: list[str] = []
     documents = [(d.source, d.where, d.obj) for d in read_documents(paths, lines)]
+    if read is not None:
+        read.extend(dict.fromkeys(source for source, _, _ in documents))
     return lines + validate_documents(documents, registry)
 
 
