@@ -370,7 +370,7 @@ CLUSTER_COMMANDS = {
 }
 KUBECONFIG_READING = [(i, c, e) for i, c, e in EVERY_INPUT
                       if e is not None and i not in ("no-kind", "list-items-not-a-list")]
-SERVER = "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+SERVER = "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
 CONTEXT = "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n"
 KUBECONFIG_SHAPES = [
     ("not-a-config", "apiVersion: v1\nkind: Pod\n" + SERVER + CONTEXT, 'kind: must be "Config", not \'Pod\''),
@@ -386,6 +386,8 @@ KUBECONFIG_SHAPES = [
      'current-context: no context named "x" in contexts'),
     ("unknown-cluster", "clusters: []\n" + CONTEXT, 'contexts[0].context.cluster: no cluster named "c" in clusters'),
     ("no-server", "clusters: [{name: c, cluster: {}}]\n" + CONTEXT, "clusters[0].cluster.server: required"),
+    ("https-without-user", SERVER.replace("http:", "https:") + CONTEXT,
+     "contexts[0].context.user: required with an https server"),
     ("unknown-user", SERVER + "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
      'contexts[0].context.user: no user named "u" in users'),
 ]
@@ -445,6 +447,7 @@ def test_snapshot_output_is_written_only_when_complete(tmp_path, capsys, no_clus
     kept = write(tmp_path, "snapshot.yaml", "kept\n")
     code, _, err = run(capsys, ["snapshot", "-q", "--kubeconfig", kubeconfig, "-o", kept])
     assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("reading the cluster: listing "), "worded as simulate and explain word it"
     assert Path(kept).read_text() == "kept\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig", "snapshot.yaml"]
 
@@ -468,3 +471,13 @@ def test_sandbox_kubeconfig_out_that_cannot_be_written_is_refused_before_startin
     target = str(tmp_path / output) if output else str(tmp_path)
     code, out, err = run(capsys, ["sandbox", "--kubeconfig-out", target])
     assert (code, out, err.splitlines()) == (1, "", [expected.format(o=target)])
+
+
+@pytest.mark.parametrize("argv", [["snapshot", "-q"], ["simulate"], ["explain", "default/p1"]], ids=str)
+def test_an_unreachable_cluster_is_the_same_line_everywhere(tmp_path, capsys, no_cluster_env, argv):
+    kubeconfig = write(tmp_path, "kubeconfig", SERVER + CONTEXT)  # nothing listens on port 1
+    code, out, err = run(capsys, [*argv, "--kubeconfig", kubeconfig])
+    assert code == 1
+    assert all(line.startswith("# kopfsched snapshot, ") for line in out.splitlines()), "at most the header"
+    [line] = err.splitlines()
+    assert line.startswith("reading the cluster: listing ") and "127.0.0.1:1" in line, line

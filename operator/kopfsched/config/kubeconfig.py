@@ -132,9 +132,13 @@ def _reference_problems(obj: dict[str, Any], where: str) -> list[str]:
     cluster = named("clusters", cluster_name)
     if cluster is None:
         return line(f"contexts[{index}].context.cluster", f'no cluster named "{cluster_name}" in clusters')
-    if not (cluster[1].get("cluster") or {}).get("server"):
+    server = (cluster[1].get("cluster") or {}).get("server")
+    if not server:
         return line(f"clusters[{cluster[0]}].cluster.server", "required")
     user_name = body.get("user")
+    if not user_name and server.startswith("https:"):
+        # kubectl would go on anonymously; kubernetes_asyncio's loader fails on a missing user.
+        return line(f"contexts[{index}].context.user", "required with an https server")
     if user_name and named("users", user_name) is None:
         return line(f"contexts[{index}].context.user", f'no user named "{user_name}" in users')
     return []

@@ -136,7 +136,7 @@ def snapshot(kubeconfig: str | None, out: TextIO, *, quiet: bool = False) -> int
     try:
         written = asyncio.run(_with_client(kubeconfig, work))
     except (StartupError, ClusterError) as exc:
-        print(f"snapshot: {exc}", file=sys.stderr)
+        print(f"reading the cluster: {exc}", file=sys.stderr)  # worded as simulate and explain
         return 1
     if progress is not None:
         progress(f"{written} objects written")
