@@ -65,7 +65,7 @@ class AttemptLog(NullObserver):
             self.nominated[key] = attempt.nominated_node
 
 
-@dataclass
+@dataclass(repr=False)  # its repr spells out every pod: asyncio.run formats its result on Python 3.11
 class Simulation:
     scheduler: Scheduler
     client: InMemoryClusterClient
