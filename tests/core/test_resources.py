@@ -3,7 +3,7 @@
 import pytest
 
 from kopfsched.framework.quantity import QuantityError, int_value, milli_value
-from kopfsched.framework.resources import pod_non_zero_requests, pod_requests
+from kopfsched.framework.resources import Resource, pod_non_zero_requests, pod_requests, pod_requests_and_non_zero
 from tests.builders import make_pod
 
 
@@ -122,3 +122,30 @@ def _infeasible_without_memory_in_status() -> dict:
 def test_non_zero_requests_from_precomputed_requests_agree(pod):
     """PodInfo hands its requests in to save a second sum: the answer must not change."""
     assert pod_non_zero_requests(pod, pod_requests(pod)) == pod_non_zero_requests(pod)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(make_pod(requests={"cpu": "1", "memory": "1Gi"}), id="both-stated"),
+        pytest.param(make_pod(requests=[{"cpu": "300m"}, {}]), id="defaults-per-container"),
+        pytest.param(make_pod(requests=[{"cpu": "0", "memory": "0"}, {"memory": "1Gi"}]), id="stated-zero-stays"),
+        pytest.param(make_pod(requests={"cpu": "1", "nvidia.com/gpu": "2", "ephemeral-storage": "1Gi"}),
+                     id="extended-and-storage"),
+        pytest.param(make_pod(requests={"cpu": "1"}, init_requests=[{"cpu": "2"}]), id="init-container"),
+        pytest.param(make_pod(requests={"cpu": "1"}, sidecar_requests=[{"cpu": "200m"}]), id="sidecar"),
+        pytest.param(make_pod(requests={"cpu": "1"}, overhead={"cpu": "250m"}), id="overhead"),
+        pytest.param(make_pod(requests={"cpu": "1"}, resources={"requests": {"cpu": "3"}}), id="pod-level"),
+        pytest.param(_resized("2", running="1"), id="resize-pending"),
+        pytest.param(_infeasible_without_memory_in_status(), id="infeasible-resize"),
+        pytest.param({**make_pod(requests={"cpu": "1"}), "status": {"containerStatuses": [{"name": "c0"}]}},
+                     id="statuses-without-resources"),
+        pytest.param({"metadata": {"name": "bare"}, "spec": {"containers": [{"name": "c"}]}}, id="no-resources"),
+    ],
+)
+def test_requests_and_non_zero_in_one_pass_agree(pod):
+    """PodInfo sums most pods in one pass: the same answer as the two functions."""
+    requests, cpu, memory = pod_requests_and_non_zero(pod)
+    assert requests == pod_requests(pod)
+    assert (cpu, memory) == pod_non_zero_requests(pod)
+    assert Resource.from_list(requests).as_dict() == {k: v for k, v in requests.items() if v}

@@ -22,6 +22,8 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 """Assumed memory request of a container that states none, for scoring (200 MiB)."""
 
 _NON_MISSING = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+_NAMED = frozenset((CPU, MEMORY, EPHEMERAL_STORAGE, PODS))
+"""The resources Resource keeps as attributes; any other is a scalar."""
 _POD_LEVEL_RESOURCES = (CPU, MEMORY)
 
 
@@ -68,9 +70,10 @@ class Resource:
 
     @classmethod
     def from_list(cls, amounts: Mapping[str, int]) -> Resource:
-        res = cls()
-        for name, value in amounts.items():
-            res.set(name, value)
+        get = amounts.get
+        res = cls(get(CPU, 0), get(MEMORY, 0), get(EPHEMERAL_STORAGE, 0), get(PODS, 0))
+        if len(amounts) > (CPU in amounts) + (MEMORY in amounts) + (EPHEMERAL_STORAGE in amounts) + (PODS in amounts):
+            res.scalar = {name: value for name, value in amounts.items() if name not in _NAMED}
         return res
 
     def get(self, name: str) -> int:
@@ -222,6 +225,34 @@ def pod_non_zero_requests(pod: Mapping[str, Any], requests: Mapping[str, int] | 
     if requests is None or not _states_cpu_and_memory(pod):
         requests = pod_requests(pod, non_missing=_NON_MISSING)
     return requests.get(CPU, 0), requests.get(MEMORY, 0)
+
+
+def pod_requests_and_non_zero(pod: Mapping[str, Any]) -> tuple[dict[str, int], int, int]:
+    """`pod_requests(pod)` and `pod_non_zero_requests(pod)` at once: (requests, milli-CPU, memory).
+
+    A pod with regular containers only (no init containers, pod-level requests, overhead or
+    container statuses reporting resources: nearly every pod) is summed in one pass over
+    its containers; any other pod the long way, by the two functions."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status")
+    if (spec.get("initContainers") or spec.get("resources") or spec.get("overhead")
+            or (status and _resized_containers(pod))):
+        requests = pod_requests(pod)
+        return (requests, *pod_non_zero_requests(pod, requests))
+    total: dict[str, int] = {}
+    non_zero_cpu = non_zero_memory = 0
+    for container in spec.get("containers") or ():
+        stated = (container.get("resources") or {}).get("requests")
+        if not stated:
+            non_zero_cpu += DEFAULT_MILLI_CPU_REQUEST
+            non_zero_memory += DEFAULT_MEMORY_REQUEST
+            continue
+        for name, quantity in stated.items():
+            total[name] = total.get(name, 0) + quantity_value(name, quantity)
+        # What the container states, else the default (a stated 0 stays 0), as _container_requests.
+        non_zero_cpu += quantity_value(CPU, stated[CPU]) if CPU in stated else DEFAULT_MILLI_CPU_REQUEST
+        non_zero_memory += quantity_value(MEMORY, stated[MEMORY]) if MEMORY in stated else DEFAULT_MEMORY_REQUEST
+    return total, non_zero_cpu, non_zero_memory
 
 
 def _states_cpu_and_memory(pod: Mapping[str, Any]) -> bool:

@@ -20,12 +20,7 @@ from kopfsched.framework.affinity import (
     affinity_terms,
     weighted_affinity_terms,
 )
-from kopfsched.framework.resources import (
-    Resource,
-    pod_non_zero_requests,
-    pod_requests,
-    resource_list,
-)
+from kopfsched.framework.resources import Resource, pod_requests_and_non_zero, resource_list
 
 Obj = dict[str, Any]
 
@@ -112,17 +107,20 @@ class PodInfo:
         self.has_required_anti_affinity = bool(anti) and bool(anti.get(_REQUIRED))
         self.pvc_keys = _pvc_keys(self.namespace, spec.get("volumes"))
         """"namespace/claim" of every persistentVolumeClaim volume, in spec order (repeats kept)."""
-        self.priority = pod_priority(pod)
-        requests = pod_requests(pod)
+        priority = spec.get("priority")
+        self.priority = priority if isinstance(priority, int) else 0  # pod_priority
+        requests, self.non_zero_cpu, self.non_zero_memory = pod_requests_and_non_zero(pod)
         self.requests = Resource.from_list(requests)
-        self.non_zero_cpu, self.non_zero_memory = pod_non_zero_requests(pod, requests)
-        sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+        containers = spec.get("containers") or ()
+        init_containers = spec.get("initContainers")
+        if init_containers:
+            containers = [*containers, *(c for c in init_containers if c.get("restartPolicy") == "Always")]
         self.host_ports: tuple[tuple[str, str, int], ...] = tuple(
             (p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
-            for c in [*(spec.get("containers") or ()), *sidecars]
-            for p in c.get("ports") or ()
+            for c in containers if c.get("ports")
+            for p in c["ports"]
             if p.get("hostPort")
-        )
+        ) if any("ports" in c for c in containers) else ()
 
     def placed(self, pod: Obj) -> PodInfo:
         """This PodInfo for `pod`, a version of the same pod whose spec is this one's but for

@@ -57,19 +57,23 @@ class EventHandlers:
     def on_pod_upsert(self, pod: Obj, old: Obj | None = None, *, timestamp: float | None = None) -> None:
         """ADDED or MODIFIED (old is None on the watch's first sight of the pod).
         `timestamp` is the queue timestamp of a new pending pod (default: now)."""
-        uid: str = (pod.get("metadata") or {}).get("uid") or ""
         if _terminal(pod):
             self.on_pod_delete(pod)
             return
         if _assigned(pod):
-            known = self.cache.get_pod(uid) if uid else None
+            meta = pod.get("metadata") or {}
+            uid: str = meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"  # as PodInfo.uid
+            known = self.cache.get_pod(uid)
             bound_before = known is not None and not self.cache.is_assumed(uid)
             placed = None
             if old is None or not _assigned(old):
                 placed = _confirming(known, pod) if known is not None and not bound_before else PodInfo(pod)
-                self.queue.delete(placed)
+                # A pod first seen bound (a listing: most of a cluster's pods) that neither the
+                # cache nor any queue knows has nothing to delete (and no binding cycle to stop).
+                if old is not None or known is not None or self.queue.where(uid) is not None:
+                    self.queue.delete(placed)
                 self.scheduler.unmanaged.discard(uid)
-                self.scheduler.pending.forget(placed.uid)
+                self.scheduler.pending.forget(uid)
             # One PodInfo for both: building it (resource sums) was most of loading a large snapshot.
             pod_info = self.cache.add_pod(pod, pod_info=placed)
             if known is not None and bound_before:

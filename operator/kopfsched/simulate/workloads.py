@@ -277,6 +277,8 @@ def expand_workloads(inputs: ClusterInput) -> int:
     returns how many pods were made. Consumes inputs.workloads, so a second call adds
     nothing more."""
     workloads, inputs.workloads = inputs.workloads, []
+    if not workloads and not any(o.obj.get("kind") in ("ReplicaSet", "StatefulSet") for o in inputs.objects):
+        return 0  # nothing to expand: spare indexing every pod's name
     expansion = _Expansion(inputs)
     # Deployments first: the ReplicaSets they make expand with the ones given.
     for loaded in workloads:
