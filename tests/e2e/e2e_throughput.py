@@ -16,8 +16,9 @@ Event). Phase 3: RSS of the operator once its cache holds --rss-pods bound pods 
 
 With --scale instead: one emulator holding --scale-nodes nodes and --scale-running bound pods; the
 raw capacity is measured on it first (--scale-pods pods created and bound by the driver, left
-running), then the operator starts: seconds until /readyz answers 200, its RSS, and the rate at
-which it binds --scale-pods new pods.
+running), then the operator starts: seconds until /readyz answers 200, the operator's CPU seconds
+by then (all threads, and its main thread), its RSS, and the rate at which it binds --scale-pods
+new pods.
 
 Besides rates, each phase reports CPU milliseconds per pod: the operator's, split into its main
 thread (the scheduling loop: cycles, binds, Events, watch events) and its other threads (kopf's
@@ -421,13 +422,16 @@ async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, tim
                 with sampling(process.pid, None if profile is None else profile + '.startup'):
                     await _ready(session, port, deadline=deadline)
                 ready = time.perf_counter() - started
+                ready_cpu = _cpu_seconds(process.pid), _cpu_seconds(process.pid, process.pid)
                 rss_ready = _rss_mb(process.pid)
                 with sampling(process.pid, profile), CpuMeter(process.pid, _emulator_pid()) as cpu:
                     rate = await _operator_binds(driver, session, port, pods=pods, namespace='measured',
                                                  concurrency=concurrency, deadline=deadline)
                 rss_after = _rss_mb(process.pid)
         return {'nodes': nodes, 'running_pods': running + pods, 'pods': pods, 'populate_seconds': round(populated, 1),
-                'ready_seconds': round(ready, 1), 'operator_rss_mb_at_ready': rss_ready,
+                'ready_seconds': round(ready, 1), 'operator_cpu_seconds_at_ready': round(ready_cpu[0], 1),
+                'operator_main_thread_cpu_seconds_at_ready': round(ready_cpu[1], 1),
+                'operator_rss_mb_at_ready': rss_ready,
                 'operator_rss_mb_after_run': rss_after, 'raw_pods_per_second': round(raw, 1),
                 'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2), **cpu.per_pod(pods)}
 
