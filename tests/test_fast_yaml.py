@@ -1,5 +1,7 @@
 """The fast YAML path (yaml_rs) gives exactly what the libyaml path gives, or steps aside."""
 
+import random
+
 import pytest
 import yaml
 
@@ -124,3 +126,13 @@ def test_a_generated_export_reads_the_same_both_ways():
     assert fast is not None
     assert fast == _libyaml(text)
     assert [doc for _, doc, _ in fast] == objects
+
+
+def test_documents_split_as_the_marker_pattern_says():
+    """split_documents (str.split) cuts exactly where the `---` pattern does, on every
+    arrangement of markers, dashes, blanks and line breaks (seeded, so reproducible)."""
+    rng = random.Random(7)
+    alphabet = ["-", "---", "\n", "\n---", "\r\n", "\r", " ", "\t", "a"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert fast_yaml.split_documents(text) == fast_yaml._DOC_START.split(text), repr(text)

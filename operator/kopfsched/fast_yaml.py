@@ -17,8 +17,8 @@ libyaml path gives, and `read` returns None (the caller takes the libyaml path) 
   with its messages).
 
 Documents are split at `---` lines (a document marker wherever it stands, even inside a
-block scalar) and parsed one by one, so each result is one document and progress can be
-reported between them.
+block scalar; `split_documents`) and parsed one by one, so each result is one document and
+progress can be reported between them.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def read(text: str, on_read: Callable[[int], None] | None,
     items: FastItems = []
     index, pos = 0, 0
     last_wins = yaml_rs.DuplicateKeyPolicy.LastWins  # PyYAML's reading of a repeated key
-    for number, part in enumerate(_DOC_START.split(text)):
+    for number, part in enumerate(split_documents(text)):
         pos += len(part) + 3
         if number == 0 and not _CONTENT_LINE.search(part):
             continue  # comments or nothing before the first `---`: no document
@@ -86,6 +86,25 @@ def read(text: str, on_read: Callable[[int], None] | None,
         if on_read is not None and index % 256 == 0:
             on_read(min(pos, len(text)))
     return items
+
+
+def split_documents(text: str) -> list[str]:
+    """`_DOC_START.split(text)`, with str.split: the regular expression took a tenth of a
+    large input's reading. A part keeps the line break before the marker that ends it."""
+    pieces = text.split("\n---")
+    current = pieces[0]
+    parts: list[str] = []
+    if current.startswith("---") and (len(current) == 3 or current[3] in " \t\r\n"):
+        parts.append("")
+        current = current[3:]
+    for piece in pieces[1:]:
+        if not piece or piece[0] in " \t\r\n":
+            parts.append(current + "\n")
+            current = piece
+        else:  # `----`, `---x`: not a marker
+            current += "\n---" + piece
+    parts.append(current)
+    return parts
 
 
 def _same_scalars(lines: str, libyaml_values: Callable[[list[str]], list[Any] | None]) -> bool:
