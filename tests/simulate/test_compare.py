@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -97,3 +98,19 @@ def test_compare_with_a_bad_profile_file_is_one_line(tmp_path: Path, capsys, bad
     assert main(["simulate", _write(tmp_path, _nodes()), "--compare", str(tmp_path / bad)]) == 1
     err = capsys.readouterr().err
     assert "cannot read" in err
+
+
+def test_the_second_run_gets_a_deep_copy_of_the_input() -> None:
+    """ClusterInput.copy (what --compare's second run schedules) gives what copy.deepcopy gives:
+    equal, independent, and objects shared within the input stay shared within the copy."""
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}], "priority": 5}
+    pods = [{"kind": "Pod", "metadata": {"name": f"p{i}", "labels": {"app": "web"}}, "spec": spec} for i in range(2)]
+    inputs = load_objects([make_node("a", cpu="4"), *pods, {"kind": "ConfigMap", "metadata": {"name": "x"}}], "<test>")
+    copied, expected = inputs.copy(), copy.deepcopy(inputs)
+    assert copied == expected
+    first, second = (loaded.obj for loaded in copied.pods)
+    assert first["spec"] is second["spec"]
+    assert first["spec"] is not spec
+    first["spec"]["containers"][0]["name"] = "changed"
+    assert spec["containers"][0]["name"] == "c"
+    assert copied.skipped == inputs.skipped and copied.skipped is not inputs.skipped

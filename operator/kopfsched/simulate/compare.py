@@ -10,7 +10,6 @@ controller) so the whole cluster is packed again, in creation order.
 
 from __future__ import annotations
 
-import copy
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +90,7 @@ class Comparison:
 
 async def compare(inputs: ClusterInput, overrides: list[ProfileConfig], *, registry: Registry, seed: int | None,
                   explain: bool = False) -> Comparison:
-    second = copy.deepcopy(inputs)
+    second = inputs.copy()
     sim_before = await simulate(inputs, registry=registry, seed=seed, explain=explain)
     sim_after = await simulate(second, registry=registry, seed=seed, explain=explain, overrides=overrides)
     before, after = to_json(sim_before, explain=explain), to_json(sim_after, explain=explain)

@@ -15,7 +15,7 @@ import copy
 import hashlib
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kopfsched.documents import Document, Progress, describe_type, long_lived, problem_line, read_documents
@@ -72,6 +72,43 @@ class ClusterInput:
     """Objects of kinds the scheduler never reads, by kind."""
     warnings: list[str] = field(default_factory=list)
     """Lines for stderr that do not make the input invalid."""
+
+    def copy(self) -> ClusterInput:
+        """What copy.deepcopy gives (objects shared within the input, e.g. by YAML aliases,
+        stay shared in the copy), three times faster on a large input: the objects are plain
+        JSON-like data, copied without deepcopy's per-object dispatch."""
+        memo: dict[int, Any] = {}
+        copied: dict[str, Any] = {}
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if isinstance(value, list) and all(type(item) is Loaded for item in value):
+                copied[spec.name] = [Loaded(_copy_json(item.obj, memo), item.source, item.where) for item in value]
+            else:
+                copied[spec.name] = copy.deepcopy(value, memo)
+        return ClusterInput(**copied)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _copy_json(value: Any, memo: dict[int, Any]) -> Any:
+    """copy.deepcopy(value, memo) for dicts, lists and immutable scalars; deepcopy itself for the rest."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        copied = memo.get(id(value))
+        if copied is not None:
+            return copied
+        if kind is dict:
+            copied = memo[id(value)] = {}
+            for key, item in value.items():
+                copied[key] = item if type(item) in _SCALARS else _copy_json(item, memo)
+        else:
+            copied = memo[id(value)] = []
+            copied.extend(item if type(item) in _SCALARS else _copy_json(item, memo) for item in value)
+        return copied
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value, memo)
 
 
 def skipped_warning(skipped: Counter[str]) -> str | None:
