@@ -14,6 +14,7 @@ NodeInfo copies are built only for the columns and plugins that need them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,15 +38,44 @@ class ColumnSpec:
     share, i.e. adding pod p to a node adds exactly `per_pod(p)` to its value."""
 
 
+_LOWER_PRIORITY_TABLES_KEPT = 4
+"""Priorities whose lower-priority columns a table keeps current (the least recently used go)."""
+
+_lower_priority_specs: dict[tuple[str, int], ColumnSpec] = {}
+
+
+def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
+    """Per node: `spec.per_pod` summed over the node's pods of a priority below `priority` (with
+    `spec` None: how many such pods). What preemption's dry run removes from a node."""
+    key = ("" if spec is None else spec.name, priority)
+    derived = _lower_priority_specs.get(key)
+    if derived is None:
+        if spec is None:
+            def extract(node: NodeInfo) -> int:
+                return sum(1 for p in node.pods.values() if p.priority < priority)
+            dtype: Any = np.int64
+        else:
+            share = spec.per_pod
+            assert share is not None, f"{spec.name} is not a per-pod column"
+
+            def extract(node: NodeInfo) -> int:
+                return sum(share(p) for p in node.pods.values() if p.priority < priority)
+            dtype = spec.dtype
+        derived = _lower_priority_specs[key] = ColumnSpec(f"{key[0]}|priority<{priority}", extract, dtype)
+    return derived
+
+
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_index", "_nodes")
+    __slots__ = ("_columns", "_index", "_lower", "_nodes")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
         self._index: dict[str, int] | None = {n.name: i for i, n in enumerate(nodes)}
         self._columns: dict[ColumnSpec, np.ndarray] = {}
+        self._lower: dict[int, list[ColumnSpec]] = {}
+        """priority -> its lower_priority_column specs built here, least recently used first."""
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -67,6 +97,21 @@ class NodeTable:
             array = np.fromiter((spec.extract(n) for n in self.nodes), dtype=spec.dtype, count=len(self.nodes))
             self._columns[spec] = array
         return array
+
+    def lower_priority(self, spec: ColumnSpec | None, priority: int) -> np.ndarray:
+        """`column(lower_priority_column(spec, priority))`, kept current as every column is, for
+        the few priorities used last (the columns of older ones are dropped)."""
+        derived = lower_priority_column(spec, priority)
+        specs = self._lower.pop(priority, None)
+        if specs is None:
+            specs = []
+            if len(self._lower) >= _LOWER_PRIORITY_TABLES_KEPT:
+                for old in self._lower.pop(next(iter(self._lower))):
+                    self.drop(old)
+        self._lower[priority] = specs  # most recently used last
+        if derived not in specs:
+            specs.append(derived)
+        return self.column(derived)
 
     def refresh(self, rows: Iterable[int]) -> None:
         """Recompute the given rows of every column built so far."""
@@ -91,21 +136,27 @@ class WhatIfTable(NodeTable):
     """Hypothetical nodes: row i is row `base_rows[i]` of `base` without the pods
     `removed[i]` (all on that node) and with the pods `added[i]` (none on it).
 
+    `removed_below=P` (on a table of real nodes only) removes every pod of a priority below
+    P instead: `removed[i]` is then those pods in the node's order, built only if read, and
+    per-pod columns subtract the base's `lower_priority` columns instead of summing shares.
+
     A node-static column is the base's, a column with `per_pod` the base's adjusted by the
     pods' shares; any other column, and `nodes`, come from NodeInfo copies built on first
     use (the removed pods dropped, then the added ones appended in order, so the copies
     iterate their pods as a copy edited by hand would). `root` and `root_rows` name the
     real nodes, for Filters that read the Node object alone."""
 
-    __slots__ = ("_flat", "added", "base", "base_rows", "removed", "root", "root_rows")
+    __slots__ = ("_added", "_flat", "_removed", "base", "base_rows", "removed_below", "root", "root_rows")
 
     def __init__(self, base: NodeTable, base_rows: np.ndarray, *, added: list[list[PodInfo]] | None = None,
-                 removed: list[list[PodInfo]] | None = None) -> None:
+                 removed: list[list[PodInfo]] | None = None, removed_below: int | None = None) -> None:
         self.base = base
         self.base_rows = base_rows
-        count = len(base_rows)
-        self.added = added if added is not None else [[] for _ in range(count)]
-        self.removed = removed if removed is not None else [[] for _ in range(count)]
+        self._added = added
+        self._removed = removed
+        self.removed_below = removed_below
+        if removed_below is not None and (removed is not None or isinstance(base, WhatIfTable)):
+            raise ValueError("removed_below applies alone, to a table of real nodes")
         self.root: NodeTable = base
         self.root_rows: np.ndarray = base_rows
         if isinstance(base, WhatIfTable):
@@ -113,10 +164,29 @@ class WhatIfTable(NodeTable):
         self._columns = {}
         self._nodes = None
         self._index = None
-        self._flat: tuple[_Pods, _Pods] | None = None
+        self._lower = {}
+        self._flat: tuple[_Pods | None, _Pods | None] | None = None
 
     def __len__(self) -> int:
         return len(self.base_rows)
+
+    @property
+    def added(self) -> list[list[PodInfo]]:
+        if self._added is None:
+            self._added = [[] for _ in range(len(self.base_rows))]
+        return self._added
+
+    @property
+    def removed(self) -> list[list[PodInfo]]:
+        if self._removed is None:
+            below = self.removed_below
+            if below is None:
+                self._removed = [[] for _ in range(len(self.base_rows))]
+            else:
+                nodes = self.base.nodes
+                self._removed = [[p for p in nodes[row].pods.values() if p.priority < below]
+                                 for row in self.base_rows.tolist()]
+        return self._removed
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -135,8 +205,9 @@ class WhatIfTable(NodeTable):
         node = self.base.nodes[int(self.base_rows[i])]
         removed = self.removed[i]
         copy = node.without_pods(removed) if removed else node.clone()
-        for pod in self.added[i]:
-            copy.add_pod(pod)
+        if self._added is not None:
+            for pod in self._added[i]:
+                copy.add_pod(pod)
         return copy
 
     def column(self, spec: ColumnSpec) -> np.ndarray:
@@ -147,10 +218,16 @@ class WhatIfTable(NodeTable):
             array = self.root.column(spec)[self.root_rows]
         elif spec.per_pod is not None:
             array = self.base.column(spec)[self.base_rows]  # a copy: fancy indexing
+            if self.removed_below is not None:
+                array -= self.base.lower_priority(spec, self.removed_below)[self.base_rows]
             if self._flat is None:
-                self._flat = (_Pods(self.added), _Pods(self.removed))
-            self._flat[0].add_shares(array, spec.per_pod, 1)
-            self._flat[1].add_shares(array, spec.per_pod, -1)
+                removed = None if self.removed_below is not None else self._removed
+                self._flat = (_Pods.of(self._added), _Pods.of(removed))
+            added_pods, removed_pods = self._flat
+            if added_pods is not None:
+                added_pods.add_shares(array, spec.per_pod, 1)
+            if removed_pods is not None:
+                removed_pods.add_shares(array, spec.per_pod, -1)
         else:
             array = np.fromiter((spec.extract(n) for n in self.nodes), dtype=spec.dtype, count=len(self))
         self._columns[spec] = array
@@ -165,18 +242,36 @@ class _Pods:
 
     __slots__ = ("flat", "rows", "starts")
 
+    @classmethod
+    def of(cls, pods_per_row: list[list[PodInfo]] | None) -> _Pods | None:
+        """None when there are no pods at all."""
+        if not pods_per_row:
+            return None
+        pods = cls(pods_per_row)
+        return pods if pods.flat else None
+
     def __init__(self, pods_per_row: list[list[PodInfo]]) -> None:
-        lengths = np.fromiter(map(len, pods_per_row), dtype=np.int64, count=len(pods_per_row))
-        self.rows = np.flatnonzero(lengths)
-        self.starts = (np.cumsum(lengths) - lengths)[self.rows]
-        self.flat = [pod for pods in pods_per_row for pod in pods]
+        self.flat = list(itertools.chain.from_iterable(pods_per_row))
+        self.rows: np.ndarray | None = None
+        """The rows with pods; None when every row has exactly one (then `flat` is row-aligned)."""
+        self.starts: np.ndarray | None = None
+        if len(self.flat) != len(pods_per_row) or not all(pods_per_row):
+            lengths = np.fromiter(map(len, pods_per_row), dtype=np.int64, count=len(pods_per_row))
+            self.rows = np.flatnonzero(lengths)
+            self.starts = (np.cumsum(lengths) - lengths)[self.rows]
 
     def add_shares(self, array: np.ndarray, share: Callable[[PodInfo], int], sign: int) -> None:
         """array[row] += sign * the sum of `share` over the row's pods, for every row."""
         if not self.flat:
             return
-        sums = np.add.reduceat(np.fromiter(map(share, self.flat), dtype=array.dtype, count=len(self.flat)),
-                               self.starts)
+        shares = np.fromiter(map(share, self.flat), dtype=array.dtype, count=len(self.flat))
+        if self.rows is None:
+            if sign > 0:
+                array += shares
+            else:
+                array -= shares
+            return
+        sums = np.add.reduceat(shares, self.starts)
         if sign > 0:
             array[self.rows] += sums
         else:

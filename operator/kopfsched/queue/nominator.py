@@ -20,13 +20,28 @@ class Nominator:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
+        self._lists: dict[str, list[PodInfo]] = {}
+        """node -> its nominated pods as a list, built when first asked since the node's last change."""
+        self._names: list[str] | None = None
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
-        return list(self._by_node.get(node_name, {}).values())
+        """The pods nominated to `node_name`, in nomination order. Filter asks this for every
+        nominated node of every cycle: the list is kept until the node's nominations change,
+        so callers must not modify it."""
+        pods = self._lists.get(node_name)
+        if pods is None:
+            by_uid = self._by_node.get(node_name)
+            if by_uid is None:
+                return []
+            pods = self._lists[node_name] = list(by_uid.values())
+        return pods
 
     def nominated_node_names(self) -> list[str]:
-        """The nodes with at least one nominated pod (Filter looks at these alone)."""
-        return list(self._by_node)
+        """The nodes with at least one nominated pod (Filter looks at these alone); kept until
+        the next change, so callers must not modify it."""
+        if self._names is None:
+            self._names = list(self._by_node)
+        return self._names
 
     def nominated_node(self, uid: str) -> str:
         return self._node_of.get(uid, "")
@@ -39,17 +54,24 @@ class Nominator:
             # Nothing to nominate, or the pod is bound (or assumed) already.
             return
         self._node_of[pod.uid] = node_name
-        self._by_node.setdefault(node_name, {})[pod.uid] = pod
+        pods = self._by_node.get(node_name)
+        if pods is None:
+            pods = self._by_node[node_name] = {}
+            self._names = None
+        pods[pod.uid] = pod
+        self._lists.pop(node_name, None)
 
     def delete_nominated_pod(self, pod: PodInfo) -> None:
         node_name = self._node_of.pop(pod.uid, None)
         if node_name is None:
             return
+        self._lists.pop(node_name, None)
         pods = self._by_node.get(node_name)
         if pods is not None:
             pods.pop(pod.uid, None)
             if not pods:
                 del self._by_node[node_name]
+                self._names = None
 
     def update_nominated_pod(self, old: PodInfo | None, new: PodInfo) -> None:
         """Follow a pod update.

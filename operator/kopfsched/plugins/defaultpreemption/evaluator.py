@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -138,6 +138,8 @@ def filter_pods_with_pdb_violation(
     Every matching PDB's budget is decremented per pod (pods already in its disruptedPods
     were counted by the API server and are skipped); a pod whose removal drives any of
     its PDBs below zero violates."""
+    if not pdbs:
+        return [], list(pods)
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
     violating: list[PodInfo] = []
     non_violating: list[PodInfo] = []
@@ -400,6 +402,7 @@ class Evaluator:
         n = len(potential)
         batched = not self.framework.has_active_pre_filter_extensions(state)
         shared_state = state.clone() if batched else state
+        nominated_names = self._nominated_node_names() if batched else None  # unchanged during a dry run
         i = size = 0
         while i < n:
             if batched:
@@ -407,7 +410,7 @@ class Evaluator:
                 size = min(n - i, batch_size(wanted=max(num_candidates - so_far, 1), found=so_far, judged=i,
                                              last=size))
                 nodes = [potential[(offset + i + k) % n] for k in range(size)]
-                results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs)
+                results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs, nominated_names=nominated_names)
             else:
                 node = potential[(offset + i) % n].clone()
                 nodes = [node]
@@ -429,7 +432,8 @@ class Evaluator:
         return DryRunResult(non_violating + violating, statuses, errors)
 
     def select_victims_on_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                                pdbs: Sequence[DisruptionBudget]) -> list[tuple[list[PodInfo], int, Status | None]]:
+                                pdbs: Sequence[DisruptionBudget], *, nominated_names: Container[str] | None = None
+                                ) -> list[tuple[list[PodInfo], int, Status | None]]:
         """`select_victims_on_node` for each of `nodes` (left untouched), vectorised over them:
         one Filter pass for all nodes with their victims gone, then the reprieves step by
         step, each step adding every node's next victim back and filtering them together.
@@ -438,36 +442,53 @@ class Evaluator:
 
         Only valid when no PreFilter extension is active, so `state` serves every node (and
         AddPod/RemovePod, which would all be skipped, need not run). Nodes with nominated pods
-        that Filter counts reprieve node by node, as `select_victims_on_node` does."""
+        that Filter counts reprieve node by node, as `select_victims_on_node` does.
+        `nominated_names`: the nodes with nominated pods, when the caller has them already."""
         fwk = self.framework
         results: list[tuple[list[PodInfo], int, Status | None]] = [([], 0, None)] * len(nodes)
         base, base_rows = self._table_rows(nodes)
         potentials: dict[int, list[PodInfo]] = {}
         nominated: dict[int, list[PodInfo]] = {}
         priority = pod.priority
-        eligible = self.is_eligible_pod if self._custom_eligibility else None
-        for i, node in enumerate(nodes):
-            if eligible is None:
-                potential = [p for p in node.pods.values() if p.priority < priority]
-            else:
+        if nominated_names is None:
+            nominated_names = self._nominated_node_names()
+        if self._custom_eligibility:
+            eligible = self.is_eligible_pod
+            for i, node in enumerate(nodes):
                 potential = [p for p in node.pods.values() if p.priority < priority and eligible(node, p, pod)]
-            if not potential:
-                results[i] = ([], 0, Status.unresolvable(MSG_NO_VICTIMS))
-                continue
-            potentials[i] = potential
-            counted = fwk.nominated_pods_to_count(pod=pod, node_name=node.name)
-            if counted:
-                nominated[i] = counted
+                if potential:
+                    potentials[i] = potential
+            with_victims = list(potentials)
+        else:
+            # Every lower-priority pod is a potential victim: counted and summed by the table's
+            # lower-priority columns, listed only for the nodes that get as far as the reprieves.
+            with_victims = np.flatnonzero(base.lower_priority(None, priority)[base_rows]).tolist()
+        no_victims = Status.unresolvable(MSG_NO_VICTIMS)
+        has_victims = set(with_victims)
+        for i in range(len(nodes)):
+            if i not in has_victims:
+                results[i] = ([], 0, no_victims)
+        for i in with_victims:
+            name = nodes[i].name
+            if nominated_names is None or name in nominated_names:
+                counted = fwk.nominated_pods_to_count(pod=pod, node_name=name)
+                if counted:
+                    nominated[i] = counted
         # Does the pod fit with every lower-priority pod gone? Upstream's two passes: with the
         # nominated pods counted first, then without them (node-static plugins already passed).
-        order = list(potentials)
+        order = with_victims
         first: dict[int, Status | None] = {}
+
+        def what_if(rows: list[int], added: list[list[PodInfo]] | None = None) -> WhatIfTable:
+            if self._custom_eligibility:
+                return WhatIfTable(base, base_rows[rows], added=added, removed=[potentials[i] for i in rows])
+            return WhatIfTable(base, base_rows[rows], added=added, removed_below=priority)
+
         if nominated:
-            with_nominated = WhatIfTable(base, base_rows[list(nominated)], added=list(nominated.values()),
-                                         removed=[potentials[i] for i in nominated])
+            with_nominated = what_if(list(nominated), list(nominated.values()))
             first = dict(zip(nominated, fwk.run_filter_plugins_what_if(state, pod, with_nominated), strict=True))
         second_rows = [i for i in order if first.get(i) is None]
-        without = WhatIfTable(base, base_rows[second_rows], removed=[potentials[i] for i in second_rows])
+        without = what_if(second_rows)
         second = dict(zip(second_rows, fwk.run_filter_plugins_what_if(state, pod, without), strict=True))
         row_in_without = {i: pos for pos, i in enumerate(second_rows)}
         reprieving: dict[int, tuple[list[PodInfo], int]] = {}
@@ -481,7 +502,9 @@ class Evaluator:
             if i in nominated:
                 results[i] = self.select_victims_on_node(state.clone(), pod, nodes[i].clone(), pdbs)
                 continue
-            potential = potentials[i]
+            potential = potentials.get(i)
+            if potential is None:
+                potential = [p for p in nodes[i].pods.values() if p.priority < priority]
             potential.sort(key=importance_key)
             violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
             reprieving[i] = (violating + non_violating, len(violating))
@@ -512,6 +535,11 @@ class Evaluator:
                 found.sort(key=importance_key)
             results[i] = (found, num_violating[i], None)
         return results
+
+    def _nominated_node_names(self) -> Container[str] | None:
+        """The nodes with nominated pods, when the nominator can list them (None: ask per node)."""
+        names = getattr(self.handle.nominator, "nominated_node_names", None)
+        return None if names is None else set(names())
 
     def _table_rows(self, nodes: Sequence[NodeInfo]) -> tuple[NodeTable, np.ndarray]:
         """The snapshot's table and the rows of `nodes` in it; a table of their own for nodes
