@@ -78,3 +78,57 @@ def test_columns_equal_the_copies(spec: ColumnSpec) -> None:
     assert again.column(spec).tolist() == [
         spec.extract(_by_hand(copies[0], [], [removed[0][0]])), spec.extract(copies[2])]
     assert again.root is base and again.root_rows.tolist() == [2, 2]
+
+
+def _prioritised_nodes() -> list[NodeInfo]:
+    """Three nodes whose pods have priorities 0, 5 and 10 in turn (node n2: one pod only)."""
+    nodes = []
+    for i in range(3):
+        info = node_info(make_node(f"n{i}", extended={GPU: "4"}))
+        for j in range(3 if i < 2 else 1):
+            pod = make_pod(f"p{i}{j}", uid=f"uid-p{i}{j}", priority=5 * ((i + j) % 3),
+                           requests={"cpu": f"{100 * (j + 1)}m", "memory": f"{j + 1}Gi", GPU: str(j)})
+            pod["spec"]["nodeName"] = f"n{i}"
+            info.add_pod(PodInfo(pod))
+        nodes.append(info)
+    return nodes
+
+
+@pytest.mark.parametrize("spec", [*SPECS, BY_HAND], ids=lambda s: s.name)
+@pytest.mark.parametrize("priority", [0, 5, 6, 11])
+def test_removing_the_lower_priority_pods_equals_removing_them_by_hand(spec: ColumnSpec, priority: int) -> None:
+    nodes = _prioritised_nodes()
+    base = NodeTable(nodes)
+    rows = np.array([1, 0, 2, 1], dtype=np.int64)
+    added = [[_pod("new", cpu="1", **{GPU: "1"})], [], [_pod("x")], []]
+    lower = [[p for p in nodes[r].pods.values() if p.priority < priority] for r in rows.tolist()]
+    by_priority = WhatIfTable(base, rows, added=added, removed_below=priority)
+    by_list = WhatIfTable(base, rows, added=added, removed=lower)
+    assert by_priority.column(spec).tolist() == by_list.column(spec).tolist()
+    assert by_priority.removed == lower
+    assert [list(n.pods) for n in by_priority.nodes] == [list(n.pods) for n in by_list.nodes]
+    assert base.lower_priority(None, priority)[rows].tolist() == [len(pods) for pods in lower]
+
+
+def test_lower_priority_columns_stay_current_and_only_the_last_priorities_are_kept() -> None:
+    nodes = _prioritised_nodes()
+    base = NodeTable(nodes)
+    assert base.lower_priority(REQUESTED_CPU, 6).tolist() == [300, 400, 0]  # n0: 100m+200m, n1: 100m+300m
+    victim = next(p for p in nodes[0].pods.values() if p.priority == 0)
+    nodes[0].remove_pod(victim)
+    base.refresh([0])
+    assert base.lower_priority(REQUESTED_CPU, 6).tolist()[0] == 300 - victim.requests.milli_cpu
+    for priority in (1, 2, 3, 4):
+        base.lower_priority(REQUESTED_CPU, priority)
+    # Four priorities are kept, the least recently used (6) was dropped and is rebuilt on demand.
+    assert sorted(p for p in base._lower) == [1, 2, 3, 4]
+    assert base.lower_priority(REQUESTED_CPU, 6).tolist()[0] == 300 - victim.requests.milli_cpu
+
+
+def test_removed_below_applies_alone_to_real_nodes() -> None:
+    base = NodeTable(_nodes())
+    rows = np.array([0], dtype=np.int64)
+    with pytest.raises(ValueError, match="removed_below applies alone"):
+        WhatIfTable(base, rows, removed=[[]], removed_below=1)
+    with pytest.raises(ValueError, match="removed_below applies alone"):
+        WhatIfTable(WhatIfTable(base, rows), np.array([0], dtype=np.int64), removed_below=1)

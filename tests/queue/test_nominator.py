@@ -49,3 +49,18 @@ def test_update_keeps_in_memory_nomination_until_status_speaks() -> None:
     assert nominator.nominated_node("uid-a") == "n2"
     nominator.update_nominated_pod(pod("a", "n2"), pod("a"))  # nomination cleared in the API
     assert nominator.nominated_node("uid-a") == ""
+
+
+def test_lists_handed_out_are_kept_until_the_node_changes() -> None:
+    nominator = Nominator()
+    a, b = pod("a"), pod("b")
+    nominator.add_nominated_pod(a, "n1")
+    first = nominator.nominated_pods_for_node("n1")
+    assert nominator.nominated_pods_for_node("n1") is first and nominator.nominated_node_names() == ["n1"]
+    nominator.add_nominated_pod(b, "n1")
+    assert first == [a] and nominator.nominated_pods_for_node("n1") == [a, b]
+    nominator.add_nominated_pod(a, "n2")  # moves a: both nodes change
+    assert nominator.nominated_pods_for_node("n1") == [b] and nominator.nominated_pods_for_node("n2") == [a]
+    assert nominator.nominated_node_names() == ["n1", "n2"]
+    nominator.delete_nominated_pod(b)
+    assert nominator.nominated_pods_for_node("n1") == [] and nominator.nominated_node_names() == ["n2"]
