@@ -185,7 +185,7 @@ def _earliest_start_of_highest_priority(victims: Sequence[PodInfo]) -> float:
 _SCORE_FUNCS: tuple[Callable[[Candidate], float], ...] = (
     lambda c: -c.num_pdb_violations,  # fewest PDB violations
     lambda c: -c.victims[0].priority,  # lowest highest-victim priority
-    lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),  # smallest priority sum
+    lambda c: -(sum(v.priority for v in c.victims) + _PRIORITY_OFFSET * len(c.victims)),  # smallest priority sum
     lambda c: -len(c.victims),  # fewest victims
     lambda c: _earliest_start_of_highest_priority(c.victims),  # latest start of the top victims
 )
@@ -198,11 +198,17 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> Candidate |
     if not remaining:
         return None
     for score in _SCORE_FUNCS:
-        scores = [score(c) for c in remaining]
-        best = max(scores)
-        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
         if len(remaining) == 1:
             break
+        best = score(remaining[0])
+        kept = [remaining[0]]
+        for candidate in remaining[1:]:
+            value = score(candidate)
+            if value > best:
+                best, kept = value, [candidate]
+            elif value == best:
+                kept.append(candidate)
+        remaining = kept
     return remaining[0]
 
 
@@ -365,19 +371,9 @@ class Evaluator:
     @staticmethod
     def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
         """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
-        by_node, absent = statuses.statuses, statuses.absent
-        helps: dict[int, bool] = {}  # statuses are shared between nodes: judge each once
-        out = []
-        for node in nodes:
-            status = by_node.get(node.name, absent)
-            if status is None:
-                continue
-            might = helps.get(id(status))
-            if might is None:
-                might = helps[id(status)] = status.code is Code.UNSCHEDULABLE
-            if might:
-                out.append(node)
-        return out
+        get, absent, unschedulable = statuses.statuses.get, statuses.absent, Code.UNSCHEDULABLE
+        return [node for node in nodes
+                if (status := get(node.name, absent)) is not None and status.code is unschedulable]
 
     def num_candidates(self, num_nodes: int) -> int:
         return calculate_num_candidates(num_nodes, percentage=self.min_candidate_nodes_percentage,
