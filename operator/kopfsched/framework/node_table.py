@@ -265,7 +265,7 @@ class _Pods:
         if not self.flat:
             return
         shares = np.fromiter(map(share, self.flat), dtype=array.dtype, count=len(self.flat))
-        if self.rows is None:
+        if self.rows is None or self.starts is None:
             if sign > 0:
                 array += shares
             else:

@@ -464,12 +464,21 @@ class Evaluator:
         for i in range(len(nodes)):
             if i not in has_victims:
                 results[i] = ([], 0, no_victims)
-        for i in with_victims:
-            name = nodes[i].name
-            if nominated_names is None or name in nominated_names:
-                counted = fwk.nominated_pods_to_count(pod=pod, node_name=name)
-                if counted:
-                    nominated[i] = counted
+        pods_to_count = getattr(self.handle.nominator, "pods_to_count", None)
+        if pods_to_count is not None:  # the queue's nominator: every node's counted pods at once
+            by_node = pods_to_count(pod)
+            if by_node:
+                for i in with_victims:
+                    counted = by_node.get(nodes[i].name)
+                    if counted:
+                        nominated[i] = counted
+        else:
+            for i in with_victims:
+                name = nodes[i].name
+                if nominated_names is None or name in nominated_names:
+                    counted = fwk.nominated_pods_to_count(pod=pod, node_name=name)
+                    if counted:
+                        nominated[i] = counted
         # Does the pod fit with every lower-priority pod gone? Upstream's two passes: with the
         # nominated pods counted first, then without them (node-static plugins already passed).
         order = with_victims
@@ -498,9 +507,8 @@ class Evaluator:
             if i in nominated:
                 results[i] = self.select_victims_on_node(state.clone(), pod, nodes[i].clone(), pdbs)
                 continue
-            potential = potentials.get(i)
-            if potential is None:
-                potential = [p for p in nodes[i].pods.values() if p.priority < priority]
+            listed = potentials.get(i)
+            potential = listed if listed is not None else [p for p in nodes[i].pods.values() if p.priority < priority]
             potential.sort(key=importance_key)
             violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
             reprieving[i] = (violating + non_violating, len(violating))
