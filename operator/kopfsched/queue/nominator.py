@@ -14,6 +14,10 @@ def status_nominated_node(pod: PodInfo) -> str:
     return (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
 
 
+_COUNTED_PRIORITIES_KEPT = 8
+"""Priorities whose counted pods per node the Nominator keeps current (the oldest goes)."""
+
+
 class Nominator:
     """Implements framework.handle.PodNominator."""
 
@@ -23,6 +27,9 @@ class Nominator:
         self._lists: dict[str, list[PodInfo]] = {}
         """node -> its nominated pods as a list, built when first asked since the node's last change."""
         self._names: list[str] | None = None
+        self._counted: dict[int, dict[str, list[PodInfo]]] = {}
+        """priority -> node -> the pods nominated there of at least that priority, kept current
+        node by node as nominations change (for the few priorities asked last)."""
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         """The pods nominated to `node_name`, in nomination order. Filter asks this for every
@@ -43,6 +50,43 @@ class Nominator:
             self._names = list(self._by_node)
         return self._names
 
+    def pods_to_count(self, pod: PodInfo) -> dict[str, list[PodInfo]]:
+        """Node -> the pods nominated there that Filter counts as running when it checks `pod`
+        (the others of at least its priority, as Framework.nominated_pods_to_count), for every
+        node at once, kept current per priority as nominations change: Filter and preemption's
+        dry run look it up per node instead of filtering every node's pods for every pod.
+        Callers must not modify it."""
+        counted = self._counted.get(pod.priority)
+        if counted is None:
+            if len(self._counted) >= _COUNTED_PRIORITIES_KEPT:
+                del self._counted[next(iter(self._counted))]
+            counted = self._counted[pod.priority] = {}
+            for node_name in self._by_node:
+                self._count_node(counted, pod.priority, node_name)
+        own = self._node_of.get(pod.uid)
+        if own is None or own not in counted:
+            return counted
+        # The pod is nominated itself: every node as counted, its own node without it.
+        answer = dict(counted)
+        others = [p for p in counted[own] if p.uid != pod.uid]
+        if others:
+            answer[own] = others
+        else:
+            del answer[own]
+        return answer
+
+    def _count_node(self, counted: dict[str, list[PodInfo]], priority: int, node_name: str) -> None:
+        pods = [p for p in self._by_node.get(node_name, {}).values() if p.priority >= priority]
+        if pods:
+            counted[node_name] = pods
+        else:
+            counted.pop(node_name, None)
+
+    def _changed(self, node_name: str) -> None:
+        self._lists.pop(node_name, None)
+        for priority, counted in self._counted.items():
+            self._count_node(counted, priority, node_name)
+
     def nominated_node(self, uid: str) -> str:
         return self._node_of.get(uid, "")
 
@@ -59,19 +103,19 @@ class Nominator:
             pods = self._by_node[node_name] = {}
             self._names = None
         pods[pod.uid] = pod
-        self._lists.pop(node_name, None)
+        self._changed(node_name)
 
     def delete_nominated_pod(self, pod: PodInfo) -> None:
         node_name = self._node_of.pop(pod.uid, None)
         if node_name is None:
             return
-        self._lists.pop(node_name, None)
         pods = self._by_node.get(node_name)
         if pods is not None:
             pods.pop(pod.uid, None)
             if not pods:
                 del self._by_node[node_name]
                 self._names = None
+        self._changed(node_name)
 
     def update_nominated_pod(self, old: PodInfo | None, new: PodInfo) -> None:
         """Follow a pod update.
