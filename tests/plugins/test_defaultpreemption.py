@@ -505,3 +505,59 @@ def test_args_validation(raw, problems):
     with pytest.raises(ArgsError) as err:
         PLUGIN.decode_args(raw)
     assert err.value.problems == problems
+
+
+def _mixed_cluster(seed: int) -> list[NodeInfo]:
+    """Twenty 4-CPU nodes with two or three running pods of mixed sizes, priorities and ages (a 3-CPU
+    pod fits on none of them as they are)."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(20):
+        pods = [running(f"v{i}-{j}", cpu=rng.choice(["1", "1500m"]), priority=rng.choice([0, 1, 5, 20]),
+                        start=rng.choice([T0, T1])) for j in range(rng.randint(2, 3))]
+        nodes.append(node_info(make_node(f"n{i:02}", cpu="4"), *pods))
+    return nodes
+
+
+def _dry_run(env: Env, pod: PodInfo, offset: int, num_candidates: int, *, defer: bool):
+    state, statuses = env.cycle(pod)
+    evaluator = env.plugin.evaluator
+    potential = evaluator.nodes_where_preemption_might_help(env.nodes, statuses)
+    result = evaluator.dry_run_preemption(state, pod, potential, evaluator.pod_disruption_budgets(), offset=offset,
+                                          num_candidates=num_candidates, defer=defer)
+    return ([(c.name, [v.name for v in c.victims], c.num_pdb_violations) for c in result.candidates],
+            {name: (s.code, s.reasons) for name, s in result.statuses.statuses.items()})
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("offset", "num_candidates"), [(0, 1), (7, 3), (13, 100)])
+def test_dry_run_choosing_victims_after_the_search_finds_the_same(seed: int, offset: int, num_candidates: int):
+    """Without PDBs the reprieves run once, for the candidates kept: the same candidates, victims
+    and statuses as reprieving every batch's nodes as they are judged."""
+    nodes = _mixed_cluster(seed)
+    env = Env(nodes)
+    nominated = PodInfo(make_pod("big", requests={"cpu": "1"}, priority=30, uid="big"))
+    env.nominator.add_nominated_pod(nominated, nodes[seed + 1].name)  # judged node by node
+    pod = preemptor(cpu="3", priority=10)
+    assert _dry_run(env, pod, offset, num_candidates, defer=True) == _dry_run(env, pod, offset, num_candidates,
+                                                                               defer=False)
+
+
+def test_dry_run_searches_again_if_a_kept_candidate_needs_no_victim(monkeypatch: pytest.MonkeyPatch):
+    """A candidate whose reprieves would give every victim back (Filter rejected the node, so this
+    cannot happen with the in-tree plugins): the search runs again, reprieving as it goes."""
+    env = Env(_mixed_cluster(1))
+    pod = preemptor(cpu="3", priority=10)
+    expected = _dry_run(env, pod, 3, 5, defer=False)
+    evaluator = env.plugin.evaluator
+    real = evaluator._reprieve
+    calls: list[int] = []
+
+    def first_gives_everything_back(state, pod, nodes, queues):
+        calls.append(len(nodes))
+        answers = real(state, pod, nodes, queues)
+        return [([], 0, None), *answers[1:]] if len(calls) == 1 else answers
+
+    monkeypatch.setattr(evaluator, "_reprieve", first_gives_everything_back)
+    assert _dry_run(env, pod, 3, 5, defer=True) == expected
+    assert calls[0] == 5 and len(calls) > 1

@@ -24,6 +24,11 @@ import numpy as np
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 
+def one_per_pod(pod: PodInfo) -> int:
+    """The `per_pod` share of a column that counts pods: WhatIfTables sum it without calling it."""
+    return 1
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnSpec:
     """How to read one number per node. Specs compare by `name`: declare each once, at module level."""
@@ -139,6 +144,9 @@ class WhatIfTable(NodeTable):
     `removed_below=P` (on a table of real nodes only) removes every pod of a priority below
     P instead: `removed[i]` is then those pods in the node's order, built only if read, and
     per-pod columns subtract the base's `lower_priority` columns instead of summing shares.
+    `added_slots=(slots, slot_rows, mask)` adds, to row i, the pods of `slots` row
+    `slot_rows[i]` whose slot `mask[i]` selects (in slot order): preemption's reprieves, where
+    each step adds a few pods of the same queues and a pod's share is computed once per batch.
 
     A node-static column is the base's, a column with `per_pod` the base's adjusted by the
     pods' shares; any other column, and `nodes`, come from NodeInfo copies built on first
@@ -146,13 +154,17 @@ class WhatIfTable(NodeTable):
     iterate their pods as a copy edited by hand would). `root` and `root_rows` name the
     real nodes, for Filters that read the Node object alone."""
 
-    __slots__ = ("_added", "_flat", "_removed", "base", "base_rows", "removed_below", "root", "root_rows")
+    __slots__ = ("_added", "_flat", "_removed", "_slots", "base", "base_rows", "removed_below", "root", "root_rows")
 
     def __init__(self, base: NodeTable, base_rows: np.ndarray, *, added: list[list[PodInfo]] | None = None,
-                 removed: list[list[PodInfo]] | None = None, removed_below: int | None = None) -> None:
+                 removed: list[list[PodInfo]] | None = None, removed_below: int | None = None,
+                 added_slots: tuple[PodSlots, np.ndarray, np.ndarray] | None = None) -> None:
         self.base = base
         self.base_rows = base_rows
+        if added is not None and added_slots is not None:
+            raise ValueError("give added or added_slots, not both")
         self._added = added
+        self._slots = added_slots
         self._removed = removed
         self.removed_below = removed_below
         if removed_below is not None and (removed is not None or isinstance(base, WhatIfTable)):
@@ -173,7 +185,12 @@ class WhatIfTable(NodeTable):
     @property
     def added(self) -> list[list[PodInfo]]:
         if self._added is None:
-            self._added = [[] for _ in range(len(self.base_rows))]
+            if self._slots is not None:
+                slots, slot_rows, mask = self._slots
+                self._added = [[slots.pods[row][j] for j in np.flatnonzero(selected).tolist()]
+                               for row, selected in zip(slot_rows.tolist(), mask, strict=True)]
+            else:
+                self._added = [[] for _ in range(len(self.base_rows))]
         return self._added
 
     @property
@@ -205,8 +222,8 @@ class WhatIfTable(NodeTable):
         node = self.base.nodes[int(self.base_rows[i])]
         removed = self.removed[i]
         copy = node.without_pods(removed) if removed else node.clone()
-        if self._added is not None:
-            for pod in self._added[i]:
+        if self._added is not None or self._slots is not None:
+            for pod in self.added[i]:
                 copy.add_pod(pod)
         return copy
 
@@ -226,6 +243,9 @@ class WhatIfTable(NodeTable):
             added_pods, removed_pods = self._flat
             if added_pods is not None:
                 added_pods.add_shares(array, spec.per_pod, 1)
+            if self._slots is not None:
+                slots, slot_rows, mask = self._slots
+                array += np.where(mask, slots.matrix(spec)[slot_rows], 0).sum(axis=1, dtype=array.dtype)
             if removed_pods is not None:
                 removed_pods.add_shares(array, spec.per_pod, -1)
         else:
@@ -235,6 +255,37 @@ class WhatIfTable(NodeTable):
 
     def refresh(self, rows: Iterable[int]) -> None:
         raise TypeError("a WhatIfTable is not kept current")
+
+
+class PodSlots:
+    """Pods per row in numbered slots (preemption's reprieve queues), for WhatIfTable's
+    `added_slots`: each pod's share of a per-pod column is computed once, into a rows-by-slots
+    matrix (zero where a row has fewer pods), and any selection of slots sums with numpy."""
+
+    __slots__ = ("_flat", "_matrices", "_row_of", "_slot_of", "pods", "width")
+
+    def __init__(self, pods_per_row: list[list[PodInfo]]) -> None:
+        self.pods = pods_per_row
+        lengths = np.fromiter(map(len, pods_per_row), dtype=np.int64, count=len(pods_per_row))
+        self.width = int(lengths.max()) if len(lengths) else 0
+        self._flat = list(itertools.chain.from_iterable(pods_per_row))
+        self._row_of = np.repeat(np.arange(len(pods_per_row)), lengths)
+        self._slot_of = np.arange(len(self._flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        self._matrices: dict[ColumnSpec, np.ndarray] = {}
+
+    def matrix(self, spec: ColumnSpec) -> np.ndarray:
+        """share(pod in slot j of row i) at [i, j]; `spec` must be a per-pod column."""
+        matrix = self._matrices.get(spec)
+        if matrix is None:
+            assert spec.per_pod is not None
+            matrix = np.zeros((len(self.pods), self.width), dtype=spec.dtype)
+            if spec.per_pod is one_per_pod:
+                matrix[self._row_of, self._slot_of] = 1
+            else:
+                matrix[self._row_of, self._slot_of] = np.fromiter(map(spec.per_pod, self._flat), dtype=spec.dtype,
+                                                                    count=len(self._flat))
+            self._matrices[spec] = matrix
+        return matrix
 
 
 class _Pods:
@@ -264,7 +315,10 @@ class _Pods:
         """array[row] += sign * the sum of `share` over the row's pods, for every row."""
         if not self.flat:
             return
-        shares = np.fromiter(map(share, self.flat), dtype=array.dtype, count=len(self.flat))
+        if share is one_per_pod:
+            shares = np.ones(len(self.flat), dtype=array.dtype)
+        else:
+            shares = np.fromiter(map(share, self.flat), dtype=array.dtype, count=len(self.flat))
         if self.rows is None or self.starts is None:
             if sign > 0:
                 array += shares

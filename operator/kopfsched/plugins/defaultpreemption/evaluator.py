@@ -36,7 +36,7 @@ from kopfsched.framework.diagnosis import Diagnosis, FitError
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import SelectorError, label_selector
-from kopfsched.framework.node_table import NodeTable, WhatIfTable
+from kopfsched.framework.node_table import NodeTable, PodSlots, WhatIfTable
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 
@@ -383,7 +383,8 @@ class Evaluator:
         return [DisruptionBudget.from_obj(pdb) for pdb in self.handle.objects.list("PodDisruptionBudget")]
 
     def dry_run_preemption(self, state: CycleState, pod: PodInfo, potential: Sequence[NodeInfo],
-                           pdbs: Sequence[DisruptionBudget], *, offset: int, num_candidates: int) -> DryRunResult:
+                           pdbs: Sequence[DisruptionBudget], *, offset: int, num_candidates: int,
+                           defer: bool = True) -> DryRunResult:
         """Check the potential nodes from `offset` on, round robin, until `num_candidates`
         candidates were found including at least one that violates no PDB.
 
@@ -399,33 +400,67 @@ class Evaluator:
         batched = not self.framework.has_active_pre_filter_extensions(state)
         shared_state = state.clone() if batched else state
         nominated_names = self._nominated_node_names() if batched else None  # unchanged during a dry run
+        # Without PDBs every candidate violates none, so whether a node is a candidate is known once
+        # the pod fits there with its victims gone: the reprieves (which victims) wait until the
+        # search stopped and run once, for the candidates kept. A node whose reprieves would give
+        # back every victim (impossible for a node Filter rejected) makes the search run again
+        # the other way, so the outcome is the same in any case.
+        deferring = batched and not pdbs and defer
+        pending: dict[int, tuple[NodeInfo, list[PodInfo]]] = {}  # candidate index -> its node and victims
+
+        def done() -> DryRunResult:
+            if pending:
+                chosen = list(pending.items())
+                found = self._reprieve(shared_state, pod, [node for _, (node, _) in chosen],
+                                       [self._reprieve_queue(potential, pdbs) for _, (_, potential) in chosen])
+                for (index, (node, _)), (victims, num_violations, _) in zip(chosen, found, strict=True):
+                    if not victims:
+                        return self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
+                                                       num_candidates=num_candidates, defer=False)
+                    non_violating[index] = Candidate(node.name, tuple(victims), num_violations)
+            return DryRunResult(non_violating + violating, statuses, errors)
+
         i = size = 0
         while i < n:
+            reprieving: dict[int, list[PodInfo]] = {}
             if batched:
                 so_far = len(non_violating) + len(violating)
                 size = min(n - i, batch_size(wanted=max(num_candidates - so_far, 1), found=so_far, judged=i,
                                              last=size))
                 nodes = [potential[(offset + i + k) % n] for k in range(size)]
-                results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs, nominated_names=nominated_names)
+                if deferring:
+                    results, reprieving = self._judge_batch(shared_state, pod, nodes, pdbs,
+                                                            nominated_names=nominated_names)
+                else:
+                    results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs,
+                                                           nominated_names=nominated_names)
             else:
                 node = potential[(offset + i) % n].clone()
                 nodes = [node]
                 results = [self.select_victims_on_node(state.clone(), pod, node, pdbs)]
             i += len(nodes)
-            for node, (victims, num_violations, status) in zip(nodes, results, strict=True):
+            for k, (node, (victims, num_violations, status)) in enumerate(zip(nodes, results, strict=True)):
+                queued = reprieving.get(k)
+                if queued is not None:
+                    if len(non_violating) < num_candidates:
+                        pending[len(non_violating)] = (node, queued)
+                        non_violating.append(Candidate(node.name, ()))  # victims chosen in done()
+                    if len(non_violating) + len(violating) >= num_candidates:
+                        return done()
+                    continue
                 if status is None and victims:
                     found = non_violating if num_violations == 0 else violating
                     if len(found) < num_candidates:
                         found.append(Candidate(node.name, tuple(victims), num_violations))
                     if non_violating and len(non_violating) + len(violating) >= num_candidates:
-                        return DryRunResult(non_violating + violating, statuses, errors)
+                        return done()
                     continue
                 if status is None:
                     status = Status.as_error(f'expected at least one victim pod on node "{node.name}"')
                 if status.code is Code.ERROR:
                     errors.append(status)
                 statuses.statuses[node.name] = status
-        return DryRunResult(non_violating + violating, statuses, errors)
+        return done()
 
     def select_victims_on_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                                 pdbs: Sequence[DisruptionBudget], *, nominated_names: Container[str] | None = None
@@ -440,6 +475,19 @@ class Evaluator:
         AddPod/RemovePod, which would all be skipped, need not run). Nodes with nominated pods
         that Filter counts reprieve node by node, as `select_victims_on_node` does.
         `nominated_names`: the nodes with nominated pods, when the caller has them already."""
+        results, reprieving = self._judge_batch(state, pod, nodes, pdbs, nominated_names=nominated_names)
+        if reprieving:
+            found = self._reprieve(state, pod, [nodes[i] for i in reprieving],
+                                   [self._reprieve_queue(potential, pdbs) for potential in reprieving.values()])
+            for i, answer in zip(reprieving, found, strict=True):
+                results[i] = answer
+        return results
+
+    def _judge_batch(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                     pdbs: Sequence[DisruptionBudget], *, nominated_names: Container[str] | None = None
+                     ) -> tuple[list[tuple[list[PodInfo], int, Status | None]], dict[int, list[PodInfo]]]:
+        """`select_victims_on_nodes` up to the reprieves: (each node's answer, and for the nodes where
+        the pod fits with their victims gone, their victims, for `_reprieve_queue`)."""
         fwk = self.framework
         results: list[tuple[list[PodInfo], int, Status | None]] = [([], 0, None)] * len(nodes)
         base, base_rows = self._table_rows(nodes)
@@ -495,8 +543,7 @@ class Evaluator:
         second_rows = [i for i in order if first.get(i) is None]
         without = what_if(second_rows)
         second = dict(zip(second_rows, fwk.run_filter_plugins_what_if(state, pod, without), strict=True))
-        row_in_without = {i: pos for pos, i in enumerate(second_rows)}
-        reprieving: dict[int, tuple[list[PodInfo], int]] = {}
+        reprieving: dict[int, list[PodInfo]] = {}
         for i in order:
             status = first.get(i)
             if status is None:
@@ -508,36 +555,50 @@ class Evaluator:
                 results[i] = self.select_victims_on_node(state.clone(), pod, nodes[i].clone(), pdbs)
                 continue
             listed = potentials.get(i)
-            potential = listed if listed is not None else [p for p in nodes[i].pods.values() if p.priority < priority]
-            potential.sort(key=importance_key)
-            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
-            reprieving[i] = (violating + non_violating, len(violating))
-        kept: dict[int, list[PodInfo]] = {i: [] for i in reprieving}
-        victims: dict[int, list[PodInfo]] = {i: [] for i in reprieving}
-        num_violating = dict.fromkeys(reprieving, 0)
-        step = 0
-        while True:
-            active = [i for i, (queue, _) in reprieving.items() if step < len(queue)]
-            if not active:
-                break
-            # Each active node with its victims gone, the ones reprieved so far back, and its next one.
-            trial = WhatIfTable(without, np.array([row_in_without[i] for i in active], dtype=np.int64),
-                                added=[[*kept[i], reprieving[i][0][step]] for i in active])
+            if listed is None:
+                listed = [p for p in nodes[i].pods.values() if p.priority < priority]
+            reprieving[i] = listed
+        return results, reprieving
+
+    @staticmethod
+    def _reprieve_queue(potential: list[PodInfo], pdbs: Sequence[DisruptionBudget]) -> tuple[list[PodInfo], int]:
+        """A node's victims in the order the reprieves try them back: the PDB-violating ones first,
+        each part most important first; and how many violate."""
+        potential.sort(key=importance_key)
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        return violating + non_violating, len(violating)
+
+    def _reprieve(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                  queues: Sequence[tuple[list[PodInfo], int]]) -> list[tuple[list[PodInfo], int, Status | None]]:
+        """The reprieves of `select_victims_on_nodes` for `nodes`, each with its queue from
+        `_judge_batch`: step by step, every node's next victim is added back to the node with its
+        victims gone and the ones reprieved so far, and all are filtered together (slot j of a
+        node's queue is its j-th victim, `kept` marks the slots reprieved, the trial tables sum the
+        selected slots' shares with numpy). (victims most important first, how many violate a PDB)."""
+        fwk = self.framework
+        base, base_rows = self._table_rows(nodes)
+        if self._custom_eligibility:
+            without = WhatIfTable(base, base_rows, removed=[list(queue) for queue, _ in queues])
+        else:
+            without = WhatIfTable(base, base_rows, removed_below=pod.priority)
+        slots = PodSlots([queue for queue, _ in queues])
+        lengths = np.fromiter((len(queue) for queue, _ in queues), dtype=np.int64, count=len(queues))
+        kept = np.zeros((len(queues), slots.width), dtype=bool)
+        for step in range(slots.width):
+            active = np.flatnonzero(lengths > step)
+            mask = kept[active]
+            mask[:, step] = True
+            trial = WhatIfTable(without, active, added_slots=(slots, active, mask))
             answers = fwk.run_filter_plugins_what_if(state, pod, trial, pod_dependent_only=True)
-            for i, answer in zip(active, answers, strict=True):
-                queue, violating_count = reprieving[i]
-                if answer is None:
-                    kept[i].append(queue[step])
-                    continue
-                victims[i].append(queue[step])
-                if step < violating_count:
-                    num_violating[i] += 1
-            step += 1
-        for i, (_, violating_count) in reprieving.items():
-            found = victims[i]
-            if 0 < violating_count < len(reprieving[i][0]):
+            fits = np.fromiter((answer is None for answer in answers), dtype=bool, count=len(answers))
+            kept[active[fits], step] = True
+        results: list[tuple[list[PodInfo], int, Status | None]] = []
+        for (queue, violating_count), reprieved in zip(queues, kept.tolist(), strict=True):
+            gone = [j for j in range(len(queue)) if not reprieved[j]]
+            found = [queue[j] for j in gone]
+            if 0 < violating_count < len(queue):
                 found.sort(key=importance_key)
-            results[i] = (found, num_violating[i], None)
+            results.append((found, sum(1 for j in gone if j < violating_count), None))
         return results
 
     def _nominated_node_names(self) -> Container[str] | None:

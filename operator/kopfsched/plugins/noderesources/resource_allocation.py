@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kopfsched.framework import MAX_NODE_SCORE, ColumnSpec, NodeInfo, NodeTable, PodInfo
+from kopfsched.framework.node_table import one_per_pod
 from kopfsched.framework.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resource
 from kopfsched.plugins.noderesources.args import MAX_CUSTOM_PRIORITY_SCORE, qualified_name_errors
 
@@ -71,7 +72,7 @@ NON_ZERO_REQUESTED_CPU = _int_column("nonZeroRequested.cpu", lambda n: n.non_zer
                                      per_pod=lambda p: p.non_zero_cpu)
 NON_ZERO_REQUESTED_MEMORY = _int_column("nonZeroRequested.memory", lambda n: n.non_zero_requested.memory,
                                         per_pod=lambda p: p.non_zero_memory)
-POD_COUNT = _int_column("pods", lambda n: len(n.pods), per_pod=lambda p: 1)
+POD_COUNT = _int_column("pods", lambda n: len(n.pods), per_pod=one_per_pod)
 
 _SCALAR_COLUMNS: dict[str, tuple[ColumnSpec, ColumnSpec]] = {}
 
