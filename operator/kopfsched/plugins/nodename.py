@@ -34,7 +34,9 @@ class NodeName:
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         wanted = pod.node_name
         if not wanted:
-            return np.ones(len(rows), dtype=bool)
+            passed = np.empty(len(rows), dtype=bool)
+            passed.fill(True)  # np.ones, without its Python wrapper: this runs every cycle
+            return passed
         # Node names are unique, so at most one row can match.
         row = table.index.get(wanted, -1)
         if row >= 0 and table.nodes[row].name != wanted:

@@ -88,6 +88,8 @@ class SchedulingAlgorithm:
         self.next_start_node_index = 0
         self.explain = explain
         self._names: list[str] = []
+        self._twice = np.zeros(0, dtype=np.int64)
+        self._all = self._twice
         self._names_of: object = None
 
     async def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
@@ -146,7 +148,7 @@ class SchedulingAlgorithm:
             absent = Status.unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}]")
             diagnosis.node_to_status.absent = absent.with_plugin(", ".join(sorted(narrowing)))
         else:
-            rows = np.arange(len(all_nodes), dtype=np.int64)
+            rows = self._all_rows(len(all_nodes))
         feasible, processed = self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows,
                                                                 extenders=extenders, exhaustive=exhaustive)
         if not exhaustive:
@@ -214,7 +216,12 @@ class SchedulingAlgorithm:
         else:
             to_find = num_feasible_nodes_to_find(percentage, num_all)
         start = 0 if exhaustive else self.next_start_node_index % num_all
-        order = np.concatenate((rows[start:], rows[:start])) if start else rows  # np.roll, cheaper
+        if not start:
+            order = rows
+        elif rows is self._all:
+            order = self._twice[start:start + num_all]  # every node, rotated: a view, no copy
+        else:
+            order = np.concatenate((rows[start:], rows[:start]))  # np.roll, cheaper
         if not fwk.has_filter_plugins():
             return order[:to_find], to_find
         found: list[np.ndarray] = []
@@ -248,6 +255,16 @@ class SchedulingAlgorithm:
             found.append(chunk[positions])
             count += len(positions)
         return (np.concatenate(found) if found else rows[:0]), processed
+
+    def _all_rows(self, count: int) -> np.ndarray:
+        """np.arange(count) as a read-only view of 0..count-1 twice over, which any rotation
+        of it is a view of too (see find_nodes_that_pass_filters)."""
+        if len(self._twice) != 2 * count:
+            twice = np.arange(2 * count, dtype=np.int64) % max(count, 1)
+            twice.flags.writeable = False
+            self._twice = twice
+            self._all = twice[:count]
+        return self._all
 
     def _row_names(self) -> list[str]:
         """The snapshot's node names by row (kept until the table is rebuilt)."""

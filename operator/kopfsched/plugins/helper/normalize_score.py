@@ -18,7 +18,11 @@ def default_normalize_score(scores: np.ndarray, *, max_priority: int = MAX_NODE_
     scores = np.asarray(scores, dtype=np.int64)
     max_count = max(int(scores.max()), 0) if scores.size else 0
     if max_count == 0:
-        return np.full_like(scores, max_priority) if reverse else scores.copy()
+        if not reverse:
+            return scores.copy()
+        out = np.empty_like(scores)
+        out.fill(max_priority)  # np.full_like, without its Python wrapper: this runs every cycle
+        return out
     scaled = max_priority * scores
     normalized = np.sign(scaled) * (np.abs(scaled) // max_count)
     return max_priority - normalized if reverse else normalized

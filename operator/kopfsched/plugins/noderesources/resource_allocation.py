@@ -206,10 +206,10 @@ class LeastAllocated(_WeightedStrategy):
 
     @staticmethod
     def offered_score_array(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-        free = capacity - requested
-        score = free * MAX_NODE_SCORE
-        score //= capacity  # exact where used: free >= 0 there, capacity > 0
-        score[free < 0] = 0
+        score = capacity - requested
+        np.maximum(score, 0, out=score)  # requested over capacity scores 0, as (0 * 100) // capacity
+        score *= MAX_NODE_SCORE
+        score //= capacity  # Go's division: the numerator is >= 0, capacity > 0
         return score
 
 
@@ -377,7 +377,7 @@ class Balanced(Strategy):
             return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
         std = 1 - std
         std *= float(MAX_NODE_SCORE)
-        return np.trunc(std).astype(np.int64)
+        return std.astype(np.int64)  # truncates toward zero, as np.trunc then the cast
 
 
 # --- the scorer --------------------------------------------------------------------------
