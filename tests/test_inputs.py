@@ -135,6 +135,18 @@ def test_stdin(capsys, monkeypatch):
     assert (pod["name"], pod["result"], pod["node"]) == ("p1", "Scheduled", "n1")
 
 
+@pytest.mark.parametrize("argv", [
+    ["simulate", "-", "--profile", "-"], ["simulate", "-", "--compare", "-"],
+    ["explain", "default/p1", "-", "--profile", "-"],
+    ["simulate", "x.yaml", "--profile", "-", "--profile", "-"], ["validate", "-", "-"],
+], ids=str)
+def test_stdin_given_to_two_options_is_one_problem(capsys, monkeypatch, argv):
+    """Not a second reader finding the stream empty ("no objects"): the same line everywhere."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((NODE + "---\n" + POD).encode())))
+    code, out, err = run(capsys, argv)
+    assert (code, out, err.splitlines()) == (1, "", ["<stdin>: standard input can be read only once"])
+
+
 def test_stdin_twice_is_a_problem(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(NODE.encode())))
     code, _, err = run(capsys, ["simulate", "-", "-"])

@@ -531,6 +531,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kopfsched import features
 
         features.set_gates(args.feature_gates)
+    inputs = [*(getattr(args, "files", None) or ()), *(getattr(args, "profile", None) or ()),
+              *([args.compare] if getattr(args, "compare", None) else [])]
+    if inputs.count("-") > 1:  # one stream: a second reader would find it empty
+        print("<stdin>: standard input can be read only once", file=sys.stderr)
+        return EXIT_INVALID
     if _reads_a_cluster(args):
         from kopfsched.config.kubeconfig import all_problems
 
