@@ -493,3 +493,22 @@ def test_an_unreachable_cluster_is_the_same_line_everywhere(tmp_path, capsys, no
     assert all(line.startswith("# kopfsched snapshot, ") for line in out.splitlines()), "at most the header"
     [line] = err.splitlines()
     assert line.startswith("reading the cluster: listing ") and "127.0.0.1:1" in line, line
+
+
+def test_a_binary_device_is_recognised_without_reading_it_to_the_limit(capsys, monkeypatch):
+    """/dev/zero is endless: its first 8 KiB say it is binary (it was read up to 1 GiB first)."""
+    class Endless(io.RawIOBase):
+        served = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:
+            Endless.served += len(buffer)
+            buffer[:] = bytes(len(buffer))
+            return len(buffer)
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Endless())))
+    code, _, err = run(capsys, ["validate", "-"])
+    assert (code, err.splitlines()) == (1, ["<stdin>: binary data, not YAML or JSON"])
+    assert Endless.served < 1 << 20

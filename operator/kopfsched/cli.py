@@ -531,8 +531,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kopfsched import features
 
         features.set_gates(args.feature_gates)
-    inputs = [*(getattr(args, "files", None) or ()), *(getattr(args, "profile", None) or ()),
-              *([args.compare] if getattr(args, "compare", None) else [])]
+    inputs = [path for option in ("files", "profile", "compare", "config")
+              for value in [getattr(args, option, None) or ()]
+              for path in ([value] if isinstance(value, str) else value)]
     if inputs.count("-") > 1:  # one stream: a second reader would find it empty
         print("<stdin>: standard input can be read only once", file=sys.stderr)
         return EXIT_INVALID

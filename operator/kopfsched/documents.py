@@ -223,23 +223,24 @@ def _read(path: str, problems: list[str]) -> bytes | None:
     """The input's bytes, or None with a problem: unreadable, too large, binary."""
     name = STDIN_NAME if path == STDIN else path
     too_large = f"{name}: larger than {_size(MAX_INPUT_BYTES)}, the input limit"
+    binary = f"{name}: binary data, not YAML or JSON"
     try:
         if path == STDIN:
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+            data = _head_then_rest(sys.stdin.buffer)
         else:
             with open(path, "rb") as stream:
                 if not _size_ok(stream):
                     problems.append(too_large)
                     return None
-                data = stream.read(MAX_INPUT_BYTES + 1)
+                data = _head_then_rest(stream)
     except OSError as exc:
         problems.append(f"{name}: cannot read: {exc.strerror or exc}")
         return None
+    if data is None:  # recognised in the first 8 KiB: /dev/zero is not read up to the limit
+        problems.append(binary)
+        return None
     if len(data) > MAX_INPUT_BYTES:  # stdin, a pipe or a device: read up to the limit
         problems.append(too_large)
-        return None
-    if b"\0" in data[:8192]:
-        problems.append(f"{name}: binary data, not YAML or JSON")
         return None
     try:
         data.decode("utf-8")
@@ -248,6 +249,14 @@ def _read(path: str, problems: list[str]) -> bytes | None:
         problems.append(f"{name}: line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})")
         return None
     return data
+
+
+def _head_then_rest(stream: IO[bytes]) -> bytes | None:
+    """Up to MAX_INPUT_BYTES + 1 bytes, or None when the first 8 KiB hold a NUL (binary)."""
+    head = stream.read(8192)
+    if b"\0" in head:
+        return None
+    return head + stream.read(MAX_INPUT_BYTES + 1 - len(head))
 
 
 def _size_ok(stream: IO[bytes]) -> bool:
