@@ -512,3 +512,14 @@ def test_a_binary_device_is_recognised_without_reading_it_to_the_limit(capsys, m
     code, _, err = run(capsys, ["validate", "-"])
     assert (code, err.splitlines()) == (1, ["<stdin>: binary data, not YAML or JSON"])
     assert Endless.served < 1 << 20
+
+
+@pytest.mark.parametrize("command", ["validate", "simulate --profile", "explain --profile", "simulate --compare",
+                                     "bench --profile"])
+def test_a_problem_in_a_configuration_file_reads_the_same_everywhere(tmp_path, capsys, command):
+    """A KubeSchedulerConfiguration has no name: labelled by its kind alone in every command."""
+    bad = write(tmp_path, "config.yaml", KSC + "profiles:\n- schedulerName: a\n- schedulerName: a\n")
+    code, _, err = run(capsys, subcommands(tmp_path, bad)[command])
+    assert (code, err.splitlines()) == (1, [
+        f'{bad}: document 1: KubeSchedulerConfiguration: profiles[1].schedulerName: scheduler name "a" is also used '
+        "by KubeSchedulerConfiguration profiles[0]"])

@@ -110,6 +110,10 @@ def problem_line(where: str, label: str | None, message: str) -> str:
     return f"{where}: {label}: {message}" if label else f"{where}: {message}"
 
 
+UNNAMED_KINDS = frozenset({"KubeSchedulerConfiguration"})
+"""Kinds whose objects have no metadata.name."""
+
+
 def object_label(obj: Any) -> str | None:
     """`Kind/namespace/name`, `Kind/name`, or what is known of it; None for a non-object."""
     if not isinstance(obj, dict):
@@ -119,6 +123,8 @@ def object_label(obj: Any) -> str | None:
     name = meta.get("name") if isinstance(meta, dict) else None
     ns = meta.get("namespace") if isinstance(meta, dict) else None
     kind_text = kind if isinstance(kind, str) and kind else "?"
+    if kind in UNNAMED_KINDS and not name:
+        return kind_text  # a configuration file has no metadata: `KubeSchedulerConfiguration`, not `.../?`
     name_text = name if isinstance(name, str) and name else "?"
     return f"{kind_text}/{ns}/{name_text}" if isinstance(ns, str) and ns else f"{kind_text}/{name_text}"
 

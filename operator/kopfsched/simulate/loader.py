@@ -18,7 +18,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kopfsched.documents import Document, Progress, describe_type, long_lived, problem_line, read_documents
+from kopfsched.documents import (
+    UNNAMED_KINDS,
+    Document,
+    Progress,
+    describe_type,
+    long_lived,
+    problem_line,
+    read_documents,
+)
 from kopfsched.framework.quantity import QuantityError
 from kopfsched.framework.resources import quantity_value
 from kopfsched.framework.types import Obj
@@ -50,6 +58,8 @@ class Loaded:
     @property
     def label(self) -> str:
         meta = self.obj.get("metadata") or {}
+        if self.obj.get("kind") in UNNAMED_KINDS and not meta.get("name"):
+            return self.obj["kind"]  # worded as documents.object_label and validate word it
         name = meta.get("name", "?")
         ns = meta.get("namespace")
         return f"{self.obj.get('kind')}/{ns}/{name}" if ns else f"{self.obj.get('kind')}/{name}"
