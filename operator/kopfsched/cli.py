@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("files", nargs="*", metavar="FILE",
                           help=f"{INPUT_HELP} (none: the live cluster of --kubeconfig)")
     simulate.add_argument("--kubeconfig", metavar="F",
-                          help="with no FILE: read this cluster (default: in-cluster, then $KUBECONFIG)")
+                          help="with no FILE: read the live cluster of this kubeconfig file (default: none; "
+                               "required when no FILE is given)")
     simulate.add_argument("--profile", action="append", default=[], metavar="F",
                           help="SchedulerProfile or KubeSchedulerConfiguration file, directory or - (repeatable; "
                                "default: only the profiles in FILE, plus upstream's default profile)")
