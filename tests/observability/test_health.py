@@ -82,6 +82,19 @@ async def test_metrics_exposition(served):
             '{extension_point="Filter",profile="kopfsched",status="Success"} 1.0') in text
 
 
+async def test_metrics_restricted_to_the_names_asked_for(served):
+    session, _, metrics = served
+    metrics.set_pending({"active": 2, "backoff": 0, "unschedulable": 1, "gated": 0})
+    metrics.set_cache_size(nodes=3, pods=4, assumed_pods=1)
+    metrics.extension_point("kopfsched", "Filter", "Success", 0.001)
+    async with session.get("/metrics", params=[("name[]", "scheduler_pending_pods"),
+                                               ("name[]", "scheduler_cache_size")]) as response:
+        text = await response.text()
+    assert 'scheduler_pending_pods{queue="active"} 2.0' in text
+    assert 'scheduler_cache_size{type="pods"} 4.0' in text
+    assert "scheduler_framework_extension_point_duration_seconds" not in text
+
+
 async def test_unknown_path_is_404(served):
     session, _, _ = served
     assert (await get(session, "/nope"))[0] == 404

@@ -81,5 +81,10 @@ class HealthServer:
         return handle
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        """The exposition; `?name[]=N` (repeatable) restricts it to those metric families, as
+        prometheus_client's own HTTP handlers do (a poller reading one counter need not render
+        every histogram)."""
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        return web.Response(body=encoder(self._registry), headers={"Content-Type": content_type})
+        names = request.query.getall("name[]", [])
+        registry = self._registry.restricted_registry(names) if names else self._registry
+        return web.Response(body=encoder(registry), headers={"Content-Type": content_type})
