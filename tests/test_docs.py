@@ -211,3 +211,76 @@ def test_the_docs_name_the_metrics_port_the_operator_uses() -> None:
         assert {int(n) for groups in given for n in groups if n} <= {port}, doc
         for line in (line for line in text.splitlines() if "10259" in line):
             assert "secure" in line or "kube-scheduler's 10259" in line, f"{doc.name}: {line}"
+
+
+# -- the problem lines the docs show are the lines the commands print --------------------------
+
+_NODE = ("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+         "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}\n")
+_PROFILE = ("apiVersion: kopfsched.dev/v1alpha1\nkind: SchedulerProfile\nmetadata: {{name: {}}}\n"
+            "spec: {{schedulerName: same}}\n")
+_CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}\n"
+_KUBECONFIG = ("clusters: [{name: c, cluster: {server: %s}}]\ncontexts: [{name: x, context: {cluster: c}}]\n"
+               "current-context: %s\n")
+_BOMB = "".join(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 10 if i else ['x'] * 10)}]\n"
+                for i in range(7))
+
+EXAMPLE_LINES = {
+    # the line shown → (the files it is printed for, the command)
+    "cluster.yaml: document 3: Pod/default/web-1: spec.containers[0].resources.requests.cpu: invalid quantity 'abc'": (
+        {"cluster.yaml": "---\n".join([_NODE, _NODE.replace("n1", "n2"), "apiVersion: v1\nkind: Pod\nmetadata: {name: "
+                                       "web-1, namespace: default}\nspec: {containers: [{name: c, image: x, resources: "
+                                       "{requests: {cpu: abc}}}]}\n"])}, ["simulate", "cluster.yaml"]),
+    "cluster.yaml: document 7: Node/n1: metadata.name: duplicate name (first defined in nodes.yaml: document 1)": (
+        {"nodes.yaml": _NODE, "cluster.yaml": "---\n".join([_NODE.replace("n1", f"m{i}") for i in range(6)] + [_NODE])},
+        ["simulate", "nodes.yaml", "cluster.yaml"]),
+    "cluster.yaml: document 2: line 14, column 3: invalid YAML: did not find expected key": (
+        {"cluster.yaml": "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n"
+                         "  name: web-1\n  namespace: default\nspec:\n  containers:\n  - {name: c, image: x}\n"
+                         "  priority: 0\n  - oops\n"}, ["simulate", "cluster.yaml"]),
+    'b.yaml: document 1: SchedulerProfile/b: spec.schedulerName: scheduler name "same" is also used by '
+    "SchedulerProfile/a (a.yaml: document 1)": (
+        {"a.yaml": _PROFILE.format("a"), "b.yaml": _PROFILE.format("b")}, ["validate", "a.yaml", "b.yaml"]),
+    "empty.yaml: no objects (the input is empty)": ({"empty.yaml": ""}, ["validate", "empty.yaml"]),
+    "image.png: binary data, not YAML or JSON": (
+        {"image.png": b"\x89PNG\r\n\x1a\n\x00\x00"}, ["validate", "image.png"]),
+    "notes.yaml: line 2: not UTF-8 text (byte 0xe9 at offset 43)": (
+        {"notes.yaml": b"kind: SchedulerProfile\nmetadata: {name: caf\xe9}\n"}, ["validate", "notes.yaml"]),
+    "bomb.yaml: document 1: invalid YAML: aliases expand to more than 100000 values (an alias bomb?)": (
+        {"bomb.yaml": _BOMB}, ["validate", "bomb.yaml"]),
+    "warning: skipped 12 objects of kinds the scheduler does not read: ConfigMap (9), Secret (3)": (
+        {"export.yaml": "---\n".join([_NODE, *[_CONFIGMAP % i for i in range(9)],
+                                      *[(_CONFIGMAP % i).replace("ConfigMap", "Secret") for i in range(3)]])},
+        ["simulate", "export.yaml"]),
+    'kubeconfig: document 1: Config: current-context: no context named "prod" in contexts': (
+        {"kubeconfig": _KUBECONFIG % ("http://127.0.0.1:1", "prod")}, ["snapshot", "--kubeconfig", "kubeconfig"]),
+    "kubeconfig: document 1: Config: clusters[0].cluster.server: must be a string, not a number": (
+        {"kubeconfig": _KUBECONFIG % ("5", "x")}, ["snapshot", "--kubeconfig", "kubeconfig"]),
+}
+
+
+def shown_problem_lines() -> list[str]:
+    """The example lines of docs/cli.md's blocks and the README's inline example."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    lines = [line for lang, body in FENCE.findall(text) if lang == "" for line in body.splitlines()
+             if re.match(r"[\w.-]+: |warning: ", line) and not line.startswith("FILE: ")]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    return lines + re.findall(r"the field \(`([^`]+)`\)", readme)
+
+
+def test_every_problem_line_shown_has_its_input_here() -> None:
+    assert sorted(set(shown_problem_lines())) == sorted(EXAMPLE_LINES)
+
+
+@pytest.mark.parametrize("line", list(EXAMPLE_LINES))
+def test_a_problem_line_the_docs_show_is_printed(tmp_path, monkeypatch, capsys, line) -> None:
+    from kopfsched.cli import main
+
+    files, argv = EXAMPLE_LINES[line]
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    monkeypatch.chdir(tmp_path)
+    for variable in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(variable, raising=False)
+    main(argv)
+    assert line in capsys.readouterr().err.splitlines()
