@@ -284,3 +284,32 @@ def test_a_problem_line_the_docs_show_is_printed(tmp_path, monkeypatch, capsys, 
         monkeypatch.delenv(variable, raising=False)
     main(argv)
     assert line in capsys.readouterr().err.splitlines()
+
+
+def test_the_json_example_is_the_real_output(monkeypatch, capsys) -> None:
+    """docs/simulate-json.md's example, field by field, against the run it says it is from."""
+    import json
+
+    from kopfsched.cli import main
+
+    text = (ROOT / "docs" / "simulate-json.md").read_text()
+    [example] = [json.loads(body) for lang, body in FENCE.findall(text) if lang == "json"]
+    assert "`kopfsched simulate examples/cluster.yaml --explain -o json`" in " ".join(text.split())
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "examples/cluster.yaml", "--explain", "-o", "json"]) == 0
+    real = json.loads(capsys.readouterr().out)
+    [shown_pod], [shown_node] = example["pods"], example["nodes"]
+    pod = next(p for p in real["pods"] if (p["namespace"], p["name"]) == (shown_pod["namespace"], shown_pod["name"]))
+    assert list(shown_pod) == list(pod), "the same fields, in the same order"
+    partial = ("filter", "scores")  # one node of each shown
+    assert {k: v for k, v in shown_pod.items() if k not in partial} == {
+        k: v for k, v in pod.items() if k not in partial}
+    for key in partial:
+        assert shown_pod[key].items() <= pod[key].items(), key
+    assert shown_node == next(n for n in real["nodes"] if n["name"] == shown_node["name"])
+    assert list(example["summary"]) == list(real["summary"])
+    assert {k: v for k, v in example["summary"].items() if k != "seconds"} == {
+        k: v for k, v in real["summary"].items() if k != "seconds"}
+    table_fields = set(re.findall(r"^\| `([^|]+)` \|", text, re.MULTILINE))
+    documented = {name.strip("` ") for row in table_fields for name in row.split(",")}
+    assert set(pod) | set(real["summary"]) <= documented
