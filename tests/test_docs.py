@@ -313,3 +313,28 @@ def test_the_json_example_is_the_real_output(monkeypatch, capsys) -> None:
     table_fields = set(re.findall(r"^\| `([^|]+)` \|", text, re.MULTILINE))
     documented = {name.strip("` ") for row in table_fields for name in row.split(",")}
     assert set(pod) | set(real["summary"]) <= documented
+
+
+def test_the_explain_json_example_is_the_real_output(monkeypatch, capsys) -> None:
+    """docs/explain.md's shortened example ("..." marks what is left out) against the command it names."""
+    import json
+
+    from kopfsched.cli import main
+
+    text = (ROOT / "docs" / "explain.md").read_text()
+    [example] = [json.loads(body) for lang, body in FENCE.findall(text) if lang == "json"]
+    command = "kopfsched explain default/payments-0 examples/affinity-and-preemption.yaml -o json"
+    assert f"(`{command}`, shortened.)" in text
+    monkeypatch.chdir(ROOT)
+    assert main(shlex.split(command)[1:]) == 0
+    real = json.loads(capsys.readouterr().out)
+    assert list(example) == list(real), "the same fields, in the same order"
+    for key, shown in example.items():
+        if isinstance(shown, dict) and shown.items() and key != "preemption":
+            assert {k: v for k, v in shown.items() if k != "..."}.items() <= real[key].items(), key
+        elif key != "preemption":
+            assert shown == real[key], key
+    assert list(example["preemption"]) == list(real["preemption"])
+    preemption = {k: v for k, v in example["preemption"].items() if k not in ("candidates", "nodes")}
+    assert preemption.items() <= real["preemption"].items()
+    assert example["preemption"]["candidates"][0] == real["preemption"]["candidates"][0]
