@@ -126,6 +126,9 @@ class PodTopologySpread:
         self.default_constraints: tuple[Mapping[str, Any], ...] = (
             common.SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else args.default_constraints)
         self._count_columns: OrderedDict[str, ColumnSpec] = OrderedDict()
+        # Whether some default constraint is hard / soft: asked for every pod without its own.
+        self._hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
+        self._soft_defaults = any(c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY for c in self.default_constraints)
         # Without a labelSelector (the args forbid one), the default constraints parse the
         # same for every pod: parsed once per action.
         self._defaults_parsed: dict[str, list[TopologySpreadConstraint]] | None = (
@@ -248,7 +251,7 @@ class PodTopologySpread:
         return None
 
     def _has_hard_defaults(self) -> bool:
-        return any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
+        return self._hard_defaults
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
         state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, pod, node, 1, common.required_node_affinity(pod))
@@ -272,7 +275,7 @@ class PodTopologySpread:
         if not all_nodes:
             return SKIP
         own = pod.spec.get("topologySpreadConstraints")
-        if not own and not any(c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY for c in self.default_constraints):
+        if not own and not self._soft_defaults:
             return SKIP
         try:
             constraints = self.constraints(pod, SCHEDULE_ANYWAY)
