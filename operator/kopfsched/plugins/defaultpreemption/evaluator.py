@@ -182,34 +182,23 @@ def _earliest_start_of_highest_priority(victims: Sequence[PodInfo]) -> float:
     return min(pod_start_time(v) for v in victims if v.priority == top)
 
 
-_SCORE_FUNCS: tuple[Callable[[Candidate], float], ...] = (
-    lambda c: -c.num_pdb_violations,  # fewest PDB violations
-    lambda c: -c.victims[0].priority,  # lowest highest-victim priority
-    lambda c: -(sum(v.priority for v in c.victims) + _PRIORITY_OFFSET * len(c.victims)),  # smallest priority sum
-    lambda c: -len(c.victims),  # fewest victims
-    lambda c: _earliest_start_of_highest_priority(c.victims),  # latest start of the top victims
-)
+def _candidate_score(c: Candidate) -> tuple[float, ...]:
+    """Upstream's five criteria, each higher is better, as one tuple compared lexicographically:
+    fewest PDB violations, lowest highest-victim priority, smallest priority sum (each priority
+    offset to be non-negative), fewest victims, latest start of the highest-priority victims."""
+    victims = c.victims
+    return (-c.num_pdb_violations, -victims[0].priority,
+            -(sum(v.priority for v in victims) + _PRIORITY_OFFSET * len(victims)), -len(victims),
+            _earliest_start_of_highest_priority(victims))
 
 
 def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> Candidate | None:
     """Upstream's ordering: each criterion keeps the best-scoring candidates; the first
-    criterion that leaves one decides, and the first of the remaining ones wins ties."""
-    remaining = list(candidates)
-    if not remaining:
+    criterion that leaves one decides, and the first of the remaining ones wins ties. That is
+    the first candidate with the greatest tuple of criteria, as `max` finds it."""
+    if not candidates:
         return None
-    for score in _SCORE_FUNCS:
-        if len(remaining) == 1:
-            break
-        best = score(remaining[0])
-        kept = [remaining[0]]
-        for candidate in remaining[1:]:
-            value = score(candidate)
-            if value > best:
-                best, kept = value, [candidate]
-            elif value == best:
-                kept.append(candidate)
-        remaining = kept
-    return remaining[0]
+    return max(candidates, key=_candidate_score)
 
 
 def pod_terminating_by_preemption(pod: PodInfo) -> bool:
