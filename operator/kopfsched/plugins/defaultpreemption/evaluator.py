@@ -177,6 +177,10 @@ class Candidate:
     num_pdb_violations: int = 0
 
 
+_CHOSEN_LATER = Candidate("", ())
+"""A deferred candidate's place in the dry run's list until its victims are chosen."""
+
+
 def _earliest_start_of_highest_priority(victims: Sequence[PodInfo]) -> float:
     top = max(v.priority for v in victims)
     return min(pod_start_time(v) for v in victims if v.priority == top)
@@ -401,7 +405,7 @@ class Evaluator:
             if pending:
                 chosen = list(pending.items())
                 found = self._reprieve(shared_state, pod, [node for _, (node, _) in chosen],
-                                       [self._reprieve_queue(potential, pdbs) for _, (_, potential) in chosen])
+                                       [self._reprieve_queue(lower, pdbs) for _, (_, lower) in chosen])
                 for (index, (node, _)), (victims, num_violations, _) in zip(chosen, found, strict=True):
                     if not victims:
                         return self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
@@ -433,7 +437,7 @@ class Evaluator:
                 if queued is not None:
                     if len(non_violating) < num_candidates:
                         pending[len(non_violating)] = (node, queued)
-                        non_violating.append(Candidate(node.name, ()))  # victims chosen in done()
+                        non_violating.append(_CHOSEN_LATER)  # replaced in done()
                     if len(non_violating) + len(violating) >= num_candidates:
                         return done()
                     continue
