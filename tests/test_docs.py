@@ -338,3 +338,34 @@ def test_the_explain_json_example_is_the_real_output(monkeypatch, capsys) -> Non
     preemption = {k: v for k, v in example["preemption"].items() if k not in ("candidates", "nodes")}
     assert preemption.items() <= real["preemption"].items()
     assert example["preemption"]["candidates"][0] == real["preemption"]["candidates"][0]
+
+
+def test_every_inline_command_names_a_real_subcommand_and_flags() -> None:
+    """`kopfsched ...` in the prose (outside code blocks): the subcommand exists, every flag is
+    one of its flags, and every --workload and -o value is one it takes."""
+    from kopfsched.cli import _parser
+
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    top = {option for action in parser._actions for option in action.option_strings}
+    seen = 0
+    for doc in DOCS:
+        prose = " ".join(FENCE.sub("", doc.read_text()).split())
+        for span in re.findall(r"`(kopfsched [^`]+)`", prose):
+            words = span.replace("\\|", "|").split()
+            name = words[1]
+            if name in top or name.rstrip(":") == "COMMAND":
+                continue
+            assert name in subparsers.choices, f"{doc.name}: {span}"
+            actions = {option: action for action in subparsers.choices[name]._actions
+                       for option in action.option_strings}
+            for i, word in enumerate(words):
+                flag = word.strip("[]").split("/")[0]
+                if flag.startswith("-") and flag not in ("-", "--"):
+                    assert flag in actions, f"{doc.name}: {span}: {flag}"
+                    choices = actions[flag].choices
+                    value = words[i + 1].strip("[]") if i + 1 < len(words) else ""
+                    if choices and value and not value.isupper():  # NAME, F: placeholders
+                        assert set(value.split("|")) <= set(choices), f"{doc.name}: {span}: {flag} {value}"
+            seen += 1
+    assert seen > 50
