@@ -226,3 +226,9 @@ def test_extension_point_durations_expose_as_a_prometheus_histogram():
 
     assert family(metrics.registry) == family(reference)
     assert len(family(reference)) == 2 + 4 * (13 + 2)
+    # /metrics?name[]=... restricts by sample name: the same samples come out.
+    name = "scheduler_framework_extension_point_duration_seconds"
+    for names in ([f"{name}_count"], [f"{name}_sum", f"{name}_bucket"]):
+        restricted = metrics.registry.restricted_registry(names)
+        assert family(restricted) == family(reference.restricted_registry(names))
+        assert family(restricted)
