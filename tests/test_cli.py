@@ -338,3 +338,18 @@ def test_validate_counts_the_files_of_a_directory(capsys: pytest.CaptureFixture[
     assert len(profiles) > 1
     assert main(["validate", str(EXAMPLES / "profiles")]) == 0
     assert capsys.readouterr().out == f"{len(profiles)} file(s) valid\n"
+
+
+def test_bench_table_shows_the_extension_points_as_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a Python dict's repr: one row per extension point, the costliest first."""
+    assert main(["bench", "--nodes", "10", "--init-pods", "0", "--pods", "20"]) == 0
+    out = capsys.readouterr().out
+    head, points = out.split("\nextensionPoints:\n")
+    assert "{" not in out
+    assert head.splitlines()[0].split() == ["workload:", "basic"]
+    rows = [line.split() for line in points.splitlines()]
+    assert rows[0] == ["POINT", "CALLS", "TOTAL", "MS", "MEAN", "US"]
+    assert {"PreFilter", "Filter", "Score", "Bind"} <= {row[0] for row in rows[1:]}
+    assert all(row[1] == "20" for row in rows[1:] if row[0] in ("Filter", "Bind"))
+    totals = [float(row[2]) for row in rows[1:]]
+    assert totals == sorted(totals, reverse=True)

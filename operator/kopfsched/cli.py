@@ -457,9 +457,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(result))
     else:
-        for key, value in result.items():
-            print(f"{key:>16}: {value}")
+        sys.stdout.write(_bench_table(result))
     return EXIT_OK
+
+
+def _bench_table(result: dict) -> str:
+    """`key: value` lines; the extension points as a table of their own (calls, total ms, mean µs)."""
+    lines = [f"{key:>16}: {value}" for key, value in result.items() if not isinstance(value, dict)]
+    for key, value in result.items():
+        if not isinstance(value, dict):
+            continue
+        lines += ["", f"{key}:", f"  {'POINT':<12} {'CALLS':>8} {'TOTAL MS':>10} {'MEAN US':>9}"]
+        for point, figures in sorted(value.items(), key=lambda item: -item[1].get("ms", 0)):
+            calls, ms = figures.get("calls", 0), figures.get("ms", 0.0)
+            mean = f"{ms * 1000 / calls:.1f}" if calls else "-"
+            lines.append(f"  {point:<12} {calls:>8} {ms:>10.1f} {mean:>9}")
+    return "\n".join(lines) + "\n"
 
 
 def _load_one_profile(path: str, registry):
