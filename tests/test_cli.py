@@ -353,3 +353,18 @@ def test_bench_table_shows_the_extension_points_as_a_table(capsys: pytest.Captur
     assert all(row[1] == "20" for row in rows[1:] if row[0] in ("Filter", "Bind"))
     totals = [float(row[2]) for row in rows[1:]]
     assert totals == sorted(totals, reverse=True)
+
+
+def test_every_subcommand_help_describes_it_and_points_at_its_docs() -> None:
+    import argparse
+    import re
+
+    from kopfsched.cli import _parser
+
+    parser = _parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    root = EXAMPLES.parent
+    for name, sub in subparsers.choices.items():
+        assert sub.description, name
+        for page in re.findall(r"docs/[\w-]+\.md", sub.description):
+            assert (root / page).is_file(), f"{name}: {page}"

@@ -116,7 +116,9 @@ def _parser() -> argparse.ArgumentParser:
 
     _explain_parser(sub)
 
-    snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input")
+    snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input",
+                              description="Copy what the scheduler reads from a live cluster (read-only, paged LISTs) "
+                                          "into one file that simulate and explain read. See docs/explain.md.")
     snapshot.add_argument("--kubeconfig", metavar="F", help=KUBECONFIG_HELP)
     snapshot.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     snapshot.add_argument("-q", "--quiet", action="store_true",
@@ -172,7 +174,10 @@ def _size_default(index: int) -> str:
 
 
 def _sandbox_parser(sub) -> None:
-    sandbox = sub.add_parser("sandbox", help="the operator against an emulated cluster on 127.0.0.1, for kubectl")
+    sandbox = sub.add_parser("sandbox", help="the operator against an emulated cluster on 127.0.0.1, for kubectl",
+                             description="Run the real operator against an emulated Kubernetes API on 127.0.0.1 "
+                                         "holding a cluster snapshot, and write a kubeconfig for kubectl; Ctrl-C "
+                                         "stops it. See docs/sandbox.md.")
     sandbox.add_argument("files", nargs="*", metavar="FILE",
                          help="cluster snapshot files to preload (default: examples/cluster.yaml)")
     sandbox.add_argument("--kubeconfig-out", metavar="F", default="kopfsched-sandbox.kubeconfig",
@@ -194,7 +199,10 @@ def _pod_ref(text: str) -> str:
 
 
 def _explain_parser(sub) -> None:
-    explain = sub.add_parser("explain", help="why one pod fits where it does, or nowhere, node by node")
+    explain = sub.add_parser("explain", help="why one pod fits where it does, or nowhere, node by node",
+                             description="Run one scheduling cycle for one pod and show every node's verdict, "
+                                         "grouped by reason, the scores, and what preemption could do. "
+                                         "See docs/explain.md.")
     explain.add_argument("pod", metavar="NAMESPACE/NAME", type=_pod_ref,
                          help="the pod to explain (a NAME alone: in namespace default)")
     explain.add_argument("files", nargs="*", metavar="FILE", help=f"{INPUT_HELP} (none: the live cluster)")
