@@ -25,8 +25,10 @@ thread (the scheduling loop: cycles, binds, Events, watch events) and its other 
 watch streams), the emulator's and this driver's. On a shared machine these move far less than
 rates do, and they show where a ratio is lost: the operator's threads share one GIL, so its CPU per
 pod bounds its rate; the emulator does more per pod end to end (an Event per pod, watch streams)
-than in the raw phase. Each result ends with the machine's 1-minute load average at the start and at
-the end (`load_average`): on a shared machine the rates and the ratio move with it.
+than in the raw phase. Each result ends with the machine's 1-minute load average at the start and
+at the end (`load_average`): on a shared machine the rates and the ratio move with it, and one
+pair says little; `--runs N` repeats the raw and end-to-end phases in turn and ends with the
+medians.
 
 With --profile FILE, py-spy samples the operator (every thread) during the end-to-end phase and
 FILE gets the functions where the samples fall, most first, per thread (a thread waiting to get the
@@ -48,6 +50,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -440,6 +443,10 @@ async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, tim
                 'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2), **cpu.per_pod(pods)}
 
 
+MEDIAN_OF = ('raw_pods_per_second', 'e2e_pods_per_second', 'ratio', 'operator_cpu_ms_per_pod',
+             'operator_main_thread_cpu_ms_per_pod', 'operator_other_threads_cpu_ms_per_pod', 'emulator_cpu_ms_per_pod')
+
+
 def _load(started: float) -> list[float]:
     """The machine's load average at the start and at the end (1 minute): the rates move with it."""
     return [round(started, 1), round(os.getloadavg()[0], 1)]
@@ -452,14 +459,21 @@ async def main_async(args: argparse.Namespace) -> None:
                                 concurrency=args.concurrency, timeout=args.timeout, profile=args.profile)
         print(json.dumps({'concurrency': args.concurrency, **result, 'load_average': _load(started)}), flush=True)
         return
-    raw, raw_cpu = await asyncio.wait_for(
-        raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency), args.timeout)
-    e2e, rss_after_run, cpu = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
-                                               timeout=args.timeout, profile=args.profile)
-    print(json.dumps({'pods': args.pods, 'nodes': args.nodes, 'concurrency': args.concurrency,
-                      'raw_pods_per_second': round(raw, 1), 'e2e_pods_per_second': round(e2e, 1),
-                      'ratio': round(e2e / raw, 2), **cpu, 'operator_rss_mb_after_run': rss_after_run,
-                      'raw': raw_cpu, 'load_average': _load(started)}), flush=True)
+    runs = []
+    for _ in range(args.runs):
+        started = os.getloadavg()[0]
+        raw, raw_cpu = await asyncio.wait_for(
+            raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency), args.timeout)
+        e2e, rss_after_run, cpu = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
+                                                   timeout=args.timeout, profile=args.profile)
+        runs.append({'pods': args.pods, 'nodes': args.nodes, 'concurrency': args.concurrency,
+                     'raw_pods_per_second': round(raw, 1), 'e2e_pods_per_second': round(e2e, 1),
+                     'ratio': round(e2e / raw, 2), **cpu, 'operator_rss_mb_after_run': rss_after_run,
+                     'raw': raw_cpu, 'load_average': _load(started)})
+        print(json.dumps(runs[-1]), flush=True)
+    if len(runs) > 1:
+        print(json.dumps({'runs': len(runs), 'median': {key: round(statistics.median(run[key] for run in runs), 2)
+                                                          for key in MEDIAN_OF}}), flush=True)
     if args.rss_pods:
         memory = await rss_with_cache(pods=args.rss_pods, nodes=args.rss_nodes, concurrency=args.concurrency,
                                       timeout=args.timeout)
@@ -477,6 +491,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--scale-nodes', type=int, default=5000)
     parser.add_argument('--scale-running', type=int, default=50_000)
     parser.add_argument('--scale-pods', type=int, default=5000)
+    parser.add_argument('--runs', type=int, default=1,
+                        help='raw and end-to-end phases this many times in turn, then the medians')
     parser.add_argument('--profile', metavar='FILE', help='py-spy summary of the operator while it binds')
     parser.add_argument('--timeout', type=float, default=600.0, help='give up a phase after this many seconds')
     asyncio.run(main_async(parser.parse_args(argv)))
