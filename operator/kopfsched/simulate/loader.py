@@ -164,17 +164,25 @@ def _finish(result: ClusterInput) -> None:
         result.warnings.append(warning)
 
 
+_READ_KINDS = frozenset(("Node", "Pod", *CONFIG_KINDS, *OBJECT_KINDS, *WORKLOAD_KINDS))
+_CLUSTER_SCOPED = frozenset(CLUSTER_SCOPED)
+
+
+def _early_label(kind: Any, name: Any) -> str:
+    """`Kind/name` of an object whose kind or name may be missing or no string."""
+    return f"{kind if isinstance(kind, str) and kind else '?'}/{name if isinstance(name, str) and name else '?'}"
+
+
 def add_document(result: ClusterInput, document: Document) -> None:
     """Check one object and file it under nodes, pods, objects or configs (or a problem)."""
     doc, where = document.obj, document.where
     kind = doc.get("kind")
     meta = doc.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
-    label = f"{kind if isinstance(kind, str) and kind else '?'}/{name if isinstance(name, str) and name else '?'}"
     if not isinstance(kind, str) or not kind:
-        result.problems.append(problem_line(where, label, "kind: required"))
+        result.problems.append(problem_line(where, _early_label(kind, name), "kind: required"))
         return
-    if kind not in ("Node", "Pod", *CONFIG_KINDS, *OBJECT_KINDS, *WORKLOAD_KINDS):
+    if kind not in _READ_KINDS:
         result.skipped[kind] += 1
         return
     if kind == "KubeSchedulerConfiguration":
@@ -182,16 +190,17 @@ def add_document(result: ClusterInput, document: Document) -> None:
         return
     if not isinstance(meta, dict):
         message = "metadata.name: required" if meta is None else "metadata: must be an object"
-        result.problems.append(problem_line(where, label, message))
+        result.problems.append(problem_line(where, _early_label(kind, name), message))
         return
     if not isinstance(name, str) or not name:
-        result.problems.append(problem_line(where, label, "metadata.name: required"))
+        result.problems.append(problem_line(where, _early_label(kind, name), "metadata.name: required"))
         return
     namespace = meta.get("namespace")
     if namespace is not None and (not isinstance(namespace, str) or not namespace):
-        result.problems.append(problem_line(where, label, "metadata.namespace: must be a non-empty string"))
+        result.problems.append(problem_line(where, _early_label(kind, name),
+                                            "metadata.namespace: must be a non-empty string"))
         return
-    if kind not in CLUSTER_SCOPED:
+    if kind not in _CLUSTER_SCOPED:
         meta.setdefault("namespace", "default")
     loaded = Loaded(doc, document.source, where)
     problem = _check_metadata(meta)
@@ -235,15 +244,21 @@ def _type(value: Any) -> str:
 
 
 def _check_quantities(resources: Any, path: str) -> str | None:
+    problem = _quantities_problem(resources)
+    return f"{path}{problem}" if problem else None
+
+
+def _quantities_problem(resources: Any) -> str | None:
+    """What is wrong with a ResourceList, to follow its path (`: ...` or `.name: ...`)."""
     if resources is None:
         return None
     if not isinstance(resources, dict):
-        return f"{path}: must be an object"
+        return ": must be an object"
     for name, value in resources.items():
         try:
             quantity_value(name, value)
         except QuantityError as exc:
-            return f"{path}.{name}: {exc}"
+            return f".{name}: {exc}"
     return None
 
 
@@ -265,16 +280,14 @@ def _check_pod(pod: Obj) -> str | None:
         for i, container in enumerate(spec.get(field_name) or ()):
             if not isinstance(container, dict):
                 return f"spec.{field_name}[{i}]: must be an object"
-            resources = container.get("resources") or {}
+            resources = container.get("resources")
+            if not resources:
+                continue
             for part in ("requests", "limits"):
-                problem = _check_quantities(resources.get(part), f"spec.{field_name}[{i}].resources.{part}")
+                problem = _quantities_problem(resources.get(part))
                 if problem:
-                    return problem
-    for part in ("overhead",):
-        problem = _check_quantities(spec.get(part), f"spec.{part}")
-        if problem:
-            return problem
-    problem = _check_shapes(pod)
+                    return f"spec.{field_name}[{i}].resources.{part}{problem}"
+    problem = _check_quantities(spec.get("overhead"), "spec.overhead") or _check_shapes(pod)
     if problem:
         return problem
     priority = spec.get("priority")
@@ -292,13 +305,16 @@ _POD_SHAPES = (
 
 def _check_shapes(pod: Obj) -> str | None:
     """The types the API server's validation would have enforced on what the scheduler reads."""
+    parts = {"metadata": pod.get("metadata") or {}, "spec": pod.get("spec") or {}}
     for (part, name), kind in _POD_SHAPES:
-        value = (pod.get(part) or {}).get(name)
-        if value is not None and not isinstance(value, kind):
+        value = parts[part].get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
             return f"{part}.{name}: must be {'an object' if kind is dict else 'a list'}"
-        if kind is list and value is not None and not all(isinstance(item, dict) for item in value):
+        if kind is list and not all(isinstance(item, dict) for item in value):
             return f"{part}.{name}: every item must be an object"
-    for i, c in enumerate((pod.get("spec") or {}).get("topologySpreadConstraints") or ()):
+    for i, c in enumerate(parts["spec"].get("topologySpreadConstraints") or ()):
         skew = c.get("maxSkew")
         if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
             return f"spec.topologySpreadConstraints[{i}].maxSkew: must be an integer greater than zero"
@@ -310,11 +326,12 @@ def _check_duplicates(result: ClusterInput) -> None:
         seen: dict[str, str] = {}
         kept: list[Loaded] = []
         for item in group:
-            if item.label in seen:
-                result.problems.append(item.problem(f"metadata.name: duplicate name (first defined in "
-                                                    f"{seen[item.label]})"))
+            label = item.label
+            first = seen.get(label)
+            if first is not None:
+                result.problems.append(item.problem(f"metadata.name: duplicate name (first defined in {first})"))
                 continue
-            seen[item.label] = item.where or item.source
+            seen[label] = item.where or item.source
             kept.append(item)
         group[:] = kept
 
