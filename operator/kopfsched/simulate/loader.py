@@ -368,6 +368,8 @@ def generate_resource_claims(result: ClusterInput) -> None:
     template that is not in the input leaves the pod waiting for its claim, as in a cluster."""
     templates = {(o.obj["metadata"].get("namespace"), o.obj["metadata"]["name"]): o.obj
                  for o in result.objects if o.obj.get("kind") == "ResourceClaimTemplate"}
+    if not templates:
+        return  # no claim to make: every pod would be left as it is
     for loaded in result.pods:
         pod = loaded.obj
         meta = pod["metadata"]
