@@ -561,3 +561,25 @@ def test_dry_run_searches_again_if_a_kept_candidate_needs_no_victim(monkeypatch:
     monkeypatch.setattr(evaluator, "_reprieve", first_gives_everything_back)
     assert _dry_run(env, pod, 3, 5, defer=True) == expected
     assert calls[0] == 5 and len(calls) > 1
+
+
+@pytest.mark.parametrize("pod_dependent_only", [False, True])
+def test_what_if_passes_are_the_rows_whose_status_is_none(pod_dependent_only: bool):
+    """The reprieves ask only which rows pass: the same rows run_filter_plugins_what_if answers None for."""
+    import numpy as np
+
+    from kopfsched.framework.node_table import NodeTable, WhatIfTable
+
+    env = Env(_mixed_cluster(3))
+    seen: set[bool] = set()
+    for cpu, priority in (("3", 10), ("2", 2), ("500m", 30)):
+        pod = preemptor(cpu=cpu, priority=priority)
+        state = CycleState()
+        env.framework.run_pre_filter_plugins(state, pod, env.nodes)
+        table = WhatIfTable(NodeTable(env.nodes), np.arange(len(env.nodes), dtype=np.int64), removed_below=priority)
+        answers = env.framework.run_filter_plugins_what_if(state, pod, table, pod_dependent_only=pod_dependent_only)
+        passes = env.framework.run_filter_plugins_what_if_passes(state, pod, table,
+                                                                 pod_dependent_only=pod_dependent_only)
+        assert passes.tolist() == [answer is None for answer in answers]
+        seen.update(passes.tolist())
+    assert seen == {True, False}

@@ -471,6 +471,16 @@ class Framework:
             out = [error if s is None and not ok else s for s, ok in zip(out, mask.tolist(), strict=True)]
         return out
 
+    def run_filter_plugins_what_if_passes(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
+                                          pod_dependent_only: bool = False) -> np.ndarray:
+        """Which rows of `table` pass, as `run_filter_plugins_what_if` would answer None for them,
+        without working out why the others failed (preemption's reprieves need no reasons)."""
+        if not len(table):
+            return np.zeros(0, dtype=bool)
+        mask, _ = self._filter_rows(state, pod, table, np.arange(len(table), dtype=np.int64),
+                                    pod_dependent_only=pod_dependent_only, reasons=False)
+        return mask
+
     @_timed("Filter", _no_status)
     def run_filter_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
@@ -485,7 +495,7 @@ class Framework:
         return self._filter_rows(state, pod, table, rows, pod_dependent_only=pod_dependent_only)
 
     def _filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
-                     pod_dependent_only: bool) -> tuple[np.ndarray, dict[int, Status]]:
+                     pod_dependent_only: bool, reasons: bool = True) -> tuple[np.ndarray, dict[int, Status]]:
         """run_filter_plugins_on_rows, untimed (preemption's what-if batches count as PostFilter).
 
         On a WhatIfTable, node-static plugins judge the real nodes behind its rows (their
@@ -519,7 +529,9 @@ class Framework:
                 failed = alive[~passed]
                 on_judged = failed if judged_rows is None else judged_rows[failed]
                 with_statuses = self._batch_statuses.get(plugin.name)
-                if with_statuses is not None:
+                if not reasons:  # the caller reads the mask alone
+                    pass
+                elif with_statuses is not None:
                     try:
                         statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)
                     except Exception as exc:

@@ -582,8 +582,7 @@ class Evaluator:
             mask = kept[active]
             mask[:, step] = True
             trial = WhatIfTable(without, active, added_slots=(slots, active, mask))
-            answers = fwk.run_filter_plugins_what_if(state, pod, trial, pod_dependent_only=True)
-            fits = np.fromiter((answer is None for answer in answers), dtype=bool, count=len(answers))
+            fits = fwk.run_filter_plugins_what_if_passes(state, pod, trial, pod_dependent_only=True)
             kept[active[fits], step] = True
         results: list[tuple[list[PodInfo], int, Status | None]] = []
         for (queue, violating_count), reprieved in zip(queues, kept.tolist(), strict=True):
