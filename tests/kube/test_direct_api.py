@@ -122,11 +122,15 @@ async def test_a_refreshed_token_is_sent_within_a_second() -> None:
         now[0] += AUTH_REFRESH
         await client.bind(pod=make_pod('c'), node_name='n1')
         await client.patch_pod_status(pod=make_pod('c'), nominated_node_name='n1')  # other headers, same token
+        api.set_default_header('X-Extra', 'yes')
+        now[0] += AUTH_REFRESH
+        await client.bind(pod=make_pod('d'), node_name='n1')
     finally:
         await client.close()
         await api.close()
         await server.close()
     assert [r['headers']['authorization'] for r in fake.requests] == [
-        'Bearer first', 'Bearer first', 'Bearer second', 'Bearer second']
-    assert len(refreshed) == 2
+        'Bearer first', 'Bearer first', 'Bearer second', 'Bearer second', 'Bearer second']
+    assert len(refreshed) == 3
+    assert fake.requests[4]['headers']['X-Extra'] == 'yes'  # a default header set later shows within a second
     assert fake.requests[3]['headers']['Content-Type'] == 'application/strategic-merge-patch+json'

@@ -121,7 +121,7 @@ class DirectApi:
         self._auth: dict[str, str] = {}
         self._auth_until = -1.0
         self._encoded: dict[tuple[tuple[str, str], ...], bytes] = {}
-        """Header lines per caller's header_params, for the current token (HttpPool.encode_headers)."""
+        """Header lines per caller's header_params (HttpPool.encode_headers), for the current second."""
 
     async def _headers(self, header_params: Mapping[str, str] | None) -> dict[str, str]:
         """The ApiClient's default headers, its cookie, the caller's and the token. The token is
@@ -134,9 +134,8 @@ class DirectApi:
             if inspect.isawaitable(authorised):  # async since kubernetes-asyncio 33 (the token refresh hook)
                 await authorised
             self._auth_until = now + AUTH_REFRESH
-            if auth != self._auth:
-                self._auth = auth
-                self._encoded.clear()
+            self._auth = auth
+            self._encoded.clear()  # re-encoded once a second: a changed default header shows too
         headers = {**self.api.default_headers, **(header_params or {})}
         if self.api.cookie:
             headers["Cookie"] = self.api.cookie
