@@ -5,6 +5,7 @@ gives the same line in every subcommand that reads it."""
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import sys
@@ -523,3 +524,22 @@ def test_a_problem_in_a_configuration_file_reads_the_same_everywhere(tmp_path, c
     assert (code, err.splitlines()) == (1, [
         f'{bad}: document 1: KubeSchedulerConfiguration: profiles[1].schedulerName: scheduler name "a" is also used '
         "by KubeSchedulerConfiguration profiles[0]"])
+
+
+@pytest.mark.parametrize(("made", "frozen"), [pytest.param(50, False, id="small-load-stays"),
+                                              pytest.param(5000, True, id="large-load-frozen")])
+def test_what_a_large_load_leaves_is_frozen_out_of_the_gc(monkeypatch, made, frozen):
+    """long_lived: no collection inside; afterwards, what a large block left is moved out of the
+    collector's generations (gc.freeze), a small one's is not, and collection is on again."""
+    monkeypatch.setattr(documents, "FREEZE_ABOVE", 1000)
+    gc.collect()
+    before = gc.get_freeze_count()
+    try:
+        with documents.long_lived():
+            assert not gc.isenabled()
+            kept = [{"n": i} for i in range(made)]
+        assert gc.isenabled()
+        assert (gc.get_freeze_count() >= before + made) is frozen
+        assert len(kept) == made
+    finally:
+        gc.unfreeze()  # a test process keeps nothing frozen
