@@ -365,3 +365,20 @@ async def test_an_update_of_a_pod_being_bound_does_not_queue_it_again():
     await h.settle()
     assert h.node_of("p") == "n1"
     assert [a.result for a in h.recorder.attempts] == ["scheduled"]
+
+
+async def test_a_listed_bound_pod_leaves_the_queue_only_if_it_was_there():
+    """A relist (old None) showing a queued pod bound elsewhere takes it out of the queue; a pod
+    first seen bound (most of a listing) was in no queue and is only added to the cache."""
+    h = Harness([make_node("n1", cpu="1")])
+    h.add_pods(make_pod("stuck", uid="uid-stuck", requests={"cpu": "4"}))
+    await h.settle()
+    assert h.scheduler.queue.where("uid-stuck") == "unschedulable"
+    stuck = h.client.pods["default/stuck"]
+    h.handlers.on_pod_upsert({**stuck, "spec": {**stuck["spec"], "nodeName": "n1"}})  # a relist's view
+    assert h.scheduler.queue.where("uid-stuck") is None
+    assert h.scheduler.cache.get_pod("uid-stuck").node_name == "n1"
+    h.handlers.on_pod_upsert(make_pod("running", uid="uid-running", node_name="n1", requests={"cpu": "100m"}))
+    assert h.scheduler.queue.where("uid-running") is None
+    assert h.scheduler.cache.get_pod("uid-running").node_name == "n1"
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 4100
