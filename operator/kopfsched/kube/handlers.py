@@ -11,12 +11,14 @@ kopf's per-object processing (kopf runs in its own thread and loop, see kube.kop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import kopf
 from kubernetes_asyncio import client as k8s
 
+from kopfsched.kube.reachability import ApiReachability
 from kopfsched.kube.watches import KopfschedSettings, WatchHealth, WatchSink
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
@@ -66,11 +68,22 @@ KINDS_BY_RESOURCE: dict[str, str] = {f"{watched.group_version}/{watched.plural}"
 """Our kinds by kube.watches' `resource_key` of their resource: `v1/pods`, `storage.k8s.io/v1/csinodes`."""
 
 
+@dataclasses.dataclass
+class OperatorSettings(KopfschedSettings):
+    """kopf's settings, where kube.watches and kube.reachability report."""
+
+    api_reachability: ApiReachability | None = None
+
+
 def operator_settings(*, watch_health: WatchHealth | None = None, watch_sink: WatchSink | None = None,
-                      list_page_size: int | None = LIST_PAGE_SIZE) -> kopf.OperatorSettings:
+                      list_page_size: int | None = LIST_PAGE_SIZE,
+                      api_reachability: ApiReachability | None = None) -> kopf.OperatorSettings:
     """kopf's settings; with `watch_health`, watch errors back off and relist, and with
-    `watch_sink` too, our kinds' listings and events go to the sink (kube.watches)."""
-    settings = KopfschedSettings(watch_health=watch_health, watch_sink=watch_sink)
+    `watch_sink` too, our kinds' listings and events go to the sink (kube.watches); with
+    `api_reachability`, requests to an API server that cannot be reached are retried for ever,
+    one short line per failure (kube.reachability)."""
+    settings = OperatorSettings(watch_health=watch_health, watch_sink=watch_sink,
+                                api_reachability=api_reachability)
     settings.posting.enabled = False  # no log lines (nor anything else) posted as Events
     settings.watching.field_selectors["v1", "pods"] = POD_FIELD_SELECTOR
     settings.watching.chunk_size = list_page_size

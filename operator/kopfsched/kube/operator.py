@@ -36,6 +36,8 @@ from kopfsched.kube.kopf_thread import Inbox, KopfThread, Relay, call
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
 from kopfsched.kube.podgroups import PodGroupStatusWriter
 from kopfsched.kube.profile_manager import ProfileFeedHandlers, ProfileManager
+from kopfsched.kube.reachability import ApiReachability
+from kopfsched.kube.reachability import install as install_request_retries
 from kopfsched.kube.status_writer import StatusWriter
 from kopfsched.kube.waiting import first, stopped_within, wait_any
 from kopfsched.kube.watches import DOWN_AFTER, MAX_BACKOFF, WatchHealth
@@ -93,6 +95,10 @@ class UnhealthyError(Exception):
     """Why /healthz fails."""
 
 
+class NotReadyError(Exception):
+    """Why /readyz fails."""
+
+
 class StartupError(Exception):
     """A user error found while starting (kubeconfig, API server, port): one line, no traceback."""
 
@@ -134,13 +140,16 @@ class Operator:
                                           interval=options.status_interval, profiles_changed=profiles_changed)
         self.watch_health = WatchHealth(down_after=options.watch_down_after, max_backoff=options.watch_max_backoff)
         install_watch_relay()
+        install_request_retries()
+        self.api_reachability = ApiReachability(configuration.host or "", max_backoff=options.watch_max_backoff)
+        """Whether kopf's requests reach the API server (they retry for ever while they do not)."""
         self._loop = asyncio.get_running_loop()
         self._inbox: Inbox[tuple[Callable[..., None], tuple[Any, ...]]] = Inbox(self._loop, call)
         self.kopf = KopfThread(build_registry(configuration=configuration), settings=operator_settings(
             watch_health=self.watch_health, watch_sink=Relay(self._inbox, self.informer),
-            list_page_size=options.list_page_size))
+            list_page_size=options.list_page_size, api_reachability=self.api_reachability))
         self.health = None if options.metrics_port is None else HealthServer(
-            port=options.metrics_port, host=options.metrics_host, healthy=self._check_healthy, ready=self.ready,
+            port=options.metrics_port, host=options.metrics_host, healthy=self._check_healthy, ready=self._check_ready,
             registry=self.metrics.registry, dashboard=OperatorDashboard(
                 scheduler=self.scheduler, cache=self.cache, activity=self.activity, stats=self.stats,
                 profiles=self.profiles, identity=options.identity, leading=lambda: self.leading))
@@ -170,8 +179,17 @@ class Operator:
     # -- probes ------------------------------------------------------------------------------
 
     def ready(self) -> bool:
-        """The initial listing is done (the cache holds every node and pod)."""
-        return self.informer.synced
+        """The initial listing is done (the cache holds every node and pod) and the API server
+        answers."""
+        return self.informer.synced and self.api_reachability.reachable
+
+    def _check_ready(self) -> bool:
+        """/readyz: ready(), with why not in the 503's body."""
+        if problem := self.api_reachability.problem():
+            raise NotReadyError(problem)
+        if not self.informer.synced:
+            raise NotReadyError("the initial listing is not done yet")
+        return True
 
     @property
     def leading(self) -> bool:
