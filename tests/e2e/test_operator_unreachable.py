@@ -17,7 +17,15 @@ import yaml
 from kopfsched.emulator.server import FastKubernetesEmulator, write_kubeconfig
 from kopfsched.kube.operator import Operator, OperatorOptions
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import PROFILES, eventually, node_of, post, profile, serve_controller_kinds
+from tests.e2e.operator_harness import (
+    PROFILES,
+    eventually,
+    node_of,
+    post,
+    profile,
+    running_operator,
+    serve_controller_kinds,
+)
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -113,3 +121,91 @@ async def test_an_api_server_that_is_not_there_yet_is_retried_without_tracebacks
         assert record.exc_info is None, record.getMessage()
         assert 'ConnectionKey' not in record.getMessage()
         assert not record.getMessage().startswith('Request attempt')
+
+
+class Proxy:
+    """A TCP proxy to the emulator that can be cut (every connection dropped, nothing listening)
+    and opened again on the same port: the API server going away and coming back."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._serve, '127.0.0.1', self.port, reuse_address=True)
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection('127.0.0.1', self.upstream_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                sink.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+async def test_an_api_server_that_goes_away_and_comes_back_is_watched_again_without_a_restart(
+        emulator: FastKubernetesEmulator, http: aiohttp.ClientSession, tmp_path: pathlib.Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    proxy = Proxy(int(emulator.url.rsplit(':', 1)[1]))
+    await proxy.open()
+    url = f'http://127.0.0.1:{proxy.port}'
+    kubeconfig = write_kubeconfig(tmp_path / 'proxied-kubeconfig', url=url)
+    await post(http, '/api/v1/nodes', make_node('n1'))
+    try:
+        async with running_operator(kubeconfig, watch_max_backoff=1.0) as operator:
+            caplog.set_level(logging.INFO)
+            await proxy.cut()
+            unreachable = f'cannot reach the API server at {url}: connection refused'
+            await eventually(lambda: any(unreachable in r.getMessage() for r in caplog.records), timeout=15,
+                             what='the failure logged')
+            ready_while_away = operator.ready()
+            await post(http, PODS, make_pod('meanwhile', scheduler_name='kopfsched'))
+            await asyncio.sleep(1)
+            await proxy.open()
+            await eventually(lambda: node_of(emulator, 'meanwhile'), timeout=30, what='the pod bound')
+            await eventually(operator.ready, timeout=10, what='ready again')
+    finally:
+        await proxy.cut()
+    assert ready_while_away is False
+    for record in caplog.records:
+        assert record.exc_info is None, record.getMessage()
+        assert 'ConnectionKey' not in record.getMessage()
+
+
+async def test_discovery_failing_for_longer_than_kopfs_retries_is_retried_until_it_answers(
+        emulator: FastKubernetesEmulator, http: aiohttp.ClientSession, kubeconfig: pathlib.Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """kopf gives up after 9 attempts and its resource observer dies with it (the operator then
+    lingered, deaf); 12 failures in a row are retried through, as kube-scheduler's discovery does."""
+    emulator.fail_next('GET', r'^/apis$', status=503, message='the aggregator is restarting', times=12)
+    await post(http, '/api/v1/nodes', make_node('n1'))
+    async with running_operator(kubeconfig, watch_max_backoff=0.2):
+        await post(http, PODS, make_pod('after', scheduler_name='kopfsched'))
+        await eventually(lambda: node_of(emulator, 'after'), timeout=20, what='the pod bound')
+    lines = [r.getMessage() for r in caplog.records if 'the aggregator is restarting' in r.getMessage()]
+    assert len(lines) == 12
+    assert lines[0] == 'GET /apis: the API server answered 503 the aggregator is restarting; retrying in 0.2s'
+    assert all(r.exc_info is None for r in caplog.records)

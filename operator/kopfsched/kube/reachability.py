@@ -12,7 +12,9 @@ whose settings carry an `ApiReachability`: each attempt is one kopf attempt, and
 - when the server cannot be reached (connection refused or reset, DNS failure, connect or read
   timeout), the request is retried for ever, backing off 1, 2, 4… s up to `max_backoff`;
 - an HTTP error kopf retries (5xx, 403, 429) is retried on kopf's own schedule, Retry-After
-  honoured, then raised as before (kube.watches then backs off and relists);
+  honoured, then raised as before (kube.watches then backs off and relists) — except for API
+  discovery (`/api`, `/apis`, a group version), which kopf's resource observer cannot survive
+  failing, so it is retried for ever too, as kube-scheduler's discovery is;
 and each failure is one line, at most one per back-off period for the same cause, however many
 requests (one per watched kind) fail at once: "cannot reach the API server at
 http://127.0.0.1:1: connection refused; retrying in 8s". The operator's /readyz answers 503 with
@@ -25,6 +27,7 @@ import asyncio
 import collections.abc
 import errno
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -41,6 +44,12 @@ MAX_BACKOFF = 30.0
 _RETRIED_STATUS_ERRORS = (kopf_errors.APIServerError, kopf_errors.APIForbiddenError,
                           kopf_errors.APITooManyRequestsError)
 _UNREACHABLE_ERRORS = (aiohttp.ClientConnectionError, TimeoutError)
+_DISCOVERY = re.compile(r"/version|/api(/[^/?]+)?|/apis(/[^/?]+(/[^/?]+)?)?")
+"""Discovery paths (relative to the server): `/api/v1/nodes` or `/apis/g/v/plural` are not."""
+
+
+def is_discovery(url: str) -> bool:
+    return _DISCOVERY.fullmatch(url.split("?", 1)[0].rstrip("/")) is not None
 
 
 class ApiReachability:
@@ -115,7 +124,8 @@ def describe(error: BaseException) -> str:
 
 
 def describe_status_error(error: kopf_errors.APIError) -> str:
-    message = " ".join(str(error).split())
+    first = error.args[0] if error.args else None  # kopf's APIError holds (message, status payload)
+    message = " ".join((first if isinstance(first, str) else "").split())
     return f"{error.status} {message}" if message else str(error.status)
 
 
@@ -175,8 +185,10 @@ async def _request(method: str, url: str, *, settings: Any, logger: Any,
             continue
         except _RETRIED_STATUS_ERRORS as exc:
             state.succeeded()  # it answered
-            backoff = next(status_delays, None)
-            if backoff is None:
+            if is_discovery(url):
+                backoff = min(delay, state.max_backoff)
+                delay = min(delay * 2, state.max_backoff)
+            elif (backoff := next(status_delays, None)) is None:
                 raise
             retry_after = _retry_after(exc)
             if retry_after is not None and (settings.networking.enforce_retry_after or retry_after > backoff):
