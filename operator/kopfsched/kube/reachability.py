@@ -129,23 +129,17 @@ def describe_status_error(error: kopf_errors.APIError) -> str:
     return f"{error.status} {message}" if message else str(error.status)
 
 
-class _WithoutAttemptLines:
+class _WithoutAttemptLines(logging.LoggerAdapter):
     """kopf's logger for one single-attempt request, without its "Request attempt" lines (the
     wrapper logs each failure itself, shorter)."""
 
-    def __init__(self, target: Any) -> None:
-        self._target = target
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return msg, kwargs
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._target, name)
-        if name not in {"debug", "info", "warning", "error", "exception", "critical"}:
-            return method
-
-        def log(msg: Any, *args: Any, **kwargs: Any) -> None:
-            if isinstance(msg, str) and msg.startswith("Request attempt"):
-                return
-            method(msg, *args, **kwargs)
-        return log
+    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(msg, str) and msg.startswith("Request attempt"):
+            return
+        self.logger.log(level, msg, *args, **kwargs)
 
 
 _original_request = kopf_api.request
@@ -172,7 +166,7 @@ async def _request(method: str, url: str, *, settings: Any, logger: Any,
         return await _original_request(method, url, settings=settings, logger=logger, backoffs=backoffs, **kwargs)
     schedule = backoffs if backoffs is not None else settings.networking.error_backoffs
     status_delays = iter(schedule if isinstance(schedule, collections.abc.Iterable) else [schedule])
-    quiet = _WithoutAttemptLines(logger)
+    quiet = _WithoutAttemptLines(logger, {})
     delay = INITIAL_BACKOFF
     while True:
         try:
@@ -188,8 +182,11 @@ async def _request(method: str, url: str, *, settings: Any, logger: Any,
             if is_discovery(url):
                 backoff = min(delay, state.max_backoff)
                 delay = min(delay * 2, state.max_backoff)
-            elif (backoff := next(status_delays, None)) is None:
-                raise
+            else:
+                scheduled = next(status_delays, None)
+                if scheduled is None:
+                    raise
+                backoff = float(scheduled)
             retry_after = _retry_after(exc)
             if retry_after is not None and (settings.networking.enforce_retry_after or retry_after > backoff):
                 backoff = retry_after
@@ -207,7 +204,7 @@ _request_logger = logger
 def install() -> None:
     """Route kopf's API requests through `_request` (idempotent)."""
     if kopf_api.request is not _request:
-        kopf_api.request = _request  # type: ignore[assignment]
+        kopf_api.request = _request
 
 
 __all__ = ["ApiReachability", "describe", "install"]
