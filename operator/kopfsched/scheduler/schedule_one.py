@@ -91,6 +91,8 @@ class SchedulingAlgorithm:
         self._twice = np.zeros(0, dtype=np.int64)
         self._all = self._twice
         self._names_of: object = None
+        self._marked: tuple[object, object, np.ndarray] | None = None
+        """(the nominator's node-name list, the table, its rows marked) for _nominated_positions."""
 
     async def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
                            extenders: Sequence[HTTPExtender] = (), exhaustive: bool = False) -> ScheduleResult:
@@ -302,8 +304,11 @@ class SchedulingAlgorithm:
         mask, without = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         if any(status.code is Code.ERROR for status in without.values()):
             return mask, without  # the cycle aborts on it
-        slow_rows = {int(chunk[pos]): pos for pos in counted}
-        rejected = {row: status for row, status in without.items() if row not in slow_rows}
+        positions = list(counted)
+        slow_rows = dict(zip(chunk[positions].tolist(), positions, strict=True))
+        rejected = dict(without)  # in its order, but for the slow rows (judged below)
+        for row in slow_rows:
+            rejected.pop(row, None)
         if fwk.has_active_pre_filter_extensions(state):
             firsts = [fwk.run_filter_plugins_first_pass(state, pod, nodes[row], nominated=counted[pos])
                       for row, pos in slow_rows.items()]
@@ -328,12 +333,17 @@ class SchedulingAlgorithm:
         if names is None:
             return [pos for pos, row in enumerate(chunk.tolist())
                     if nominator.nominated_pods_for_node(nodes[row].name)]
-        index = self.snapshot.table.index
-        rows = [index[name] for name in names() if name in index]
-        if not rows:
-            return []
-        marked = np.zeros(len(nodes), dtype=bool)
-        marked[rows] = True
+        # The nominator keeps its list until a node gains or loses its nominations, the snapshot
+        # its table until the node set changes: the marked rows are kept as long as both.
+        listed, table = names(), self.snapshot.table
+        cached = self._marked
+        if cached is not None and cached[0] is listed and cached[1] is table:
+            marked = cached[2]
+        else:
+            index = table.index
+            marked = np.zeros(len(nodes), dtype=bool)
+            marked[[index[name] for name in listed if name in index]] = True
+            self._marked = (listed, table, marked)
         return np.flatnonzero(marked[chunk]).tolist()
 
     async def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: np.ndarray, *,

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,8 @@ def pod_start_time(pod: PodInfo) -> float:
 def importance_key(pod: PodInfo) -> tuple[int, float]:
     """Sort key, most important first: higher priority, then the longer-running pod
     (upstream's MoreImportantPod)."""
-    return -pod.priority, pod_start_time(pod)
+    started = pod.start_time  # pod_start_time, inline: the dry run sorts every candidate's victims
+    return -pod.priority, math.inf if started is None else started
 
 
 def more_important_pod(a: PodInfo, b: PodInfo) -> bool:
@@ -181,19 +183,22 @@ _CHOSEN_LATER = Candidate("", ())
 """A deferred candidate's place in the dry run's list until its victims are chosen."""
 
 
-def _earliest_start_of_highest_priority(victims: Sequence[PodInfo]) -> float:
-    top = max(v.priority for v in victims)
-    return min(pod_start_time(v) for v in victims if v.priority == top)
-
-
 def _candidate_score(c: Candidate) -> tuple[float, ...]:
     """Upstream's five criteria, each higher is better, as one tuple compared lexicographically:
     fewest PDB violations, lowest highest-victim priority, smallest priority sum (each priority
-    offset to be non-negative), fewest victims, latest start of the highest-priority victims."""
+    offset to be non-negative), fewest victims, latest start of the highest-priority victims
+    (the earliest of their `pod_start_time`s, in one loop: every preemptor scores every candidate)."""
     victims = c.victims
+    priorities = [v.priority for v in victims]
+    top = max(priorities)
+    earliest = math.inf
+    for v, priority in zip(victims, priorities, strict=True):
+        if priority == top:
+            started = v.start_time
+            if started is not None and started < earliest:
+                earliest = started
     return (-c.num_pdb_violations, -victims[0].priority,
-            -(sum(v.priority for v in victims) + _PRIORITY_OFFSET * len(victims)), -len(victims),
-            _earliest_start_of_highest_priority(victims))
+            -(sum(priorities) + _PRIORITY_OFFSET * len(victims)), -len(victims), earliest)
 
 
 def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> Candidate | None:
@@ -585,12 +590,14 @@ class Evaluator:
             fits = fwk.run_filter_plugins_what_if_passes(state, pod, trial, pod_dependent_only=True)
             kept[active[fits], step] = True
         results: list[tuple[list[PodInfo], int, Status | None]] = []
-        for (queue, violating_count), reprieved in zip(queues, kept.tolist(), strict=True):
-            gone = [j for j in range(len(queue)) if not reprieved[j]]
-            found = [queue[j] for j in gone]
-            if 0 < violating_count < len(queue):
-                found.sort(key=importance_key)
-            results.append((found, sum(1 for j in gone if j < violating_count), None))
+        for (queue, violating_count), gone in zip(queues, (~kept).tolist(), strict=True):
+            found = list(compress(queue, gone))  # the slots not reprieved (past the queue's end: none)
+            if violating_count:
+                if violating_count < len(queue):
+                    found.sort(key=importance_key)
+                results.append((found, sum(gone[:violating_count]), None))
+            else:
+                results.append((found, 0, None))
         return results
 
     def _nominated_node_names(self) -> Container[str] | None:

@@ -14,6 +14,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -63,15 +64,15 @@ ALLOCATABLE_MEMORY = _int_column("allocatable.memory", lambda n: n.allocatable.m
 ALLOCATABLE_EPHEMERAL_STORAGE = _int_column("allocatable.ephemeral-storage", lambda n: n.allocatable.ephemeral_storage)
 ALLOCATABLE_PODS = _int_column("allocatable.pods", lambda n: n.allocatable.allowed_pod_number)
 REQUESTED_CPU = _int_column("requested.cpu", lambda n: n.requested.milli_cpu,
-                            per_pod=lambda p: p.requests.milli_cpu)
+                            per_pod=attrgetter("requests.milli_cpu"))
 REQUESTED_MEMORY = _int_column("requested.memory", lambda n: n.requested.memory,
-                               per_pod=lambda p: p.requests.memory)
+                               per_pod=attrgetter("requests.memory"))
 REQUESTED_EPHEMERAL_STORAGE = _int_column("requested.ephemeral-storage", lambda n: n.requested.ephemeral_storage,
-                                          per_pod=lambda p: p.requests.ephemeral_storage)
+                                          per_pod=attrgetter("requests.ephemeral_storage"))
 NON_ZERO_REQUESTED_CPU = _int_column("nonZeroRequested.cpu", lambda n: n.non_zero_requested.milli_cpu,
-                                     per_pod=lambda p: p.non_zero_cpu)
+                                     per_pod=attrgetter("non_zero_cpu"))
 NON_ZERO_REQUESTED_MEMORY = _int_column("nonZeroRequested.memory", lambda n: n.non_zero_requested.memory,
-                                        per_pod=lambda p: p.non_zero_memory)
+                                        per_pod=attrgetter("non_zero_memory"))
 POD_COUNT = _int_column("pods", lambda n: len(n.pods), per_pod=one_per_pod)
 
 _SCALAR_COLUMNS: dict[str, tuple[ColumnSpec, ColumnSpec]] = {}
