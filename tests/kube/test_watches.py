@@ -98,9 +98,10 @@ def test_kopfs_watch_lines_are_decoded_by_orjson_and_what_it_refuses_by_json() -
 
     from kopf._cogs.clients import api as kopf_api
 
-    from kopfsched.kube.watches import install, json_loads
+    from kopfsched.kube.watches import _get, install, json_loads
     install()
     assert kopf_api.json.loads is json_loads
+    assert kopf_api.get is _get  # LIST pages and discovery answers: the e2e listing tests read them
     assert kopf_api.json.dumps is json.dumps  # the rest of kopf's json is the standard library's
     line = '{"type":"ADDED","object":{"metadata":{"name":"p","resourceVersion":"7"},"spec":{"n":1.5,"u":"\\u00e9"}}}'
     assert json_loads(line) == json.loads(line)
