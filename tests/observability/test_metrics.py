@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -232,3 +232,48 @@ def test_extension_point_durations_expose_as_a_prometheus_histogram():
         restricted = metrics.registry.restricted_registry(names)
         assert family(restricted) == family(reference.restricted_registry(names))
         assert family(restricted)
+
+
+def test_attempt_metrics_expose_as_prometheus_counter_and_histograms():
+    """The per-attempt counter and histograms (kept in lists) expose byte for byte as
+    prometheus_client's Counter and Histograms fed the same attempts, including the
+    unlabelled attempts histogram before any success and the restricted registry."""
+    metrics = SchedulerMetrics()
+    reference = CollectorRegistry()
+    counter = Counter("scheduler_schedule_attempts_total", metrics.schedule_attempts.documentation,
+                      ["result", "profile"], registry=reference)
+    duration = Histogram("scheduler_scheduling_attempt_duration_seconds",
+                         metrics.scheduling_attempt_duration.documentation, ["result", "profile"],
+                         buckets=[0.001 * 2**i for i in range(15)], registry=reference)
+    attempts = Histogram("scheduler_pod_scheduling_attempts", metrics.pod_scheduling_attempts.documentation,
+                         buckets=[1 * 2**i for i in range(5)], registry=reference)
+    sli = Histogram("scheduler_pod_scheduling_sli_duration_seconds", metrics.pod_scheduling_sli_duration.documentation,
+                    ["attempts"], buckets=[0.01 * 2**i for i in range(20)], registry=reference)
+    names = ("scheduler_schedule_attempts", "scheduler_scheduling_attempt_duration_seconds",
+             "scheduler_pod_scheduling_attempts", "scheduler_pod_scheduling_sli_duration_seconds")
+
+    def families(registry: CollectorRegistry) -> list[str]:
+        lines = generate_latest(registry).decode().splitlines()
+        return [line for line in lines if any(name in line for name in names)]
+
+    assert families(metrics.registry) == families(reference)
+    fed = [FakeAttempt("unschedulable", seconds=0.001),
+           FakeAttemptWithQueueTime("scheduled", seconds=0.0, attempts=3, since_first_queued=0.02),
+           FakeAttempt("error", profile="other", seconds=math.inf),
+           FakeAttempt("scheduled", seconds=0.0041, attempts=40),
+           FakeAttemptWithQueueTime("scheduled", seconds=9.0, attempts=16, since_first_queued=6000.0)]
+    for attempt in fed:
+        metrics.attempted(attempt)
+        counter.labels(result=attempt.result, profile=attempt.profile).inc()
+        duration.labels(result=attempt.result, profile=attempt.profile).observe(attempt.seconds)
+        if attempt.result == "scheduled":
+            attempts.observe(attempt.attempts)
+            if isinstance(attempt, FakeAttemptWithQueueTime):
+                sli.labels(attempts=attempts_label(attempt.attempts)).observe(attempt.since_first_queued)
+    assert families(metrics.registry) == families(reference)
+    assert len(families(reference)) == 4 * 2 + 3 + 3 * (16 + 2) + (6 + 2) + 2 * (21 + 2)
+    for restricted in (["scheduler_schedule_attempts_total"], ["scheduler_pod_scheduling_attempts_count",
+                                                               "scheduler_scheduling_attempt_duration_seconds_sum"]):
+        assert families(metrics.registry.restricted_registry(restricted)) == families(
+            reference.restricted_registry(restricted))
+        assert families(metrics.registry.restricted_registry(restricted))

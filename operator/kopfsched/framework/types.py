@@ -126,12 +126,17 @@ class PodInfo:
         """This PodInfo for `pod`, a version of the same pod whose spec is this one's but for
         spec.nodeName and whose labels are this one's (the pod assumed on a node, the watch
         confirming it): the parts computed from them are shared, not computed again. The lazy
-        parts are computed again when read (they may read status)."""
+        parts are computed again when read (they may read status), but the affinity terms already
+        parsed are shared too."""
         info = PodInfo.__new__(PodInfo)
         for name in _SHARED_WHEN_PLACED:
             setattr(info, name, getattr(self, name))
         info.pod = pod
         info.spec = pod.get("spec") or {}
+        if self.__dict__:  # affinity terms parsed already: from affinity, namespace and labels only
+            for name in _TERMS:
+                if name in self.__dict__:
+                    info.__dict__[name] = self.__dict__[name]
         return info
 
     @property
@@ -188,6 +193,9 @@ _SHARED_WHEN_PLACED = ("affinity", "has_pod_affinity", "has_required_anti_affini
                        "name", "namespace", "non_zero_cpu", "non_zero_memory", "priority", "pvc_keys", "requests",
                        "uid")
 """Every attribute __init__ sets but pod and spec: all computed from the spec (but nodeName) and metadata."""
+_TERMS = ("required_affinity_terms", "required_anti_affinity_terms", "preferred_affinity_terms",
+          "preferred_anti_affinity_terms")
+"""The lazy parts placed() shares once computed (they read affinity, namespace and labels)."""
 
 
 @dataclass(slots=True)

@@ -2,10 +2,10 @@
 
 `SchedulerMetrics` is a `SchedulingObserver` by duck typing (the scheduler calls
 `attempted` and `extension_point`), plus setters the operator calls for queue depths
-and cache sizes. It sits on the hot path: every call looks up a pre-bound labelled
-child in a dict, so a call costs a dict lookup and one observation, not a label
-resolution; the extension-point durations, observed several times per cycle, are kept
-in plain lists and exposed as the same Histogram (`ListHistogram`). Every metric lives
+and cache sizes. It sits on the hot path: the extension-point durations, observed several
+times per cycle, and the per-attempt counter and histograms are kept in plain lists and
+dicts (`ListHistogram`, `ListCounter`) and exposed as prometheus_client's Histogram and
+Counter would expose them, byte for byte; the gauges are pre-bound labelled children. Every metric lives
 in the instance's own registry unless one is passed, so several instances (tests,
 several operators in one process) never collide.
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 
@@ -61,8 +61,9 @@ class ListHistogram:
     in plain lists: an observation is a bisect and two additions instead of a lock and a
     walk over bucket objects. For the extension-point durations, which every scheduling
     cycle observes eight to ten times (upstream observes every one; only its per-plugin
-    durations are sampled). Observe from one thread (the scheduling loop); a scrape from
-    another reads a consistent-enough copy, as with any counter read while it moves."""
+    durations are sampled), and the per-attempt histograms. Observe from one thread (the
+    scheduling loop); a scrape from another reads a consistent-enough copy, as with any
+    counter read while it moves. Without labels, the one series is exposed from the start."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float],
                  registry: CollectorRegistry) -> None:
@@ -73,6 +74,8 @@ class ListHistogram:
         self._edges = [floatToGoString(bound) for bound in self.bounds]
         self.series: dict[tuple[str, ...], list[float]] = {}
         """label values -> per-bucket counts (not cumulative), then the sum."""
+        if not self.labelnames:
+            self.series[()] = [0] * len(self.bounds) + [0.0]
         registry.register(self)
 
     def observe(self, labelvalues: tuple[str, ...], amount: float) -> None:
@@ -97,6 +100,32 @@ class ListHistogram:
         return [family]
 
 
+class ListCounter:
+    """A labelled Counter exposed exactly as prometheus_client's (`_total` sample, series in
+    order of first use), kept in a dict: for the attempts counter, incremented once per
+    attempt. Same threading terms as ListHistogram."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.series: dict[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def inc(self, labelvalues: tuple[str, ...], amount: float = 1.0) -> None:
+        self.series[labelvalues] = self.series.get(labelvalues, 0.0) + amount
+
+    def describe(self) -> Iterable[Metric]:
+        return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labelvalues, value in list(self.series.items()):
+            family.add_metric(labelvalues, value)
+        return [family]
+
+
 class SchedulerMetrics:
     """The scheduler's metrics, registered in `registry` (a fresh one by default)."""
 
@@ -105,15 +134,15 @@ class SchedulerMetrics:
         disable_created_metrics()
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.schedule_attempts = Counter(
+        self.schedule_attempts = ListCounter(
             "scheduler_schedule_attempts_total",
             "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
             "scheduled, while 'error' means an internal scheduler problem.",
-            ["result", "profile"], registry=r)
-        self.scheduling_attempt_duration = Histogram(
+            ["result", "profile"], r)
+        self.scheduling_attempt_duration = ListHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-            ["result", "profile"], buckets=ATTEMPT_DURATION_BUCKETS, registry=r)
+            ["result", "profile"], ATTEMPT_DURATION_BUCKETS, r)
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
             "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
@@ -131,15 +160,15 @@ class SchedulerMetrics:
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims",
             "Number of selected preemption victims", buckets=PREEMPTION_VICTIMS_BUCKETS, registry=r)
-        self.pod_scheduling_attempts = Histogram(
+        self.pod_scheduling_attempts = ListHistogram(
             "scheduler_pod_scheduling_attempts",
             "Number of attempts to successfully schedule a pod.",
-            buckets=POD_SCHEDULING_ATTEMPTS_BUCKETS, registry=r)
-        self.pod_scheduling_sli_duration = Histogram(
+            (), POD_SCHEDULING_ATTEMPTS_BUCKETS, r)
+        self.pod_scheduling_sli_duration = ListHistogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and "
             "might involve multiple scheduling attempts.",
-            ["attempts"], buckets=SLI_DURATION_BUCKETS, registry=r)
+            ["attempts"], SLI_DURATION_BUCKETS, r)
         self.cache_size = Gauge(
             "scheduler_cache_size",
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -147,8 +176,6 @@ class SchedulerMetrics:
         # Children for the fixed label values, bound once; per-profile ones on first use.
         self._pending = {queue: self.pending_pods.labels(queue=queue) for queue in QUEUES}
         self._cache = {kind: self.cache_size.labels(type=kind) for kind in CACHE_TYPES}
-        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._sli_children: dict[str, Any] = {}
 
     # -- SchedulingObserver --------------------------------------------------------------
 
@@ -161,18 +188,13 @@ class SchedulerMetrics:
         with its victims, as DefaultPreemption's PostFilter does upstream.
         """
         key = (attempt.result, attempt.profile)
-        children = self._attempt_children.get(key)
-        if children is None:
-            children = (self.schedule_attempts.labels(result=attempt.result, profile=attempt.profile),
-                        self.scheduling_attempt_duration.labels(result=attempt.result, profile=attempt.profile))
-            self._attempt_children[key] = children
-        children[0].inc()
-        children[1].observe(attempt.seconds)
+        self.schedule_attempts.inc(key)
+        self.scheduling_attempt_duration.observe(key, attempt.seconds)
         if attempt.result == "scheduled":
-            self.pod_scheduling_attempts.observe(attempt.attempts)
+            self.pod_scheduling_attempts.observe((), attempt.attempts)
             since_first_queued = getattr(attempt, "since_first_queued", None)
             if since_first_queued is not None:
-                self._sli_child(attempt.attempts).observe(since_first_queued)
+                self.pod_scheduling_sli_duration.observe((attempts_label(attempt.attempts),), since_first_queued)
         elif attempt.nominated_node:
             self.preemption_attempt(victims=len(attempt.victims))
 
@@ -201,11 +223,3 @@ class SchedulerMetrics:
         self._cache["nodes"].set(nodes)
         self._cache["pods"].set(pods)
         self._cache["assumed_pods"].set(assumed_pods)
-
-    def _sli_child(self, attempts: int) -> Any:
-        label = attempts_label(attempts)
-        child = self._sli_children.get(label)
-        if child is None:
-            child = self.pod_scheduling_sli_duration.labels(attempts=label)
-            self._sli_children[label] = child
-        return child

@@ -108,10 +108,12 @@ class InterPodAffinity:
     # -- PreFilter / Filter -------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        try:
-            own_terms = pod.required_affinity_terms + pod.required_anti_affinity_terms
-        except SelectorError as error:
-            return Status.unresolvable(f"parsing pod: {error}")
+        own_terms: tuple[AffinityTerm, ...] = ()
+        if pod.has_pod_affinity:  # without any term all four tuples are empty: skip the lazy parsing
+            try:
+                own_terms = pod.required_affinity_terms + pod.required_anti_affinity_terms
+            except SelectorError as error:
+                return Status.unresolvable(f"parsing pod: {error}")
         with_anti_affinity = self.handle.snapshot.have_pods_with_required_anti_affinity()
         if not with_anti_affinity and not own_terms:
             return SKIP  # nothing can reject this pod: don't even look at the namespace
@@ -185,8 +187,11 @@ class InterPodAffinity:
     # -- PreScore / Score ---------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        preferred_affinity = pod.preferred_affinity_terms
-        preferred_anti_affinity = pod.preferred_anti_affinity_terms
+        preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
+        preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
+        if pod.has_pod_affinity:
+            preferred_affinity = pod.preferred_affinity_terms
+            preferred_anti_affinity = pod.preferred_anti_affinity_terms
         has_constraints = bool(preferred_affinity or preferred_anti_affinity)
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return SKIP
