@@ -115,7 +115,9 @@ class _PresenceMasks:
     def lookup(self, table: NodeTable, name: str) -> tuple[np.ndarray, int]:
         hashes = table.column(IMAGE_SET_HASH)
         cached = self._masks.get(name)
-        if cached is not None and cached[0] is table and np.array_equal(cached[1], hashes):
+        # One table keeps its length; `(a == b).all()` is np.array_equal without its wrapping
+        # (a few microseconds less per image and cycle on 5000 rows).
+        if cached is not None and cached[0] is table and len(cached[1]) == len(hashes) and (cached[1] == hashes).all():
             return cached[2], cached[3]
         present = np.fromiter((name in n.image_states for n in table.nodes), dtype=bool, count=len(table))
         holders = np.flatnonzero(present)
