@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator, write_kubeconfig
-from kopfsched.kube.operator import Operator, OperatorOptions
+from kopfsched.kube.operator import Operator, OperatorOptions, StartupError
 from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import (
     PROFILES,
@@ -209,3 +209,16 @@ async def test_discovery_failing_for_longer_than_kopfs_retries_is_retried_until_
     assert len(lines) == 12
     assert lines[0] == 'GET /apis: the API server answered 503 the aggregator is restarting; retrying in 0.2s'
     assert all(r.exc_info is None for r in caplog.records)
+
+
+async def test_kopf_losing_its_resource_observer_stops_the_operator_with_one_line_instead_of_lingering(
+        emulator: FastKubernetesEmulator, http: aiohttp.ClientSession, kubeconfig: pathlib.Path) -> None:
+    """kopf logs its observer's failure and goes on watching nothing: a scheduler that cannot
+    watch must say so and exit (the kubelet restarts it), not wait for ever with /healthz ok."""
+    emulator.fail_next('GET', r'^/apis$', status=404, message='no such thing', times=1)  # kopf does not retry 404
+    options = OperatorOptions(kubeconfig=str(kubeconfig), leader_elect=False, metrics_port=None)
+    async with Operator.connected(options) as operator:
+        task = asyncio.create_task(operator.run(asyncio.Event()))
+        with pytest.raises(StartupError) as raised:
+            await asyncio.wait_for(task, timeout=20)
+    assert str(raised.value) == "kopf's resource observer has failed: 404 no such thing"

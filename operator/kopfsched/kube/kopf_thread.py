@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import kopf
 
+from kopfsched.kube.reachability import describe
 from kopfsched.kube.watches import WatchSink
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,13 @@ STRAGGLERS_CANCELLED = "kopfsched: kopf is stopping"
 """The cancel message of those tasks (what a test can tell them by)."""
 
 
+GUARDED_TASKS = frozenset({"resource observer", "namespace observer", "multidimensional multitasker",
+                           "credentials retriever"})
+"""kopf's tasks (kopf._core.reactor.running) whose failure leaves kopf running but watching nothing
+more: kopf logs it ("Resource observer has failed") and goes on, deaf."""
+GUARD_INTERVAL = 0.5
+
+
 def _not_the_signal_warning(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("OS signals are ignored")
 
@@ -151,6 +159,8 @@ class KopfThread:
         """kopf's settings (kube.handlers.operator_settings: where the watches report and relay)."""
         self.stop_flag = threading.Event()
         self.error: BaseException | None = None
+        self.crashed: str | None = None
+        """Which of kopf's GUARDED_TASKS failed, and why (one line); kopf itself goes on."""
         self._thread = threading.Thread(target=self._main, name="kopf", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._operator: asyncio.Task[None] | None = None
@@ -187,9 +197,28 @@ class KopfThread:
         self._operator = asyncio.ensure_future(kopf.operator(
             registry=self.registry, settings=self.settings, clusterwide=True,
             standalone=True, stop_flag=self.stop_flag))
-        self._own = {asyncio.current_task(), self._operator}
+        guard = asyncio.ensure_future(self._guard(self._operator))
+        self._own = {asyncio.current_task(), self._operator, guard}
         self._loop_ready.set()
-        await self._operator
+        try:
+            await self._operator
+        finally:
+            guard.cancel()
+
+    async def _guard(self, operator: asyncio.Task[None]) -> None:
+        """Notice when one of kopf's GUARDED_TASKS fails (kopf only logs it)."""
+        seen: dict[str, asyncio.Task[Any]] = {}
+        while not operator.done():
+            for task in asyncio.all_tasks():
+                name = task.get_name()
+                if name in GUARDED_TASKS and name not in seen:
+                    seen[name] = task
+            for name, task in seen.items():
+                if task.done() and not task.cancelled() and (exc := task.exception()) is not None \
+                        and not self.stop_flag.is_set():
+                    self.crashed = f"kopf's {name} has failed: {describe(exc)}"
+                    return
+            await asyncio.sleep(GUARD_INTERVAL)
 
     def _cancel_stragglers(self) -> None:
         """In kopf's loop: cancel every task but kopf.operator's and the one awaiting it."""

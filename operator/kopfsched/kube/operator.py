@@ -198,7 +198,7 @@ class Operator:
 
     def healthy(self) -> bool:
         """kopf's watches run and, on the leader, the scheduling loop is alive and not stuck."""
-        if not self.kopf.alive or self.watch_problems():
+        if not self.kopf.alive or self.kopf.crashed or self.watch_problems():
             return False
         if self._scheduling is None:
             return True  # a follower, or still listing
@@ -291,10 +291,11 @@ class Operator:
         # kopf stops watching pods and nodes only when it shuts down, here on its own (this task
         # is cancelled before we stop kopf): its thread may then hang in shutdown, still alive.
         stopped: list[str] = []
-        while self.kopf.alive and not (stopped := self.watch_health.stopped_of((POD_RESOURCE, NODE_RESOURCE))):
+        while self.kopf.alive and self.kopf.crashed is None and \
+                not (stopped := self.watch_health.stopped_of((POD_RESOURCE, NODE_RESOURCE))):
             await asyncio.sleep(0.5)
         self.failure = f"kopf stopped watching {', '.join(stopped)}" if stopped else \
-            f"kopf stopped: {self.kopf.error!r}"
+            self.kopf.crashed or f"kopf stopped: {self.kopf.error!r}"
         lost.set()
 
     async def _hold_lease(self, elector: LeaderElector, stop: asyncio.Event, lost: asyncio.Event) -> None:

@@ -102,6 +102,8 @@ def _seconds(delay: float) -> str:
 
 def describe(error: BaseException) -> str:
     """A failed request's cause in a few words (no aiohttp ConnectionKey repr)."""
+    if isinstance(error, kopf_errors.APIError):
+        return describe_status_error(error)
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "no answer in time (timeout)"
     cause: BaseException | None = error
