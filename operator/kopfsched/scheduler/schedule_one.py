@@ -290,12 +290,15 @@ class SchedulingAlgorithm:
         by_node = pods_to_count(pod) if pods_to_count is not None else None
         if by_node is not None and not by_node:
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
-        for pos in self._nominated_positions(chunk, nominator):
-            name = nodes[int(chunk[pos])].name
+        slow_rows: dict[int, int] = {}  # row -> its position in chunk, for the rows in `counted`
+        positions = self._nominated_positions(chunk, nominator)
+        for pos, row in zip(positions, chunk[positions].tolist(), strict=True):
+            name = nodes[row].name
             others = (by_node.get(name) if by_node is not None
                       else fwk.nominated_pods_to_count(pod=pod, node_name=name))
             if others:
                 counted[pos] = others
+                slow_rows[row] = pos
         if not counted:
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         # The vectorised pass over every row is the slow rows' second pass (without their
@@ -304,8 +307,6 @@ class SchedulingAlgorithm:
         mask, without = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         if any(status.code is Code.ERROR for status in without.values()):
             return mask, without  # the cycle aborts on it
-        positions = list(counted)
-        slow_rows = dict(zip(chunk[positions].tolist(), positions, strict=True))
         rejected = dict(without)  # in its order, but for the slow rows (judged below)
         for row in slow_rows:
             rejected.pop(row, None)
