@@ -73,10 +73,11 @@ class ApiReachability:
 
     def problem(self) -> str | None:
         """Why the API server cannot be reached now (one line), or None."""
-        if self.failing_since is None:
+        since = self.failing_since  # read once: kopf's thread may reset it meanwhile
+        if since is None:
             return None
         return (f"cannot reach the API server at {self.server or 'the kubeconfig'}: {self.last_error} "
-                f"(for {self._clock() - self.failing_since:.0f}s, {self.failures} failed requests)")
+                f"(for {self._clock() - since:.0f}s, {self.failures} failed requests)")
 
     def failed(self, cause: str, delay: float) -> None:
         now = self._clock()
