@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 from typing import Any
 
 import aiohttp
@@ -29,6 +30,11 @@ def refused() -> aiohttp.ClientConnectorError:
      'name or service not known'),
     (TimeoutError(), 'no answer in time (timeout)'),
     (aiohttp.ServerDisconnectedError(), 'the server closed the connection'),
+    (aiohttp.ClientConnectorCertificateError(KEY, ssl.SSLCertVerificationError(
+        1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate')),
+     'TLS certificate not accepted: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: '
+     'self-signed certificate'),
+    (kopf_errors.APINotFoundError({'message': 'no such thing'}, status=404, headers={}), '404 no such thing'),
 ])
 def test_a_failure_is_described_in_a_few_words_without_the_connection_key(error: BaseException,
                                                                          expected: str) -> None:
