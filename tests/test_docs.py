@@ -254,7 +254,7 @@ EXAMPLE_LINES = {
         ["simulate", "export.yaml"]),
     'kubeconfig: document 1: Config: current-context: no context named "prod" in contexts': (
         {"kubeconfig": _KUBECONFIG % ("http://127.0.0.1:1", "prod")}, ["snapshot", "--kubeconfig", "kubeconfig"]),
-    "kubeconfig: document 1: Config: clusters[0].cluster.server: must be a string, not a number": (
+    "kubeconfig: document 1: Config: clusters[0].cluster.server: must be a string, got integer": (
         {"kubeconfig": _KUBECONFIG % ("5", "x")}, ["snapshot", "--kubeconfig", "kubeconfig"]),
 }
 

@@ -55,12 +55,12 @@ HOSTILE = [
     ("python-tag", b"kind: !!python/object/apply:os.system [ls]\n",
      "{f}: document 1: line 1, column 7: invalid YAML: could not determine a constructor for the tag "
      "'tag:yaml.org,2002:python/object/apply:os.system'"),
-    ("list-document", b"- a\n- b\n", "{f}: document 1: not an object but a list"),
-    ("scalar-document", b"just text\n", "{f}: document 1: not an object but a string"),
-    ("list-items-not-a-list", b"kind: List\nitems: {a: 1}\n", "{f}: document 1: List: items: must be a list, "
-                                                                "not an object"),
+    ("list-document", b"- a\n- b\n", "{f}: document 1: must be an object, got array"),
+    ("scalar-document", b"just text\n", "{f}: document 1: must be an object, got string"),
+    ("list-items-not-a-list", b"kind: List\nitems: {a: 1}\n", "{f}: document 1: List: items: must be an array, "
+                                                                "got object"),
     ("no-kind", b"metadata: {name: x}\n", "{f}: document 1: ?/x: kind: required"),
-    ("mapping-key", b"? [a]\n: b\n", "{f}: document 1: line 1: invalid YAML: a key must be a scalar, not a list"),
+    ("mapping-key", b"? [a]\n: b\n", "{f}: document 1: line 1: invalid YAML: a key must be a scalar, got array"),
 ]
 
 
@@ -202,7 +202,7 @@ def test_problems_name_the_document_and_the_list_item(tmp_path, capsys):
         {"kind": "Pod", "metadata": {"name": "x", "labels": {"tier": 1}}, "spec": {"containers": [{"name": "c"}]}}))
     code, _, err = run(capsys, ["simulate", path])
     assert (code, err.splitlines()) == (
-        1, [f"{path}: document 2 item 1: Pod/default/x: metadata.labels.tier: must be a string, not a number"])
+        1, [f"{path}: document 2 item 1: Pod/default/x: metadata.labels.tier: must be a string, got integer"])
 
 
 def test_invalid_json_names_line_and_column(tmp_path, capsys):
@@ -286,11 +286,11 @@ def test_simulate_of_nothing_usable_prints_only_the_problem(tmp_path, capsys, co
 
 MORE_HOSTILE = [
     ("whitespace-only", b"  \n\t\n   \n", "{f}: no objects (the input is empty)"),
-    ("huge-scalar", b"x" * 1_000_000 + b"\n", "{f}: document 1: not an object but a string"),
+    ("huge-scalar", b"x" * 1_000_000 + b"\n", "{f}: document 1: must be an object, got string"),
     ("list-with-a-garbage-item", b"kind: List\nitems: [just text]\n",
-     "{f}: document 1 item 1: not an object but a string"),
+     "{f}: document 1 item 1: must be an object, got string"),
     ("list-with-a-null-item", b"apiVersion: v1\nkind: List\nitems:\n- null\n",
-     "{f}: document 1 item 1: not an object but null"),
+     "{f}: document 1 item 1: must be an object, got null"),
     ("json-garbage", b'{"kind": "Pod", ', None),  # orjson's wording: only the file, the line and "invalid JSON"
 ]
 EVERY_INPUT = HOSTILE + MORE_HOSTILE
@@ -386,13 +386,13 @@ KUBECONFIG_READING = [(i, c, e) for i, c, e in EVERY_INPUT
 SERVER = "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
 CONTEXT = "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n"
 KUBECONFIG_SHAPES = [
-    ("not-a-config", "apiVersion: v1\nkind: Pod\n" + SERVER + CONTEXT, 'kind: must be "Config", not \'Pod\''),
-    ("contexts-not-a-list", "contexts: 5\n", "contexts: must be a list, not a number"),
-    ("cluster-not-an-object", "clusters: [1]\n", "clusters[0]: must be an object, not a number"),
+    ("not-a-config", "apiVersion: v1\nkind: Pod\n" + SERVER + CONTEXT, 'kind: must be "Config", got \'Pod\''),
+    ("contexts-not-a-list", "contexts: 5\n", "contexts: must be an array, got integer"),
+    ("cluster-not-an-object", "clusters: [1]\n", "clusters[0]: must be an object, got integer"),
     ("unnamed-context", "contexts: [{context: {cluster: c}}]\n", "contexts[0].name: required"),
-    ("current-context-a-list", "current-context: [x]\n", "current-context: must be a string, not a list"),
+    ("current-context-a-list", "current-context: [x]\n", "current-context: must be a string, got array"),
     ("server-a-number", "clusters: [{name: c, cluster: {server: 5}}]\n" + CONTEXT,
-     "clusters[0].cluster.server: must be a string, not a number"),
+     "clusters[0].cluster.server: must be a string, got integer"),
     ("no-current-context", "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
      "current-context: required (the name of the context to use)"),
     ("unknown-context", SERVER + "contexts: []\ncurrent-context: x\n",

@@ -64,8 +64,9 @@ _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _NON_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _LEADING_SPACE = re.compile(rb"\s*")
 _DEEP_BLOCK = re.compile(rb"\n[ \t?:-]{%d}" % MAX_NESTING)
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
-               bool: "a boolean", type(None): "null"}
+# JSON Schema's type names, as the profile checks (config/schema.py) and the API server say them.
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
+               bool: "boolean", type(None): "null"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +318,7 @@ def _unpack(doc: Any, source: str, index: int, problems: list[str]) -> Iterator[
     if doc is None:
         return
     if not isinstance(doc, dict):
-        problems.append(f"{where}: not an object but {describe_type(doc)}")
+        problems.append(f"{where}: must be an object, got {describe_type(doc)}")
         return
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
@@ -325,13 +326,13 @@ def _unpack(doc: Any, source: str, index: int, problems: list[str]) -> Iterator[
         if items is None:
             return
         if not isinstance(items, list):
-            problems.append(f"{where}: {kind}: items: must be a list, not {describe_type(items)}")
+            problems.append(f"{where}: {kind}: items: must be an array, got {describe_type(items)}")
             return
         item_kind = kind[:-4] or None
         for i, item in enumerate(items, 1):
             item_where = f"{where} item {i}"
             if not isinstance(item, dict):
-                problems.append(f"{item_where}: not an object but {describe_type(item)}")
+                problems.append(f"{item_where}: must be an object, got {describe_type(item)}")
                 continue
             if item_kind and "kind" not in item:
                 item["kind"] = item_kind
@@ -503,7 +504,7 @@ def _plain(node: Node, constructor: SafeConstructor) -> Any:
                 result[key] = _plain(value_node, constructor)
             except TypeError as exc:
                 raise _ConvertError(key_node.start_mark.line,
-                                    f"a key must be a scalar, not {describe_type(key)}") from exc
+                                    f"a key must be a scalar, got {describe_type(key)}") from exc
         return result
     if node.tag != _SEQ:
         return constructor.construct_object(node, deep=True)
@@ -585,7 +586,7 @@ class _Converter:
                 result[key] = self.convert(value_node, in_alias)
             except TypeError as exc:  # an unhashable key, e.g. a mapping used as a key
                 raise _ConvertError(key_node.start_mark.line,
-                                    f"a key must be a scalar, not {describe_type(key)}") from exc
+                                    f"a key must be a scalar, got {describe_type(key)}") from exc
         if merged:
             # Explicit keys win over merged ones; among merged mappings the first wins.
             base: dict[Any, Any] = {}

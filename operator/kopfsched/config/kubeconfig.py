@@ -65,16 +65,16 @@ def _shape_problems(obj: dict[str, Any], where: str) -> list[str]:
 
     kind = obj.get("kind")
     if kind is not None and kind != "Config":
-        report("kind", f'must be "Config", not {kind!r}')
+        report("kind", f'must be "Config", got {kind!r}')
     current = obj.get("current-context")
     if current is not None and not isinstance(current, str):
-        report("current-context", f"must be a string, not {describe_type(current)}")
+        report("current-context", f"must be a string, got {describe_type(current)}")
     for plural, singular in _NAMED_LISTS:
         items = obj.get(plural)
         if items is None:
             continue
         if not isinstance(items, list):
-            report(plural, f"must be a list, not {describe_type(items)}")
+            report(plural, f"must be an array, got {describe_type(items)}")
             continue
         for index, item in enumerate(items):
             _item_problems(item, f"{plural}[{index}]", singular, report)
@@ -83,25 +83,25 @@ def _shape_problems(obj: dict[str, Any], where: str) -> list[str]:
 
 def _item_problems(item: Any, field: str, singular: str, report) -> None:
     if not isinstance(item, dict):
-        report(field, f"must be an object, not {describe_type(item)}")
+        report(field, f"must be an object, got {describe_type(item)}")
         return
     name = item.get("name")
     if not isinstance(name, str) or not name:
         report(f"{field}.name",
-               "required" if name is None else f"must be a non-empty string, not {describe_type(name)}")
+               "required" if name is None else f"must be a non-empty string, got {describe_type(name)}")
     body = item.get(singular)
     if body is None:
         return
     if not isinstance(body, dict):
-        report(f"{field}.{singular}", f"must be an object, not {describe_type(body)}")
+        report(f"{field}.{singular}", f"must be an object, got {describe_type(body)}")
         return
     for key in _STRING_FIELDS[singular]:
         value = body.get(key)
         if value is not None and not isinstance(value, str):
-            report(f"{field}.{singular}.{key}", f"must be a string, not {describe_type(value)}")
+            report(f"{field}.{singular}.{key}", f"must be a string, got {describe_type(value)}")
     for key, value in body.items():
         if key in ("exec", "auth-provider") and not isinstance(value, dict):
-            report(f"{field}.{singular}.{key}", f"must be an object, not {describe_type(value)}")
+            report(f"{field}.{singular}.{key}", f"must be an object, got {describe_type(value)}")
 
 
 def all_problems(explicit: str | None, environ: Mapping[str, str]) -> list[str]:

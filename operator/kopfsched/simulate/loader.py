@@ -233,14 +233,8 @@ def _check_metadata(meta: dict[str, Any]) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str) or not isinstance(item, str):
                 wrong = item if isinstance(key, str) else key
-                return f"metadata.{name}.{key}: must be a string, not {describe_type(wrong)}"
+                return f"metadata.{name}.{key}: must be a string, got {describe_type(wrong)}"
     return None
-
-
-def _type(value: Any) -> str:
-    from kopfsched.documents import describe_type
-
-    return describe_type(value)
 
 
 def _check_quantities(resources: Any, path: str) -> str | None:
