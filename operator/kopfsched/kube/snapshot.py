@@ -105,10 +105,14 @@ async def write_snapshot(client: KubeClusterClient, out: TextIO, *, page_size: i
     Each document is the object's JSON on one line (JSON is YAML): written some 25 times
     faster than block-style YAML, and still one object per line for grep."""
     written = 0
-    out.write(f"# kopfsched snapshot, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+    header = f"# kopfsched snapshot, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
     async for _, items in list_pages(client, page_size=page_size, progress=progress):
-        out.write("".join(f"---\n{json.dumps(item, ensure_ascii=False, separators=(',', ':'))}\n" for item in items))
+        # The header once the cluster answered: a cluster that cannot be read leaves stdout empty.
+        out.write(header + "".join(f"---\n{json.dumps(item, ensure_ascii=False, separators=(',', ':'))}\n"
+                                   for item in items))
+        header = ""
         written += len(items)
+    out.write(header)
     return written
 
 
