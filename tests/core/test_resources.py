@@ -2,7 +2,7 @@
 
 import pytest
 
-from kopfsched.framework.quantity import QuantityError, int_value, milli_value
+from kopfsched.framework.quantity import QuantityError, int_value, milli_value, parse_quantity
 from kopfsched.framework.resources import Resource, pod_non_zero_requests, pod_requests, pod_requests_and_non_zero
 from tests.builders import make_pod
 
@@ -149,3 +149,10 @@ def test_requests_and_non_zero_in_one_pass_agree(pod):
     assert requests == pod_requests(pod)
     assert (cpu, memory) == pod_non_zero_requests(pod)
     assert Resource.from_list(requests).as_dict() == {k: v for k, v in requests.items() if v}
+
+
+@pytest.mark.parametrize("value, kind", [([1], "array"), ({"a": 1}, "object"), (None, "null")])
+def test_a_quantity_of_the_wrong_type_names_it_as_json_does(value, kind) -> None:
+    with pytest.raises(QuantityError) as raised:
+        parse_quantity(value)
+    assert str(raised.value) == f"quantity must be a string or a number, got {kind}"

@@ -40,7 +40,8 @@ def parse_quantity(value: str | int | float) -> Fraction:
     if isinstance(value, float):
         return Fraction(str(value))
     if not isinstance(value, str):
-        raise QuantityError(f"quantity must be a string or a number, not {type(value).__name__}")
+        kind = {dict: "object", list: "array", type(None): "null"}.get(type(value), type(value).__name__)
+        raise QuantityError(f"quantity must be a string or a number, got {kind}")  # JSON Schema's names
     match = _QUANTITY.match(value.strip())
     if match is None:
         raise QuantityError(f"invalid quantity {value!r}")
