@@ -29,16 +29,22 @@ class FakeApiServer:
         return web.json_response({'kind': 'Status', 'status': 'Success'}, status=201)
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[FakeApiServer, KubeClusterClient]]:
-    fake = FakeApiServer()
+async def serve(fake: FakeApiServer, token: str) -> tuple[TestServer, k8s.Configuration]:
+    """`fake` on a free port of 127.0.0.1, and a client configuration for it with `token`."""
     app = web.Application()
     app.router.add_route('*', '/{tail:.*}', fake.handle)
     server = TestServer(app, host='127.0.0.1', port=0)
     await server.start_server()
     configuration = k8s.Configuration(host=str(server.make_url('')).rstrip('/'))
-    configuration.api_key = {'BearerToken': 'sekret'}
+    configuration.api_key = {'BearerToken': token}
     configuration.api_key_prefix = {'BearerToken': 'Bearer'}
+    return server, configuration
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[FakeApiServer, KubeClusterClient]]:
+    fake = FakeApiServer()
+    server, configuration = await serve(fake, 'sekret')
     api = k8s.ApiClient(configuration)
     try:
         yield fake, KubeClusterClient(api, instance='test', retry_delays=(0.0,))
@@ -98,13 +104,7 @@ async def test_a_refreshed_token_is_sent_within_a_second() -> None:
     seconds, so a rotated token reaches the server one second later at most."""
     from kopfsched.kube.client import AUTH_REFRESH, DirectApi
     fake = FakeApiServer()
-    app = web.Application()
-    app.router.add_route('*', '/{tail:.*}', fake.handle)
-    server = TestServer(app, host='127.0.0.1', port=0)
-    await server.start_server()
-    configuration = k8s.Configuration(host=str(server.make_url('')).rstrip('/'))
-    configuration.api_key = {'BearerToken': 'first'}
-    configuration.api_key_prefix = {'BearerToken': 'Bearer'}
+    server, configuration = await serve(fake, 'first')
     refreshed: list[int] = []
 
     async def rotate(config: k8s.Configuration) -> None:
