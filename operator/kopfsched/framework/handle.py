@@ -83,6 +83,11 @@ class PodNominator(Protocol):
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
 
+    def pods_to_count(self, pod: PodInfo) -> Mapping[str, list[PodInfo]]:
+        """Node -> the pods nominated there that Filter counts as running when it checks `pod`
+        (the others of at least its priority), every node with some; callers must not modify it."""
+        ...
+
     def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None: ...
 
     def delete_nominated_pod(self, pod: PodInfo) -> None: ...
@@ -91,6 +96,9 @@ class PodNominator(Protocol):
 class _NoNominator:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return []
+
+    def pods_to_count(self, pod: PodInfo) -> Mapping[str, list[PodInfo]]:
+        return {}
 
     def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None:
         pass

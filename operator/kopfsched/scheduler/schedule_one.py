@@ -285,17 +285,13 @@ class SchedulingAlgorithm:
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         nodes = self.snapshot.table.nodes
         counted: dict[int, list[PodInfo]] = {}  # position in chunk -> nominated pods to count there
-        # The queue's nominator answers for every node at once, once per cycle.
-        pods_to_count = getattr(nominator, "pods_to_count", None)
-        by_node = pods_to_count(pod) if pods_to_count is not None else None
-        if by_node is not None and not by_node:
+        by_node = nominator.pods_to_count(pod)  # every node at once, kept by the nominator
+        if not by_node:
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
         slow_rows: dict[int, int] = {}  # row -> its position in chunk, for the rows in `counted`
         positions = self._nominated_positions(chunk, nominator)
         for pos, row in zip(positions, chunk[positions].tolist(), strict=True):
-            name = nodes[row].name
-            others = (by_node.get(name) if by_node is not None
-                      else fwk.nominated_pods_to_count(pod=pod, node_name=name))
+            others = by_node.get(nodes[row].name)
             if others:
                 counted[pos] = others
                 slow_rows[row] = pos

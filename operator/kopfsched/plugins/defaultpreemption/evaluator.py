@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import compress
@@ -397,7 +397,6 @@ class Evaluator:
         n = len(potential)
         batched = not self.framework.has_active_pre_filter_extensions(state)
         shared_state = state.clone() if batched else state
-        nominated_names = self._nominated_node_names() if batched else None  # unchanged during a dry run
         # Without PDBs every candidate violates none, so whether a node is a candidate is known once
         # the pod fits there with its victims gone: the reprieves (which victims) wait until the
         # search stopped and run once, for the candidates kept. A node whose reprieves would give
@@ -427,11 +426,9 @@ class Evaluator:
                                              last=size))
                 nodes = [potential[(offset + i + k) % n] for k in range(size)]
                 if deferring:
-                    results, reprieving = self._judge_batch(shared_state, pod, nodes, pdbs,
-                                                            nominated_names=nominated_names)
+                    results, reprieving = self._judge_batch(shared_state, pod, nodes, pdbs)
                 else:
-                    results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs,
-                                                           nominated_names=nominated_names)
+                    results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs)
             else:
                 node = potential[(offset + i) % n].clone()
                 nodes = [node]
@@ -461,8 +458,7 @@ class Evaluator:
         return done()
 
     def select_victims_on_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                                pdbs: Sequence[DisruptionBudget], *, nominated_names: Container[str] | None = None
-                                ) -> list[tuple[list[PodInfo], int, Status | None]]:
+                                pdbs: Sequence[DisruptionBudget]) -> list[tuple[list[PodInfo], int, Status | None]]:
         """`select_victims_on_node` for each of `nodes` (left untouched), vectorised over them:
         one Filter pass for all nodes with their victims gone, then the reprieves step by
         step, each step adding every node's next victim back and filtering them together.
@@ -471,9 +467,8 @@ class Evaluator:
 
         Only valid when no PreFilter extension is active, so `state` serves every node (and
         AddPod/RemovePod, which would all be skipped, need not run). Nodes with nominated pods
-        that Filter counts reprieve node by node, as `select_victims_on_node` does.
-        `nominated_names`: the nodes with nominated pods, when the caller has them already."""
-        results, reprieving = self._judge_batch(state, pod, nodes, pdbs, nominated_names=nominated_names)
+        that Filter counts reprieve node by node, as `select_victims_on_node` does."""
+        results, reprieving = self._judge_batch(state, pod, nodes, pdbs)
         if reprieving:
             found = self._reprieve(state, pod, [nodes[i] for i in reprieving],
                                    [self._reprieve_queue(potential, pdbs) for potential in reprieving.values()])
@@ -482,7 +477,7 @@ class Evaluator:
         return results
 
     def _judge_batch(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                     pdbs: Sequence[DisruptionBudget], *, nominated_names: Container[str] | None = None
+                     pdbs: Sequence[DisruptionBudget]
                      ) -> tuple[list[tuple[list[PodInfo], int, Status | None]], dict[int, list[PodInfo]]]:
         """`select_victims_on_nodes` up to the reprieves: (each node's answer, and for the nodes where
         the pod fits with their victims gone, their victims, for `_reprieve_queue`)."""
@@ -492,8 +487,6 @@ class Evaluator:
         potentials: dict[int, list[PodInfo]] = {}
         nominated: dict[int, list[PodInfo]] = {}
         priority = pod.priority
-        if nominated_names is None:
-            nominated_names = self._nominated_node_names()
         if self._custom_eligibility:
             eligible = self.is_eligible_pod
             for i, node in enumerate(nodes):
@@ -510,21 +503,12 @@ class Evaluator:
         for i in range(len(nodes)):
             if i not in has_victims:
                 results[i] = ([], 0, no_victims)
-        pods_to_count = getattr(self.handle.nominator, "pods_to_count", None)
-        if pods_to_count is not None:  # the queue's nominator: every node's counted pods at once
-            by_node = pods_to_count(pod)
-            if by_node:
-                for i in with_victims:
-                    counted = by_node.get(nodes[i].name)
-                    if counted:
-                        nominated[i] = counted
-        else:
+        by_node = self.handle.nominator.pods_to_count(pod)  # every node at once, kept by the nominator
+        if by_node:
             for i in with_victims:
-                name = nodes[i].name
-                if nominated_names is None or name in nominated_names:
-                    counted = fwk.nominated_pods_to_count(pod=pod, node_name=name)
-                    if counted:
-                        nominated[i] = counted
+                counted = by_node.get(nodes[i].name)
+                if counted:
+                    nominated[i] = counted
         # Does the pod fit with every lower-priority pod gone? Upstream's two passes: with the
         # nominated pods counted first, then without them (node-static plugins already passed).
         order = with_victims
@@ -599,11 +583,6 @@ class Evaluator:
             else:
                 results.append((found, 0, None))
         return results
-
-    def _nominated_node_names(self) -> Container[str] | None:
-        """The nodes with nominated pods, when the nominator can list them (None: ask per node)."""
-        names = getattr(self.handle.nominator, "nominated_node_names", None)
-        return None if names is None else set(names())
 
     def _table_rows(self, nodes: Sequence[NodeInfo]) -> tuple[NodeTable, np.ndarray]:
         """The snapshot's table and the rows of `nodes` in it; a table of their own for nodes
