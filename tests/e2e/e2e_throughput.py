@@ -293,10 +293,10 @@ class CpuMeter:
     scheduling loop), its other threads together (kopf's), the emulator and this driver: on a
     shared 2-core machine, what each costs per pod tells more than rates do."""
 
-    def __init__(self, operator_pid: int | None, emulator_pid: int) -> None:
+    def __init__(self, operator_pid: int | None, emulator_pid: int, *, scheduler: str = 'operator') -> None:
         self.pids = {'emulator': emulator_pid}
         if operator_pid is not None:
-            self.pids['operator'] = operator_pid
+            self.pids[scheduler] = operator_pid
         self.start: dict[str, float] = {}
 
     def _read(self) -> dict[str, float]:
@@ -371,6 +371,68 @@ async def _operator_binds(driver: Driver, session: aiohttp.ClientSession, port: 
     return pods / seconds
 
 
+@contextlib.contextmanager
+def ideal_process(url: str, *, nodes: int, pods: int) -> Iterator[subprocess.Popen[bytes]]:
+    """`tests.e2e.ideal_scheduler`: a bind and an Event per pod, nothing else."""
+    process = subprocess.Popen([sys.executable, '-m', 'tests.e2e.ideal_scheduler', url, SCHEDULER, str(nodes),
+                                str(pods)], cwd=ROOT, stdout=subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+async def _said(process: subprocess.Popen[bytes], word: str, *, deadline: float) -> None:
+    """Until the process prints `word` on a line of its own."""
+    assert process.stdout is not None
+    while (line := await asyncio.wait_for(asyncio.to_thread(process.stdout.readline),
+                                          max(0.1, deadline - time.monotonic()))) != f'{word}\n'.encode():
+        if not line:
+            raise RuntimeError(f'the ideal scheduler ended before saying {word!r}')
+
+
+async def _ideal_binds(driver: Driver, process: subprocess.Popen[bytes], *, pods: int, namespace: str,
+                       concurrency: int, deadline: float) -> float:
+    """Pods bound per second by the ideal scheduler: from the first create to its last bind."""
+    started = time.perf_counter()
+    creating = asyncio.ensure_future(_run_all(
+        [lambda i=i: driver.create_pod(_measured_pod(f'pod-{i}', namespace)) for i in range(pods)],
+        concurrency=concurrency))
+    await _said(process, 'bound', deadline=deadline)
+    seconds = time.perf_counter() - started
+    await creating
+    unbound = await driver.unbound(namespace)
+    if unbound:
+        raise RuntimeError(f'{len(unbound)} pods were not bound')
+    return pods / seconds
+
+
+async def _ideal_phase(url: str, driver: Driver, *, nodes: int, pods: int, namespace: str, concurrency: int,
+                       timeout: float) -> tuple[float, dict[str, float]]:
+    deadline = time.monotonic() + timeout
+    with ideal_process(url, nodes=nodes, pods=pods) as process:
+        await _said(process, 'ready', deadline=deadline)
+        with CpuMeter(process.pid, _emulator_pid(), scheduler='ideal') as cpu:
+            rate = await _ideal_binds(driver, process, pods=pods, namespace=namespace, concurrency=concurrency,
+                                      deadline=deadline)
+        await _said(process, 'done', deadline=deadline)
+    return rate, cpu.per_pod(pods)
+
+
+async def ceiling(*, pods: int, nodes: int, concurrency: int, timeout: float) -> tuple[float, dict[str, float]]:
+    """The end-to-end phase with the ideal scheduler in the operator's place."""
+    with emulator_process() as remote:
+        async with driver_for(remote.url, concurrency) as driver:
+            await _run_all([lambda i=i: driver.create_node(make_node(f'node-{i}')) for i in range(nodes)],
+                           concurrency=concurrency)
+            return await _ideal_phase(remote.url, driver, nodes=nodes, pods=pods, namespace='default',
+                                      concurrency=concurrency, timeout=timeout)
+
+
 async def end_to_end(*, pods: int, nodes: int, concurrency: int, timeout: float,
                      profile: str | None) -> tuple[float, float, dict[str, float]]:
     with emulator_process() as remote, tempfile.TemporaryDirectory() as tmp:
@@ -412,7 +474,7 @@ async def _populate(driver: Driver, *, nodes: int, pods: int, concurrency: int, 
 
 
 async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, timeout: float,
-                   profile: str | None) -> dict[str, float]:
+                   profile: str | None, with_ceiling: bool = False) -> dict[str, Any]:
     """5000 nodes and 50 000 running pods: readiness, memory, then binding --scale-pods new pods."""
     with emulator_process(history_size=1000) as remote, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = write_kubeconfig(pathlib.Path(tmp) / 'kubeconfig', url=remote.url)
@@ -420,8 +482,10 @@ async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, tim
             started = time.perf_counter()
             await _populate(driver, nodes=nodes, pods=running, concurrency=concurrency, cpu='64')
             populated = time.perf_counter() - started
-            raw = await _create_and_bind(driver, pods=pods, nodes=nodes, concurrency=concurrency, prefix='raw',
-                                         namespace='raw')
+            with CpuMeter(None, _emulator_pid()) as raw_meter:
+                raw = await _create_and_bind(driver, pods=pods, nodes=nodes, concurrency=concurrency, prefix='raw',
+                                             namespace='raw')
+            raw_cpu = raw_meter.per_pod(pods)
             with operator_process(kubeconfig, pathlib.Path(tmp)) as (process, port):
                 started = time.perf_counter()
                 deadline = time.monotonic() + timeout
@@ -436,24 +500,51 @@ async def at_scale(*, nodes: int, running: int, pods: int, concurrency: int, tim
                     rate = await _operator_binds(driver, session, port, pods=pods, namespace='measured',
                                                  concurrency=concurrency, deadline=deadline)
                 rss_after = _rss_mb(process.pid)
+            ideal = None
+            if with_ceiling:
+                ideal = await _ideal_phase(remote.url, driver, nodes=nodes, pods=pods, namespace='ideal',
+                                           concurrency=concurrency, timeout=timeout)
         return {'nodes': nodes, 'running_pods': running + pods, 'pods': pods, 'populate_seconds': round(populated, 1),
                 'ready_seconds': round(ready, 1), 'operator_cpu_seconds_at_ready': round(ready_cpu[0], 1),
                 'operator_main_thread_cpu_seconds_at_ready': round(ready_cpu[1], 1),
                 'operator_rss_mb_at_ready': rss_ready,
                 'operator_rss_mb_after_run': rss_after, 'raw_pods_per_second': round(raw, 1),
-                'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2), **cpu.per_pod(pods)}
+                'e2e_pods_per_second': round(rate, 1), 'ratio': round(rate / raw, 2),
+                'cpu_ratio': _cpu_ratio(raw_cpu, cpu.per_pod(pods)),
+                'emulator_ceiling': _emulator_ceiling(raw_cpu, cpu.per_pod(pods)), **cpu.per_pod(pods), 'raw': raw_cpu,
+                **(_ceiling_figures(rate, raw, raw_cpu, *ideal) if ideal else {})}
 
 
 MEDIAN_OF = ('raw_pods_per_second', 'e2e_pods_per_second', 'ratio', 'cpu_ratio', 'operator_cpu_ms_per_pod',
-             'operator_main_thread_cpu_ms_per_pod', 'operator_other_threads_cpu_ms_per_pod', 'emulator_cpu_ms_per_pod')
+             'operator_main_thread_cpu_ms_per_pod', 'operator_other_threads_cpu_ms_per_pod', 'emulator_cpu_ms_per_pod',
+             'emulator_ceiling', 'ideal_pods_per_second', 'ideal_ratio', 'of_ideal')
 
 
-def _cpu_ratio(raw: dict[str, float], e2e: dict[str, float]) -> float:
+def _ceiling_figures(rate: float, raw: float, raw_cpu: dict[str, float], ideal: float,
+                     ideal_cpu: dict[str, float]) -> dict[str, Any]:
+    """The ideal scheduler's rate, its ratio to the raw capacity, and the operator's rate as a
+    share of it; with the ideal scheduler's CPU figures."""
+    return {'ideal_pods_per_second': round(ideal, 1), 'ideal_ratio': round(ideal / raw, 2),
+            'of_ideal': round(rate / ideal, 2),
+            'ideal': {**ideal_cpu, 'cpu_ratio': _cpu_ratio(raw_cpu, ideal_cpu, scheduler='ideal'),
+                      'emulator_ceiling': _emulator_ceiling(raw_cpu, ideal_cpu)}}
+
+
+def _cpu_ratio(raw: dict[str, float], e2e: dict[str, float], *, scheduler: str = 'operator') -> float:
     """CPU per pod of the raw phase (emulator and driver) over that of the end-to-end phase (emulator,
     driver and operator): the ratio the rates would show if every process only waited for the CPU,
     as on a busy shared machine they mostly do. It moves far less with the load than the ratio."""
-    spent = sum(e2e[f'{name}_cpu_ms_per_pod'] for name in ('emulator', 'driver', 'operator'))
+    spent = sum(e2e[f'{name}_cpu_ms_per_pod'] for name in ('emulator', 'driver', scheduler))
     return round((raw['emulator_cpu_ms_per_pod'] + raw['driver_cpu_ms_per_pod']) / spent, 2) if spent else 0.0
+
+
+def _emulator_ceiling(raw: dict[str, float], e2e: dict[str, float]) -> float:
+    """The emulator's CPU per pod in the raw phase over that in the end-to-end phase: the emulator
+    serves on one thread and is busy nearly all the time in the raw phase, so however fast the
+    scheduler and however many cores, the end-to-end rate cannot pass this share of the raw one
+    while the emulator does that much more per pod (the Event, the watch events)."""
+    spent = e2e['emulator_cpu_ms_per_pod']
+    return round(raw['emulator_cpu_ms_per_pod'] / spent, 2) if spent else 0.0
 
 
 def _load(started: float) -> list[float]:
@@ -465,7 +556,8 @@ async def main_async(args: argparse.Namespace) -> None:
     started = os.getloadavg()[0]
     if args.scale:
         result = await at_scale(nodes=args.scale_nodes, running=args.scale_running, pods=args.scale_pods,
-                                concurrency=args.concurrency, timeout=args.timeout, profile=args.profile)
+                                concurrency=args.concurrency, timeout=args.timeout, profile=args.profile,
+                                with_ceiling=args.ceiling)
         print(json.dumps({'concurrency': args.concurrency, **result, 'load_average': _load(started)}), flush=True)
         return
     runs = []
@@ -475,15 +567,19 @@ async def main_async(args: argparse.Namespace) -> None:
             raw_capacity(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency), args.timeout)
         e2e, rss_after_run, cpu = await end_to_end(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
                                                    timeout=args.timeout, profile=args.profile)
+        ideal = await ceiling(pods=args.pods, nodes=args.nodes, concurrency=args.concurrency,
+                              timeout=args.timeout) if args.ceiling else None
         runs.append({'pods': args.pods, 'nodes': args.nodes, 'concurrency': args.concurrency,
                      'raw_pods_per_second': round(raw, 1), 'e2e_pods_per_second': round(e2e, 1),
-                     'ratio': round(e2e / raw, 2), 'cpu_ratio': _cpu_ratio(raw_cpu, cpu), **cpu,
+                     'ratio': round(e2e / raw, 2), 'cpu_ratio': _cpu_ratio(raw_cpu, cpu),
+                     'emulator_ceiling': _emulator_ceiling(raw_cpu, cpu), **cpu,
                      'operator_rss_mb_after_run': rss_after_run,
-                     'raw': raw_cpu, 'load_average': _load(started)})
+                     'raw': raw_cpu, **(_ceiling_figures(e2e, raw, raw_cpu, *ideal) if ideal else {}),
+                     'load_average': _load(started)})
         print(json.dumps(runs[-1]), flush=True)
     if len(runs) > 1:
         print(json.dumps({'runs': len(runs), 'median': {key: round(statistics.median(run[key] for run in runs), 2)
-                                                          for key in MEDIAN_OF}}), flush=True)
+                                                          for key in MEDIAN_OF if key in runs[0]}}), flush=True)
     if args.rss_pods:
         memory = await rss_with_cache(pods=args.rss_pods, nodes=args.rss_nodes, concurrency=args.concurrency,
                                       timeout=args.timeout)
@@ -503,6 +599,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--scale-pods', type=int, default=5000)
     parser.add_argument('--runs', type=int, default=1,
                         help='raw and end-to-end phases this many times in turn, then the medians')
+    parser.add_argument('--ceiling', action='store_true',
+                        help='also run tests.e2e.ideal_scheduler (a bind and an Event per pod, nothing else) in the '
+                             "operator's place: the ceiling of the ratio on this emulator and machine")
     parser.add_argument('--profile', metavar='FILE', help='py-spy summary of the operator while it binds')
     parser.add_argument('--timeout', type=float, default=600.0, help='give up a phase after this many seconds')
     asyncio.run(main_async(parser.parse_args(argv)))
