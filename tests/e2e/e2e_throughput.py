@@ -586,7 +586,7 @@ async def main_async(args: argparse.Namespace) -> None:
         print(json.dumps({'cache_pods': args.rss_pods, 'cache_nodes': args.rss_nodes, **memory}), flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--pods', type=int, default=2000)
     parser.add_argument('--nodes', type=int, default=100)
@@ -604,7 +604,11 @@ def main(argv: list[str] | None = None) -> None:
                              "operator's place: the ceiling of the ratio on this emulator and machine")
     parser.add_argument('--profile', metavar='FILE', help='py-spy summary of the operator while it binds')
     parser.add_argument('--timeout', type=float, default=600.0, help='give up a phase after this many seconds')
-    asyncio.run(main_async(parser.parse_args(argv)))
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(main_async(parse_args(argv)))
 
 
 if __name__ == '__main__':
