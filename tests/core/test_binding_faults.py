@@ -229,3 +229,42 @@ async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
     assert len(posted) == 8 - dropped
     assert posted == sorted(posted, key=lambda key: post_bound.index(key.split("/")[1])), "in binding order"
     assert {e.reason for e in client.events} == {"Scheduled"}
+
+
+class HeldSlowBindsAndEvents(HeldEvents):
+    """Holds the Events (see HeldEvents) and the binds of pods named slow-*."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.binds_released = asyncio.Event()
+
+    async def bind(self, *, pod: Any, node_name: str) -> None:
+        if pod["metadata"]["name"].startswith("slow"):
+            await self.binds_released.wait()
+        await super().bind(pod=pod, node_name=node_name)
+
+
+async def test_events_take_one_request_at_a_time_while_binds_are_in_flight() -> None:
+    from kopfsched.scheduler import scheduler as scheduler_module
+    client = HeldSlowBindsAndEvents()
+    h, _, _ = harness(client=client)
+    h.add_pods(make_pod("slow", requests={"cpu": "100m"}), *(make_pod(f"p{i}", requests={"cpu": "100m"})
+                                                              for i in range(6)))
+    while (qpi := h.scheduler.queue.pop()) is not None:
+        await h.scheduler.schedule_one(qpi)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    # Six pods bound, their Events queued; the slow pod's bind still in flight: one Event request.
+    assert sorted(p for p in client.pods if h.node_of(p.split("/")[1])) == [f"default/p{i}" for i in range(6)]
+    assert (client.waiting, client.most_waiting) == (1, 1)
+    client.binds_released.set()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    # No bind in flight any more: the queued Events go out EVENT_SENDERS at a time.
+    assert h.node_of("slow") == "n1"
+    assert client.waiting == scheduler_module.EVENT_SENDERS
+    client.release.set()
+    await h.settle()
+    assert sorted(e.regarding for e in client.events) == sorted(
+        ["default/slow", *(f"default/p{i}" for i in range(6))])
+    assert h.scheduler.events_dropped == 0

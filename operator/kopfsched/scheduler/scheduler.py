@@ -48,10 +48,13 @@ from kopfsched.scheduler.tasks import TaskSet
 logger = logging.getLogger(__name__)
 
 EVENT_NOTE_LENGTH_LIMIT = 1024
-EVENT_QUEUE_SIZE = 1000
-"""Events waiting to be posted before new ones are dropped (upstream's maxQueuedEvents)."""
+EVENT_QUEUE_SIZE = 10_000
+"""Events waiting to be posted before new ones are dropped. Upstream's broadcaster buffers
+maxQueuedEvents (1000) before its dispatcher, which hands each Event to its own goroutine at
+once, so a burst of binds queues no more than that there; ours wait here instead, behind the
+binds (see `record_event_later`), so a burst of a few thousand pods must fit."""
 EVENT_SENDERS = 4
-"""Event requests in flight at most."""
+"""Event requests in flight at most while no bind is in flight; one while binds are."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
@@ -111,6 +114,7 @@ class Scheduler:
         self.unmanaged = UnmanagedPods()
         self._events: collections.deque[dict[str, Any]] = collections.deque()
         self._event_senders = 0
+        self._binds_in_flight = 0
         self.events_dropped = 0
 
     @property
@@ -314,13 +318,19 @@ class Scheduler:
         if status is not None:
             return status
         self.queue.done(assumed.uid)
-        status = await fwk.run_pre_bind_plugins(state, assumed, host)
-        if status is not None:
-            return status
-        # As upstream's bind(): a binder extender goes before the Bind plugins.
-        bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
-        if not bound:
-            status = await fwk.run_bind_plugins(state, assumed, host)
+        self._binds_in_flight += 1  # past Permit: what follows writes to the API server
+        try:
+            status = await fwk.run_pre_bind_plugins(state, assumed, host)
+            if status is not None:
+                return status
+            # As upstream's bind(): a binder extender goes before the Bind plugins.
+            bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
+            if not bound:
+                status = await fwk.run_bind_plugins(state, assumed, host)
+        finally:
+            self._binds_in_flight -= 1
+            if not self._binds_in_flight:
+                self._start_event_senders()
         if status is not None and status.code is Code.SKIP:
             status = Status.as_error("no Bind plugin bound the pod")
         return status
@@ -408,8 +418,9 @@ class Scheduler:
 
     def record_event_later(self, **event: Any) -> None:
         """Queue an Event and return (upstream's event broadcaster): a few sender tasks post
-        the queue in order, so recording never holds up a binding cycle and a burst of binds
-        is not also a burst of concurrent Event requests. Past EVENT_QUEUE_SIZE queued Events,
+        the queue in order, so recording never holds up a binding cycle. While binds are in
+        flight one sender posts, so Events take little of an API server that binds are waiting
+        for; once none is, up to EVENT_SENDERS catch up. Past EVENT_QUEUE_SIZE queued Events,
         new ones are dropped, as upstream's broadcaster drops when its channel is full."""
         if len(self._events) >= EVENT_QUEUE_SIZE:
             self.events_dropped += 1
@@ -418,13 +429,19 @@ class Scheduler:
                                self.events_dropped, EVENT_QUEUE_SIZE)
             return
         self._events.append(event)
-        if self._event_senders < EVENT_SENDERS:
+        self._start_event_senders()
+
+    def _event_senders_wanted(self) -> int:
+        return min(len(self._events), 1 if self._binds_in_flight else EVENT_SENDERS)
+
+    def _start_event_senders(self) -> None:
+        while self._event_senders < self._event_senders_wanted():
             self._event_senders += 1
             self.spawn(self._send_events(), "events")
 
     async def _send_events(self) -> None:
         try:
-            while self._events:
+            while self._events and self._event_senders <= max(1, self._event_senders_wanted()):
                 event = self._events.popleft()
                 await self._call_api(self.client.record_event(**event), f"{event['reason']} event")
         finally:
