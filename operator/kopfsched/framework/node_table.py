@@ -15,7 +15,7 @@ NodeInfo copies are built only for the columns and plugins that need them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,12 @@ class ColumnSpec:
 _LOWER_PRIORITY_TABLES_KEPT = 4
 """Priorities whose lower-priority columns a table keeps current (the least recently used go)."""
 
+_DERIVED_KEPT = 8
+"""Derived arrays a table keeps (the least recently used go)."""
+
+_DERIVED_ONE_BY_ONE = 8
+"""Up to this many changed rows, a derived array is brought up to date row by row."""
+
 _lower_priority_specs: dict[tuple[str, int], ColumnSpec] = {}
 
 
@@ -73,7 +79,7 @@ def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_index", "_lower", "_nodes")
+    __slots__ = ("_columns", "_derived", "_index", "_lower", "_nodes", "_seen")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
@@ -81,6 +87,10 @@ class NodeTable:
         self._columns: dict[ColumnSpec, np.ndarray] = {}
         self._lower: dict[int, list[ColumnSpec]] = {}
         """priority -> its lower_priority_column specs built here, least recently used first."""
+        self._derived: dict[Hashable, tuple[np.ndarray, list[int]]] = {}
+        """key -> (its array over every row, rows refreshed since it was last brought up to date)."""
+        self._seen: set[Hashable] = set()
+        """Keys `derived` was asked for once and did not keep yet."""
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -118,8 +128,48 @@ class NodeTable:
             specs.append(derived)
         return self.column(derived)
 
+    def derived(self, key: Hashable, compute: Callable[[NodeTable, np.ndarray], np.ndarray], rows: np.ndarray,
+                compute_one: Callable[[NodeTable, int], Any] | None = None) -> np.ndarray:
+        """`compute(self, rows)`, from an array over every row that the table keeps under `key`
+        and brings up to date by recomputing only the rows `refresh` touched since.
+
+        `compute` must be elementwise: a row's value depends on that row's node alone (what the
+        table's columns read), never on which other rows are computed with it, and `key` must
+        name everything else it depends on (the pod's requests, the plugin's arguments). The
+        first request of a key computes `rows` alone; the second builds the array over every
+        row, so a key used once costs nothing more (pods of one shape repeat; a one-off pays
+        nothing for the others). `compute_one(self, row)`, when given, is `compute` for one
+        row (the same number, from the same columns, in Python): a few changed rows are
+        recomputed with it, without numpy's fixed cost per call."""
+        entry = self._derived.get(key)
+        if entry is None:
+            if key not in self._seen:
+                if len(self._seen) >= 4 * _DERIVED_KEPT:
+                    self._seen.clear()
+                self._seen.add(key)
+                return compute(self, rows)
+            self._seen.discard(key)
+            if len(self._derived) >= _DERIVED_KEPT:
+                del self._derived[next(iter(self._derived))]
+            array = compute(self, np.arange(len(self), dtype=np.int64))
+            self._derived[key] = (array, [])
+            return array[rows]
+        array, stale = entry
+        del self._derived[key]
+        self._derived[key] = entry  # most recently used last
+        if stale:
+            if compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
+                for row in stale:
+                    array[row] = compute_one(self, row)
+            else:
+                changed = np.array(sorted(set(stale)), dtype=np.int64)
+                array[changed] = compute(self, changed)
+            stale.clear()
+        return array[rows]
+
     def refresh(self, rows: Iterable[int]) -> None:
-        """Recompute the given rows of every column built so far."""
+        """Recompute the given rows of every column built so far (and mark them stale in the
+        derived arrays)."""
         rows = list(rows)
         if not rows:
             return
@@ -127,6 +177,12 @@ class NodeTable:
             extract = spec.extract
             for row in rows:
                 array[row] = extract(self.nodes[row])
+        if self._derived:
+            limit = max(len(self) // 4, 16)
+            for key, (_, stale) in list(self._derived.items()):
+                stale += rows
+                if len(stale) > limit:  # recomputing would cost about what rebuilding does
+                    del self._derived[key]
 
     def drop(self, spec: ColumnSpec) -> None:
         """Forget a column (for plugins that build columns per pod group and must bound them)."""
@@ -177,6 +233,8 @@ class WhatIfTable(NodeTable):
         self._nodes = None
         self._index = None
         self._lower = {}
+        self._derived = {}
+        self._seen = set()
         self._flat: tuple[_Pods | None, _Pods | None] | None = None
 
     def __len__(self) -> int:

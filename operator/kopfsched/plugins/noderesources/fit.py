@@ -160,6 +160,44 @@ def build_strategy(args: NodeResourcesFitArgs) -> Strategy:
     return RequestedToCapacityRatio(weights, shape)
 
 
+FITS = "NodeResourcesFit/fits"
+"""NodeTable.derived's key for whether nodes fit a request (with the request)."""
+
+
+def fits_rows(request: PreFilterState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    """Whether each of `rows` has room for `request` (fits_request over the table's columns)."""
+    fits = table.column(POD_COUNT)[rows] < table.column(ALLOCATABLE_PODS)[rows]
+    for quantity, allocatable, requested in (
+        (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
+        (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+        (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
+    ):
+        if quantity > 0:
+            fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
+    for name, quantity in request.scalars:
+        allocatable, requested = scalar_columns(name)
+        fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
+    return fits
+
+
+def fits_row(request: PreFilterState, table: NodeTable, row: int) -> bool:
+    """fits_rows for one row, on Python ints."""
+    if not int(table.column(POD_COUNT)[row]) < int(table.column(ALLOCATABLE_PODS)[row]):
+        return False
+    for quantity, allocatable, requested in (
+        (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
+        (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+        (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
+    ):
+        if quantity > 0 and not quantity <= int(table.column(allocatable)[row]) - int(table.column(requested)[row]):
+            return False
+    for name, quantity in request.scalars:
+        allocatable, requested = scalar_columns(name)
+        if not quantity <= int(table.column(allocatable)[row]) - int(table.column(requested)[row]):
+            return False
+    return True
+
+
 class Fit:
     """The NodeResourcesFit plugin."""
 
@@ -201,19 +239,11 @@ class Fit:
         return status
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        # Whether a node fits depends on its own columns and the request alone: the table keeps
+        # the answer of every node for requests it saw before (see NodeTable.derived).
         request = state.read(PRE_FILTER_STATE)
-        fits = table.column(POD_COUNT)[rows] < table.column(ALLOCATABLE_PODS)[rows]
-        for quantity, allocatable, requested in (
-            (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
-            (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
-            (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
-        ):
-            if quantity > 0:
-                fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
-        for name, quantity in request.scalars:
-            allocatable, requested = scalar_columns(name)
-            fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
-        return fits
+        return table.derived((FITS, request), lambda table, rows: fits_rows(request, table, rows), rows,
+                             lambda table, row: fits_row(request, table, row))
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         """`filter`'s status for each of `rows` (rows it rejects), from the table's columns:

@@ -432,6 +432,31 @@ class ResourceAllocationScorer:
         return self.strategy.score(requested, allocatable)
 
     def score_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
+        """Each row's score. A node's score depends on its own columns and the pod's requests
+        alone, so the table keeps every node's score for requests it saw before and recomputes
+        only the nodes that changed since (the next pod of a ReplicaSet asks the same)."""
+        requests = tuple(pod_requests)
+        return table.derived((self, requests), lambda table, rows: self.compute_rows(table, rows, requests), rows,
+                             lambda table, row: self.compute_row(table, row, requests))
+
+    def compute_row(self, table: NodeTable, row: int, pod_requests: Sequence[int]) -> int:
+        """compute_rows for one row: the same columns, read as Python ints, scored by the
+        strategy's `score` (the same arithmetic as its arrays)."""
+        requested: list[int] = []
+        allocatable: list[int] = []
+        for name, pod_request in zip(self.resources, pod_requests, strict=True):
+            alloc_col, req_col = self._columns(name, pod_request)
+            if alloc_col is None or req_col is None:
+                requested.append(0)
+                allocatable.append(0)
+                continue
+            alloc = int(table.column(alloc_col)[row])
+            allocatable.append(alloc)
+            requested.append(int(table.column(req_col)[row]) + pod_request if alloc != 0 else 0)
+        return self.strategy.score(requested, allocatable)
+
+    def compute_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
+        """score_rows, computed."""
         requested: list[np.ndarray] = []
         allocatable: list[np.ndarray] = []
         if len(rows):  # first try the case where every row offers every resource (allocatable > 0)

@@ -1,0 +1,175 @@
+"""NodeTable.derived: arrays a table keeps per key and brings up to date row by row, and the
+NodeResourcesFit / BalancedAllocation answers kept with it, which must be the answers
+computed afresh after any sequence of pod and node changes."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kopfsched.bench.workloads import default_node, default_pod
+from kopfsched.cache.cache import Cache
+from kopfsched.cache.snapshot import Snapshot
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.noderesources.args import (
+    NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs,
+    RequestedToCapacityRatioParam,
+    ResourceSpec,
+    ScoringStrategy,
+    UtilizationShapePoint,
+)
+from kopfsched.plugins.noderesources.balanced_allocation import BalancedAllocation
+from kopfsched.plugins.noderesources.fit import Fit
+
+
+class Counting:
+    """compute / compute_one for derived: each row's number, recording what was asked."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = values
+        self.calls: list[list[int]] = []
+        self.one: list[int] = []
+
+    def compute(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        self.calls.append(rows.tolist())
+        return np.array([self.values[r] for r in rows.tolist()], dtype=np.int64)
+
+    def compute_one(self, table: NodeTable, row: int) -> int:
+        self.one.append(row)
+        return self.values[row]
+
+
+def table_of(count: int) -> NodeTable:
+    return NodeTable([NodeInfo(default_node(i)) for i in range(count)])
+
+
+def test_first_use_computes_the_rows_asked_second_builds_then_only_refreshed_rows():
+    table = table_of(40)
+    counting = Counting(list(range(100, 140)))
+    rows = np.array([5, 3, 9], dtype=np.int64)
+    assert table.derived("k", counting.compute, rows).tolist() == [105, 103, 109]
+    assert counting.calls == [[5, 3, 9]]
+    assert table.derived("k", counting.compute, rows).tolist() == [105, 103, 109]
+    assert counting.calls[-1] == list(range(40))  # built over every row
+    counting.values[3] = 7
+    assert table.derived("k", counting.compute, rows).tolist() == [105, 103, 109]  # not refreshed: kept
+    table.refresh([3])
+    assert table.derived("k", counting.compute, rows).tolist() == [105, 7, 109]
+    assert counting.calls[-1] == [3]
+    counting.values[9] = 8
+    table.refresh([9])
+    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == [105, 7, 8]
+    assert counting.one == [9] and len(counting.calls) == 3
+
+
+def test_many_refreshed_rows_are_recomputed_in_one_call_and_too_many_rebuild():
+    table = table_of(200)
+    counting = Counting(list(range(200)))
+    rows = np.arange(200, dtype=np.int64)
+    table.derived("k", counting.compute, rows)
+    table.derived("k", counting.compute, rows)
+    for row in (20, 10, 10, 30, 40, 50, 60, 70, 80, 90):
+        counting.values[row] += 1000
+        table.refresh([row])
+    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == counting.values
+    assert counting.calls[-1] == [10, 20, 30, 40, 50, 60, 70, 80, 90] and not counting.one
+    for row in range(60):  # more than a quarter of the table changed: rebuilt from scratch
+        counting.values[row] += 1
+        table.refresh([row])
+    assert table.derived("k", counting.compute, rows).tolist() == counting.values
+    assert counting.calls[-1] == [*range(200)][:len(counting.calls[-1])]
+
+
+def test_keys_are_kept_apart_and_the_least_recently_used_go():
+    table = table_of(10)
+    rows = np.arange(10, dtype=np.int64)
+    for key in range(12):
+        counting = Counting([key] * 10)
+        table.derived(key, counting.compute, rows)
+        assert table.derived(key, counting.compute, rows).tolist() == [key] * 10
+    assert table.derived(11, Counting([-1] * 10).compute, rows).tolist() == [11] * 10  # kept
+    assert table.derived(0, Counting([-1] * 10).compute, rows).tolist() == [-1] * 10  # dropped
+
+
+def _cluster(rng: random.Random, count: int) -> tuple[Cache, list[dict]]:
+    cache = Cache()
+    nodes = []
+    for i in range(count):
+        node = default_node(i)
+        allocatable = node["status"]["allocatable"]
+        allocatable["cpu"] = rng.choice(["0", "1", "4", "3500m"])
+        allocatable["memory"] = rng.choice(["0", "1Gi", "32Gi"])
+        allocatable["pods"] = rng.choice(["3", "110"])
+        if rng.random() < 0.3:
+            allocatable["example.com/gpu"] = str(rng.randint(0, 4))
+        nodes.append(node)
+        cache.add_node(node)
+    return cache, nodes
+
+
+def _pod(rng: random.Random, name: str, node: str | None = None) -> dict:
+    pod = default_pod(name, node_name=node, cpu=rng.choice(["0", "100m", "1", "2500m"]),
+                      memory=rng.choice(["0", "500Mi", "8Gi"]))
+    if rng.random() < 0.3:
+        resources = pod["spec"]["containers"][0]["resources"]
+        resources["requests"]["example.com/gpu"] = resources["limits"]["example.com/gpu"] = "1"
+    if rng.random() < 0.2:
+        del pod["spec"]["containers"][0]["resources"]
+    return pod
+
+
+GPU = (ResourceSpec("cpu", 2), ResourceSpec("memory", 1), ResourceSpec("example.com/gpu", 3))
+FIT_ARGS = {
+    "least allocated": NodeResourcesFitArgs(),
+    "least allocated, gpu": NodeResourcesFitArgs(scoring_strategy=ScoringStrategy(resources=GPU)),
+    "most allocated": NodeResourcesFitArgs(scoring_strategy=ScoringStrategy(type="MostAllocated", resources=GPU)),
+    "requested to capacity ratio": NodeResourcesFitArgs(scoring_strategy=ScoringStrategy(
+        type="RequestedToCapacityRatio", resources=GPU, requested_to_capacity_ratio=RequestedToCapacityRatioParam(
+            shape=(UtilizationShapePoint(0, 10), UtilizationShapePoint(40, 7), UtilizationShapePoint(100, 0))))),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kept_answers_are_the_answers_computed_afresh(seed: int):
+    rng = random.Random(seed)
+    cache, nodes = _cluster(rng, 60)
+    snapshot = Snapshot()
+    plugins = [Fit(args, None) for args in FIT_ARGS.values()] + [
+        BalancedAllocation(None, None),
+        BalancedAllocation(NodeResourcesBalancedAllocationArgs(
+            resources=tuple(ResourceSpec(spec.name) for spec in GPU)), None)]
+    shapes = [_pod(rng, f"shape-{i}") for i in range(4)]
+    bound: list[dict] = []
+    for step in range(300):
+        change = rng.random()
+        if change < 0.5 or not bound:
+            pod = _pod(rng, f"p-{step}", node=rng.choice(nodes)["metadata"]["name"])
+            cache.add_pod(pod)
+            bound.append(pod)
+        elif change < 0.9:
+            cache.remove_pod(bound.pop(rng.randrange(len(bound))))
+        else:
+            node = rng.choice(nodes)
+            node["status"]["allocatable"]["cpu"] = rng.choice(["0", "2", "4"])
+            cache.update_node(node)
+        cache.update_snapshot(snapshot)
+        table = snapshot.table
+        fresh = NodeTable(list(table.nodes))
+        pod = PodInfo(rng.choice(shapes))
+        rows = np.array(rng.sample(range(len(table)), rng.randint(1, len(table))), dtype=np.int64)
+        state = CycleState()
+        for plugin in plugins:
+            if isinstance(plugin, Fit):
+                plugin.pre_filter(state, pod, [])
+                expected = plugin.filter_nodes(state, pod, fresh, rows)  # a fresh table computes it
+                assert plugin.filter_nodes(state, pod, table, rows).tolist() == expected.tolist()
+            if plugin.pre_score(state, pod, []) is not None:
+                continue
+            requests = plugin._pod_requests(state, pod)
+            got = plugin.score_nodes(state, pod, table, rows)
+            assert got.tolist() == plugin.scorer.compute_rows(fresh, rows, requests).tolist(), (step, plugin.name)
