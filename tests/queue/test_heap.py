@@ -85,3 +85,84 @@ def test_random_operations_match_a_sorted_reference() -> None:
             assert item is not None and item.value == min(reference.values()), step
             del reference[item.key]
         assert len(heap) == len(reference)
+
+
+class _SwappingHeap:
+    """The textbook heap that swaps an item with its parent or child at each step: Heap must
+    lay its items out exactly as this does (the order pods are listed in follows it)."""
+
+    def __init__(self, less):
+        self.less, self.items, self.seqs, self.next_seq = less, [], [], 0
+
+    def before(self, i, j):
+        a, b = self.items[i], self.items[j]
+        return self.less(a, b) or (not self.less(b, a) and self.seqs[i] < self.seqs[j])
+
+    def swap(self, i, j):
+        self.items[i], self.items[j] = self.items[j], self.items[i]
+        self.seqs[i], self.seqs[j] = self.seqs[j], self.seqs[i]
+
+    def up(self, i):
+        moved = False
+        while i > 0 and self.before(i, (i - 1) // 2):
+            self.swap(i, (i - 1) // 2)
+            i, moved = (i - 1) // 2, True
+        return moved
+
+    def down(self, i):
+        while True:
+            smallest = i
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(self.items) and self.before(child, smallest):
+                    smallest = child
+            if smallest == i:
+                return
+            self.swap(i, smallest)
+            i = smallest
+
+    def add_or_update(self, item):
+        index = next((i for i, x in enumerate(self.items) if x[0] == item[0]), None)
+        if index is None:
+            self.items.append(item)
+            self.seqs.append(self.next_seq)
+            self.next_seq += 1
+            self.up(len(self.items) - 1)
+        else:
+            self.items[index] = item
+            if not self.up(index):
+                self.down(index)
+
+    def remove(self, key):
+        index = next((i for i, x in enumerate(self.items) if x[0] == key), None)
+        if index is None:
+            return None
+        item, last = self.items[index], len(self.items) - 1
+        if index != last:
+            self.swap(index, last)
+        self.items.pop()
+        self.seqs.pop()
+        if index < len(self.items) and not self.up(index):
+            self.down(index)
+        return item
+
+
+def test_layout_is_the_swapping_heaps():
+    for seed in range(60):
+        rng = random.Random(seed)
+        heap = Heap(less=lambda a, b: a[1] < b[1], key=lambda x: x[0])
+        reference = _SwappingHeap(lambda a, b: a[1] < b[1])
+        keys = [f"k{i}" for i in range(rng.randint(1, 30))]
+        for _ in range(200):
+            roll = rng.random()
+            if roll < 0.5:
+                item = (rng.choice(keys), rng.randint(0, 4))
+                heap.add_or_update(item)
+                reference.add_or_update(item)
+            elif roll < 0.8:
+                top = reference.items[0][0] if reference.items else None
+                assert heap.pop() == (reference.remove(top) if top is not None else None)
+            else:
+                key = rng.choice(keys)
+                assert heap.delete(key) == reference.remove(key)
+            assert list(heap) == reference.items
+            assert all(heap.get(item[0]) == item for item in reference.items)

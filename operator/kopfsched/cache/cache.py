@@ -36,6 +36,9 @@ class Cache:
         self._images: dict[str, ImageStateSummary] = {}
         self._image_nodes: dict[str, set[str]] = {}
         self._dirty: set[str] = set()
+        """Nodes whose pods or Node object changed since the last snapshot update."""
+        self._node_dirty: set[str] = set()
+        """Of those, the nodes whose Node object changed (the others need no node-static column read again)."""
         self._order_changed = True
         self.objects = ObjectStore()
 
@@ -53,6 +56,7 @@ class Cache:
         if self._tree.add(node):
             self._order_changed = True
         self._dirty.add(name)
+        self._node_dirty.add(name)
         return info
 
     update_node = add_node
@@ -189,8 +193,9 @@ class Cache:
             snapshot._rebuild(nodes)
             self._order_changed = False
         elif self._dirty:
-            snapshot._refresh(self._dirty)
+            snapshot._refresh(self._dirty, self._node_dirty)
         self._dirty = set()
+        self._node_dirty = set()
 
     def stats(self) -> dict[str, int]:
         assumed = sum(1 for s in self._pods.values() if s.assumed)

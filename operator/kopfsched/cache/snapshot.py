@@ -50,19 +50,26 @@ class Snapshot:
         self._affinity_names = {n.name for n in self._with_affinity}
         self._anti_affinity_names = {n.name for n in self._with_required_anti_affinity}
 
-    def _refresh(self, names: set[str]) -> None:
+    def _refresh(self, names: set[str], node_changed: set[str] | None = None) -> None:
+        """Refresh the rows of `names`; of those, only the ones in `node_changed` (all when it
+        is None) had their Node object changed and need their node-static columns read again."""
         rows = []
+        pods_only = []
         affinity_changed = False
         for name in names:
             row = self.table.index.get(name)
             if row is None:
                 continue
-            rows.append(row)
+            if node_changed is None or name in node_changed:
+                rows.append(row)
+            else:
+                pods_only.append(row)
             node = self._list[row]
             affinity_changed = affinity_changed or (
                 bool(node.pods_with_affinity) != (name in self._affinity_names)
                 or bool(node.pods_with_required_anti_affinity) != (name in self._anti_affinity_names)
             )
         self.table.refresh(rows)
+        self.table.refresh(pods_only, node_static=False)
         if affinity_changed:
             self._rebuild_affinity_lists()

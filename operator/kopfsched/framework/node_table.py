@@ -42,6 +42,9 @@ class ColumnSpec:
     """When the value is a sum over the node's pods (plus a node-level part): one pod's
     share, i.e. adding pod p to a node adds exactly `per_pod(p)` to its value."""
 
+    def __hash__(self) -> int:  # the name's (cached) string hash: columns are looked up every cycle
+        return hash(self.name)
+
 
 _LOWER_PRIORITY_TABLES_KEPT = 4
 """Priorities whose lower-priority columns a table keeps current (the least recently used go)."""
@@ -167,16 +170,20 @@ class NodeTable:
             stale.clear()
         return array[rows]
 
-    def refresh(self, rows: Iterable[int]) -> None:
+    def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:
         """Recompute the given rows of every column built so far (and mark them stale in the
-        derived arrays)."""
+        derived arrays). `node_static=False`: only the pods of those nodes changed, not their
+        Node objects, so their node-static columns are left as they are."""
         rows = list(rows)
         if not rows:
             return
+        nodes = self.nodes
         for spec, array in self._columns.items():
+            if not node_static and spec.node_static:
+                continue
             extract = spec.extract
             for row in rows:
-                array[row] = extract(self.nodes[row])
+                array[row] = extract(nodes[row])
         if self._derived:
             limit = max(len(self) // 4, 16)
             for key, (_, stale) in list(self._derived.items()):
@@ -311,7 +318,7 @@ class WhatIfTable(NodeTable):
         self._columns[spec] = array
         return array
 
-    def refresh(self, rows: Iterable[int]) -> None:
+    def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:
         raise TypeError("a WhatIfTable is not kept current")
 
 

@@ -22,13 +22,15 @@ T = TypeVar("T")
 class Heap(Generic[T]):
     """A min-heap by `less`, each item found by `key(item)`."""
 
-    __slots__ = ("_items", "_key", "_less", "_pos", "_seq", "_seqs")
+    __slots__ = ("_items", "_key", "_keys", "_less", "_pos", "_seq", "_seqs")
 
     def __init__(self, *, less: Callable[[T, T], bool], key: Callable[[T], str]) -> None:
         self._less = less
         self._key = key
         self._items: list[T] = []
         self._seqs: list[int] = []
+        self._keys: list[str] = []
+        """key(item) of each item, by position."""
         self._pos: dict[str, int] = {}
         self._seq = itertools.count()
 
@@ -59,6 +61,7 @@ class Heap(Generic[T]):
         if index is None:
             self._items.append(item)
             self._seqs.append(next(self._seq))
+            self._keys.append(key)
             index = len(self._items) - 1
             self._pos[key] = index
             self._up(index)
@@ -85,14 +88,15 @@ class Heap(Generic[T]):
         return [self._items[i] for i in order]
 
     def _remove_at(self, index: int) -> T:
-        item = self._items[index]
-        last = len(self._items) - 1
+        items, seqs, keys = self._items, self._seqs, self._keys
+        item = items[index]
+        last = len(items) - 1
         if index != last:
             self._swap(index, last)
-        self._items.pop()
-        self._seqs.pop()
-        del self._pos[self._key(item)]
-        if index < len(self._items):
+        items.pop()
+        seqs.pop()
+        del self._pos[keys.pop()]
+        if index < len(items):
             self._fix(index)
         return item
 
@@ -103,35 +107,62 @@ class Heap(Generic[T]):
         return not self._less(b, a) and self._seqs[i] < self._seqs[j]
 
     def _swap(self, i: int, j: int) -> None:
-        items, seqs = self._items, self._seqs
+        items, seqs, keys = self._items, self._seqs, self._keys
         items[i], items[j] = items[j], items[i]
         seqs[i], seqs[j] = seqs[j], seqs[i]
-        self._pos[self._key(items[i])] = i
-        self._pos[self._key(items[j])] = j
+        keys[i], keys[j] = keys[j], keys[i]
+        self._pos[keys[i]] = i
+        self._pos[keys[j]] = j
 
     def _fix(self, index: int) -> None:
         if not self._up(index):
             self._down(index)
 
+    # _up and _down move the item at `index` by the same comparisons and to the same place as
+    # swapping it with a parent (child) at each step would, writing each passed item once.
+
     def _up(self, index: int) -> bool:
-        moved = False
+        items, seqs, keys, pos, less = self._items, self._seqs, self._keys, self._pos, self._less
+        item, seq, key = items[index], seqs[index], keys[index]
+        start = index
         while index > 0:
             parent = (index - 1) // 2
-            if not self._before(index, parent):
+            other = items[parent]
+            if not (less(item, other) or (not less(other, item) and seq < seqs[parent])):
                 break
-            self._swap(index, parent)
+            items[index], seqs[index], keys[index] = other, seqs[parent], keys[parent]
+            pos[keys[index]] = index
             index = parent
-            moved = True
-        return moved
+        if index == start:
+            return False
+        items[index], seqs[index], keys[index] = item, seq, key
+        pos[key] = index
+        return True
 
     def _down(self, index: int) -> None:
-        size = len(self._items)
+        items, seqs, keys, pos, less = self._items, self._seqs, self._keys, self._pos, self._less
+        size = len(items)
+        item, seq, key = items[index], seqs[index], keys[index]
+        start = index
         while True:
-            smallest = index
-            for child in (2 * index + 1, 2 * index + 2):
-                if child < size and self._before(child, smallest):
-                    smallest = child
-            if smallest == index:
-                return
-            self._swap(index, smallest)
-            index = smallest
+            left = 2 * index + 1
+            if left >= size:
+                break
+            # The smaller of the moving item and the children, compared as _before(child, smallest).
+            best, best_item, best_seq = -1, item, seq
+            other = items[left]
+            if less(other, best_item) or (not less(best_item, other) and seqs[left] < best_seq):
+                best, best_item, best_seq = left, other, seqs[left]
+            right = left + 1
+            if right < size:
+                other = items[right]
+                if less(other, best_item) or (not less(best_item, other) and seqs[right] < best_seq):
+                    best, best_item, best_seq = right, other, seqs[right]
+            if best < 0:
+                break
+            items[index], seqs[index], keys[index] = best_item, best_seq, keys[best]
+            pos[keys[index]] = index
+            index = best
+        if index != start:
+            items[index], seqs[index], keys[index] = item, seq, key
+            pos[key] = index

@@ -256,6 +256,8 @@ class SchedulingAlgorithm:
                 diagnosis.add_plugin_status(status)
             found.append(chunk[positions])
             count += len(positions)
+        if count == processed:  # every node examined passed: they are order's first ones, as a view
+            return order[:processed], processed
         return (np.concatenate(found) if found else rows[:0]), processed
 
     def _all_rows(self, count: int) -> np.ndarray:
@@ -349,7 +351,7 @@ class SchedulingAlgorithm:
         then the interested prioritize extenders (called concurrently; one that fails
         gives no scores, as upstream)."""
         if fwk.has_score_plugins():
-            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible))
+            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible, self._twice))
             if status is not None:
                 raise SchedulingError(status)
             totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
@@ -381,7 +383,7 @@ class SchedulingAlgorithm:
 
     def select_host(self, totals: np.ndarray) -> int:
         """Index of a best-scored node, chosen uniformly at random among ties."""
-        best = (totals == totals.max()).nonzero()[0]
+        best = (totals == np.maximum.reduce(totals)).nonzero()[0]  # totals.max() without its wrapper
         return int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
 
 
@@ -402,11 +404,17 @@ def _chunk_size(needed: int, found: int, processed: int) -> int:
     return max(needed * processed // found * 5 // 4, 64)
 
 
-def _nodes_of(nodes: list, rows: np.ndarray) -> list:
+def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None) -> list:
     """[nodes[r] for r in rows], by slices where the rows run in steps of one (the feasible
     rows are mostly a stretch or two of the rotated node order): a slice copies a list at C
-    speed, where the comprehension touches each node object."""
+    speed, where the comprehension touches each node object. Rows that are a view of `twice`
+    (0..n-1 twice over, the rotated order when every node examined passed) run in steps of
+    one around the end by construction, so they need no look at all."""
     count = len(rows)
+    if twice is not None and rows.base is twice and len(twice) == 2 * len(nodes) and rows.strides == twice.strides:
+        start = int(rows[0]) if count else 0
+        wrapped = start + count - len(nodes)
+        return nodes[start:start + count] + nodes[:wrapped] if wrapped > 0 else nodes[start:start + count]
     if count < 16:
         return [nodes[r] for r in rows.tolist()]
     breaks = (np.diff(rows) != 1).nonzero()[0]

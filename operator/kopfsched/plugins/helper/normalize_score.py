@@ -16,7 +16,7 @@ def default_normalize_score(scores: np.ndarray, *, max_priority: int = MAX_NODE_
     as they are, or all become `max_priority` when reversed. Division truncates like Go's.
     """
     scores = np.asarray(scores, dtype=np.int64)
-    max_count = max(int(scores.max()), 0) if scores.size else 0
+    max_count = max(int(np.maximum.reduce(scores)), 0) if scores.size else 0  # .max() without its wrapper
     if max_count == 0:
         if not reverse:
             return scores.copy()
