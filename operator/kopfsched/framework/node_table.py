@@ -82,7 +82,7 @@ def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_derived", "_index", "_lower", "_nodes", "_seen")
+    __slots__ = ("_columns", "_derived", "_index", "_lower", "_nodes", "_seen", "node_version")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
@@ -94,6 +94,9 @@ class NodeTable:
         """key -> (its array over every row, rows refreshed since it was last brought up to date)."""
         self._seen: set[Hashable] = set()
         """Keys `derived` was asked for once and did not keep yet."""
+        self.node_version = 0
+        """Counts the refreshes that may have changed Node objects (node_static=True): what a
+        plugin keeps from the Node objects alone stays valid while it and the table do."""
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -177,6 +180,8 @@ class NodeTable:
         rows = list(rows)
         if not rows:
             return
+        if node_static:
+            self.node_version += 1
         nodes = self.nodes
         for spec, array in self._columns.items():
             if not node_static and spec.node_static:
@@ -242,6 +247,7 @@ class WhatIfTable(NodeTable):
         self._lower = {}
         self._derived = {}
         self._seen = set()
+        self.node_version = 0
         self._flat: tuple[_Pods | None, _Pods | None] | None = None
 
     def __len__(self) -> int:

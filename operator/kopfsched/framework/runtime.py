@@ -14,6 +14,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -77,29 +78,45 @@ def _code_name(status: Status | None) -> str:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _same(result: Any) -> Status | None:
+    return cast("Status | None", result)
+
+
 def _no_status(result: object) -> None:
     """Points whose result carries no status (Filter reports per node): observed as Success."""
     return None
 
 
-def _timed(point: str, status_of: Callable[[Any], Status | None] = lambda result: result) -> Callable[[F], F]:
+def _timed(point: str, status_of: Callable[[Any], Status | None] | None = None) -> Callable[[F], F]:
     """Time a `run_*` method of Framework and report (point, result code, seconds) to its
-    observer: upstream's framework_extension_point_duration_seconds."""
+    observer: upstream's framework_extension_point_duration_seconds. `status_of` finds the
+    status in the result (None: the result is the status)."""
     def wrap(run: F) -> F:
+        if status_of is None and not inspect.iscoroutinefunction(run):
+            # The result is the status: the commonest case, with no call to find it.
+            @functools.wraps(run)
+            def timed_status(self: Framework, *args: Any, **kwargs: Any) -> Any:
+                start = perf_counter()
+                result = run(self, *args, **kwargs)
+                self.observe(point, "Success" if result is None else result.code.upstream_name,
+                             perf_counter() - start)
+                return result
+            return cast(F, timed_status)
+        find = _same if status_of is None else status_of
         if inspect.iscoroutinefunction(run):
             @functools.wraps(run)
             async def timed_async(self: Framework, *args: Any, **kwargs: Any) -> Any:
                 start = time.perf_counter()
                 result = await run(self, *args, **kwargs)
-                self.observe(point, _code_name(status_of(result)), time.perf_counter() - start)
+                self.observe(point, _code_name(find(result)), time.perf_counter() - start)
                 return result
             return cast(F, timed_async)
 
         @functools.wraps(run)
         def timed(self: Framework, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = perf_counter()
             result = run(self, *args, **kwargs)
-            self.observe(point, _code_name(status_of(result)), time.perf_counter() - start)
+            self.observe(point, _code_name(find(result)), perf_counter() - start)
             return result
         return cast(F, timed)
     return wrap
