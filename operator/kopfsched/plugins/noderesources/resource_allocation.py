@@ -394,6 +394,8 @@ class ResourceAllocationScorer:
         self.resources = list(resources)
         self.strategy = strategy
         self.use_requested = use_requested
+        self._plans: dict[tuple[int, ...], list[tuple[ColumnSpec | None, ColumnSpec | None, int]]] = {}
+        """pod requests -> each resource's (allocatable column, requested column, request), for compute_row."""
 
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """upstream calculatePodResourceRequestList."""
@@ -439,20 +441,26 @@ class ResourceAllocationScorer:
         return table.derived((self, requests), lambda table, rows: self.compute_rows(table, rows, requests), rows,
                              lambda table, row: self.compute_row(table, row, requests))
 
-    def compute_row(self, table: NodeTable, row: int, pod_requests: Sequence[int]) -> int:
+    def compute_row(self, table: NodeTable, row: int, pod_requests: tuple[int, ...]) -> int:
         """compute_rows for one row: the same columns, read as Python ints, scored by the
         strategy's `score` (the same arithmetic as its arrays)."""
+        plan = self._plans.get(pod_requests)
+        if plan is None:
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            plan = self._plans[pod_requests] = [
+                (*self._columns(name, pod_request), pod_request)
+                for name, pod_request in zip(self.resources, pod_requests, strict=True)]
         requested: list[int] = []
         allocatable: list[int] = []
-        for name, pod_request in zip(self.resources, pod_requests, strict=True):
-            alloc_col, req_col = self._columns(name, pod_request)
+        for alloc_col, req_col, pod_request in plan:
             if alloc_col is None or req_col is None:
                 requested.append(0)
                 allocatable.append(0)
                 continue
-            alloc = int(table.column(alloc_col)[row])
+            alloc = table.column(alloc_col).item(row)
             allocatable.append(alloc)
-            requested.append(int(table.column(req_col)[row]) + pod_request if alloc != 0 else 0)
+            requested.append(table.column(req_col).item(row) + pod_request if alloc != 0 else 0)
         return self.strategy.score(requested, allocatable)
 
     def compute_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
