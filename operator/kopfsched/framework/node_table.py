@@ -82,12 +82,14 @@ def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_derived", "_index", "_lower", "_nodes", "_seen", "node_version")
+    __slots__ = ("_columns", "_derived", "_index", "_lower", "_nodes", "_seen", "_specs", "node_version")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
         self._index: dict[str, int] | None = {n.name: i for i, n in enumerate(nodes)}
-        self._columns: dict[ColumnSpec, np.ndarray] = {}
+        self._columns: dict[str, np.ndarray] = {}
+        """spec name -> array (specs compare by name; a str key hashes in C, a dataclass does not)."""
+        self._specs: dict[str, ColumnSpec] = {}
         self._lower: dict[int, list[ColumnSpec]] = {}
         """priority -> its lower_priority_column specs built here, least recently used first."""
         self._derived: dict[Hashable, tuple[np.ndarray, list[int]]] = {}
@@ -113,10 +115,11 @@ class NodeTable:
         return len(self.nodes)
 
     def column(self, spec: ColumnSpec) -> np.ndarray:
-        array = self._columns.get(spec)
+        array = self._columns.get(spec.name)
         if array is None:
             array = np.fromiter((spec.extract(n) for n in self.nodes), dtype=spec.dtype, count=len(self.nodes))
-            self._columns[spec] = array
+            self._columns[spec.name] = array
+            self._specs[spec.name] = spec
         return array
 
     def lower_priority(self, spec: ColumnSpec | None, priority: int) -> np.ndarray:
@@ -183,7 +186,9 @@ class NodeTable:
         if node_static:
             self.node_version += 1
         nodes = self.nodes
-        for spec, array in self._columns.items():
+        columns = self._columns
+        for name, spec in self._specs.items():
+            array = columns[name]
             if not node_static and spec.node_static:
                 continue
             extract = spec.extract
@@ -198,7 +203,8 @@ class NodeTable:
 
     def drop(self, spec: ColumnSpec) -> None:
         """Forget a column (for plugins that build columns per pod group and must bound them)."""
-        self._columns.pop(spec, None)
+        self._columns.pop(spec.name, None)
+        self._specs.pop(spec.name, None)
 
     def replace_node(self, row: int, node_info: NodeInfo) -> None:
         self.nodes[row] = node_info
@@ -242,6 +248,7 @@ class WhatIfTable(NodeTable):
         if isinstance(base, WhatIfTable):
             self.root, self.root_rows = base.root, base.root_rows[base_rows]
         self._columns = {}
+        self._specs = {}
         self._nodes = None
         self._index = None
         self._lower = {}
@@ -299,7 +306,7 @@ class WhatIfTable(NodeTable):
         return copy
 
     def column(self, spec: ColumnSpec) -> np.ndarray:
-        array = self._columns.get(spec)
+        array = self._columns.get(spec.name)
         if array is not None:
             return array
         if spec.node_static:
@@ -321,7 +328,8 @@ class WhatIfTable(NodeTable):
                 removed_pods.add_shares(array, spec.per_pod, -1)
         else:
             array = np.fromiter((spec.extract(n) for n in self.nodes), dtype=spec.dtype, count=len(self))
-        self._columns[spec] = array
+        self._columns[spec.name] = array
+        self._specs[spec.name] = spec
         return array
 
     def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:

@@ -37,6 +37,27 @@ def tolerates_unschedulable(tolerations: Iterable[dict[str, Any]]) -> bool:
     return tolerations_tolerate_taint(tolerations, UNSCHEDULABLE_TAINT)
 
 
+_PASSES = "NodeUnschedulable/passes"
+_PASSES_TOLERATING = "NodeUnschedulable/passesTolerating"
+"""NodeTable.derived's keys: whether a node passes a pod that does not (does) tolerate the unschedulable taint."""
+
+
+def _passes(table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    return table.column(NODE_STATE)[rows] == _SCHEDULABLE
+
+
+def _passes_one(table: NodeTable, row: int) -> bool:
+    return table.column(NODE_STATE).item(row) == _SCHEDULABLE
+
+
+def _passes_tolerating(table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    return table.column(NODE_STATE)[rows] != _NO_NODE
+
+
+def _passes_tolerating_one(table: NodeTable, row: int) -> bool:
+    return table.column(NODE_STATE).item(row) != _NO_NODE
+
+
 class NodeUnschedulable:
     name = "NodeUnschedulable"
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
@@ -52,10 +73,10 @@ class NodeUnschedulable:
         return None
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        states = table.column(NODE_STATE)[rows]
+        # Two possible answers per node, kept by the table: one fancy index per cycle.
         if tolerates_unschedulable(pod.tolerations):
-            return states != _NO_NODE
-        return states == _SCHEDULABLE
+            return table.derived(_PASSES_TOLERATING, _passes_tolerating, rows, _passes_tolerating_one)
+        return table.derived(_PASSES, _passes, rows, _passes_one)
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [

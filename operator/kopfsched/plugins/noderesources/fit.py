@@ -242,7 +242,9 @@ class Fit:
         # Whether a node fits depends on its own columns and the request alone: the table keeps
         # the answer of every node for requests it saw before (see NodeTable.derived).
         request = state.read(PRE_FILTER_STATE)
-        return table.derived((FITS, request), lambda table, rows: fits_rows(request, table, rows), rows,
+        # The request's fields as the key: a tuple of ints hashes and compares in C.
+        key = (FITS, request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars)
+        return table.derived(key, lambda table, rows: fits_rows(request, table, rows), rows,
                              lambda table, row: fits_row(request, table, row))
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
