@@ -27,6 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+try:  # numpy's C function, without np.count_nonzero's Python dispatch
+    from numpy._core.multiarray import count_nonzero
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import count_nonzero  # type: ignore[no-redef]
+
 from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
@@ -234,8 +239,15 @@ class SchedulingAlgorithm:
         while processed < num_all and count < to_find:
             chunk = order[processed:processed + _chunk_size(to_find - count, count, processed)]
             mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator)
-            positions = mask.nonzero()[0]
             needed = to_find - count
+            if not rejected and count_nonzero(mask) == len(chunk):
+                # Every node passed (the usual chunk): the first `needed` of them, as a view.
+                take = min(needed, len(chunk))
+                processed += take
+                found.append(chunk[:take])
+                count += take
+                continue
+            positions = mask.nonzero()[0]
             if len(positions) >= needed:
                 last = int(positions[needed - 1])
                 positions = positions[:needed]
@@ -383,7 +395,7 @@ class SchedulingAlgorithm:
 
     def select_host(self, totals: np.ndarray) -> int:
         """Index of a best-scored node, chosen uniformly at random among ties."""
-        best = (totals == np.maximum.reduce(totals)).nonzero()[0]  # totals.max() without its wrapper
+        best = (totals == totals[totals.argmax()]).nonzero()[0]  # the maximum, cheaper than totals.max()
         return int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
 
 
