@@ -57,7 +57,9 @@ class NodePorts:
         pass
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None:
-        ports = host_ports(pod.pod)
+        # PodInfo.host_ports holds every port with a hostPort set (this one those > 0): when it is
+        # empty, so is this, and the pod's containers need not be walked again.
+        ports = host_ports(pod.pod) if pod.host_ports else ()
         if not ports:
             return SKIP
         state.write(PRE_FILTER_STATE, ports)
