@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy import count_nonzero
 
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
@@ -37,6 +38,18 @@ HAS_HARD_TAINTS = ColumnSpec("TaintToleration/hasHardTaints",
 HAS_PREFER_NO_SCHEDULE_TAINTS = ColumnSpec("TaintToleration/hasPreferNoScheduleTaints",
                                            lambda n: any(t.get("effect") == PREFER_NO_SCHEDULE for t in n.taints),
                                            np.bool_, node_static=True)
+
+_UNTAINTED = "TaintToleration/untainted"
+"""NodeTable.derived's key: the node has no taint Filter looks at."""
+
+
+def _untainted(table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    return ~table.column(HAS_HARD_TAINTS)[rows]
+
+
+def _untainted_one(table: NodeTable, row: int) -> bool:
+    return not table.column(HAS_HARD_TAINTS).item(row)
+
 
 PRE_SCORE_STATE = StateKey[tuple[Obj, ...]]("TaintToleration", "PreScoreTaintToleration")
 """The pod's tolerations that can tolerate a PreferNoSchedule taint."""
@@ -66,12 +79,14 @@ class TaintToleration:
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows)
-        passed = np.empty(len(rows), dtype=bool)
-        passed.fill(True)  # np.ones, without its Python wrapper: this runs every cycle
-        tainted = table.column(HAS_HARD_TAINTS)[rows].nonzero()[0]
+        # Nodes without NoSchedule/NoExecute taints pass any pod: that mask is the table's to
+        # keep (one fancy index per cycle); only the tainted nodes need the pod's tolerations.
+        passed = table.derived(_UNTAINTED, _untainted, rows, _untainted_one)
+        if count_nonzero(passed) == len(passed):
+            return passed
         tolerations = pod.tolerations
         nodes = table.nodes
-        for i in tainted:
+        for i in (~passed).nonzero()[0].tolist():
             passed[i] = find_matching_untolerated_taint(nodes[rows[i]].taints, tolerations) is None
         return passed
 
