@@ -13,7 +13,7 @@ from kopfsched.bench.workloads import default_node, default_pod
 from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.noderesources.args import (
     NodeResourcesBalancedAllocationArgs,
@@ -26,74 +26,114 @@ from kopfsched.plugins.noderesources.args import (
 from kopfsched.plugins.noderesources.balanced_allocation import BalancedAllocation
 from kopfsched.plugins.noderesources.fit import Fit
 
+VALUE = ColumnSpec("test/value", lambda n: int(n.labels.get("value", "0")))
+OTHER = ColumnSpec("test/other", lambda n: int(n.labels.get("other", "0")))
+
 
 class Counting:
-    """compute / compute_one for derived: each row's number, recording what was asked."""
+    """compute / compute_one for derived (100 + each row's VALUE column), recording what was asked."""
 
-    def __init__(self, values: list[int]) -> None:
-        self.values = values
+    def __init__(self, offset: int = 100) -> None:
+        self.offset = offset
         self.calls: list[list[int]] = []
         self.one: list[int] = []
 
     def compute(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         self.calls.append(rows.tolist())
-        return np.array([self.values[r] for r in rows.tolist()], dtype=np.int64)
+        return table.column(VALUE)[rows] + self.offset
 
     def compute_one(self, table: NodeTable, row: int) -> int:
         self.one.append(row)
-        return self.values[row]
+        return table.column(VALUE).item(row) + self.offset
 
 
 def table_of(count: int) -> NodeTable:
-    return NodeTable([NodeInfo(default_node(i)) for i in range(count)])
+    nodes = []
+    for i in range(count):
+        node = default_node(i)
+        node["metadata"]["labels"]["value"] = str(i)
+        nodes.append(NodeInfo(node))
+    return NodeTable(nodes)
 
 
-def test_first_use_computes_the_rows_asked_second_builds_then_only_refreshed_rows():
+def set_label(table: NodeTable, row: int, key: str, value: int) -> None:
+    node = table.nodes[row]
+    node.labels = {**node.labels, key: str(value)}
+    table.refresh([row])
+
+
+def test_first_use_computes_the_rows_asked_second_builds_then_only_changed_rows():
     table = table_of(40)
-    counting = Counting(list(range(100, 140)))
+    counting = Counting()
     rows = np.array([5, 3, 9], dtype=np.int64)
     assert table.derived("k", counting.compute, rows).tolist() == [105, 103, 109]
     assert counting.calls == [[5, 3, 9]]
     assert table.derived("k", counting.compute, rows).tolist() == [105, 103, 109]
     assert counting.calls[-1] == list(range(40))  # built over every row
-    counting.values[3] = 7
+    table.nodes[3].labels = {"value": "7"}
     assert table.derived("k", counting.compute, rows).tolist() == [105, 103, 109]  # not refreshed: kept
     table.refresh([3])
-    assert table.derived("k", counting.compute, rows).tolist() == [105, 7, 109]
+    assert table.derived("k", counting.compute, rows).tolist() == [105, 107, 109]
     assert counting.calls[-1] == [3]
-    counting.values[9] = 8
-    table.refresh([9])
-    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == [105, 7, 8]
+    set_label(table, 9, "value", 8)
+    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == [105, 107, 108]
     assert counting.one == [9] and len(counting.calls) == 3
 
 
-def test_many_refreshed_rows_are_recomputed_in_one_call_and_too_many_rebuild():
+def test_a_refresh_that_changes_no_column_value_leaves_derived_arrays_alone():
+    table = table_of(40)
+    counting = Counting()
+    rows = np.arange(40, dtype=np.int64)
+    table.derived("k", counting.compute, rows)
+    table.derived("k", counting.compute, rows)
+    table.refresh([4, 5])  # nothing changed
+    set_label(table, 6, "unread", 1)  # a label no column reads
+    table.derived("k", counting.compute, rows, counting.compute_one)
+    assert len(counting.calls) == 2 and not counting.one
+    table.column(OTHER)
+    set_label(table, 7, "other", 3)  # a column the derived array does not read: recomputed all the same
+    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == list(range(100, 140))
+    assert counting.one == [7]
+
+
+def test_dropping_a_column_drops_the_derived_arrays():
+    table = table_of(40)
+    counting = Counting()
+    rows = np.arange(40, dtype=np.int64)
+    table.derived("k", counting.compute, rows)
+    table.derived("k", counting.compute, rows)
+    table.column(OTHER)
+    table.drop(OTHER)
+    table.derived("k", counting.compute, rows)
+    assert counting.calls[-1] == list(range(40)) and len(counting.calls) == 3
+
+
+def test_many_changed_rows_are_recomputed_in_one_call_and_too_many_rebuild():
     table = table_of(200)
-    counting = Counting(list(range(200)))
+    counting = Counting()
     rows = np.arange(200, dtype=np.int64)
     table.derived("k", counting.compute, rows)
     table.derived("k", counting.compute, rows)
     for row in (20, 10, 10, 30, 40, 50, 60, 70, 80, 90):
-        counting.values[row] += 1000
-        table.refresh([row])
-    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == counting.values
+        set_label(table, row, "value", row + 1000 + len(counting.calls))
+    expected = (table.column(VALUE) + 100).tolist()
+    assert table.derived("k", counting.compute, rows, counting.compute_one).tolist() == expected
     assert counting.calls[-1] == [10, 20, 30, 40, 50, 60, 70, 80, 90] and not counting.one
     for row in range(60):  # more than a quarter of the table changed: rebuilt from scratch
-        counting.values[row] += 1
-        table.refresh([row])
-    assert table.derived("k", counting.compute, rows).tolist() == counting.values
-    assert counting.calls[-1] == [*range(200)][:len(counting.calls[-1])]
+        set_label(table, row, "value", -row)
+    assert table.derived("k", counting.compute, rows).tolist() == (table.column(VALUE) + 100).tolist()
+    assert counting.calls[-1] == list(rows.tolist())[:len(counting.calls[-1])]
 
 
 def test_keys_are_kept_apart_and_the_least_recently_used_go():
     table = table_of(10)
     rows = np.arange(10, dtype=np.int64)
     for key in range(12):
-        counting = Counting([key] * 10)
+        counting = Counting(key * 1000)
         table.derived(key, counting.compute, rows)
-        assert table.derived(key, counting.compute, rows).tolist() == [key] * 10
-    assert table.derived(11, Counting([-1] * 10).compute, rows).tolist() == [11] * 10  # kept
-    assert table.derived(0, Counting([-1] * 10).compute, rows).tolist() == [-1] * 10  # dropped
+        assert table.derived(key, counting.compute, rows).tolist() == [key * 1000 + i for i in range(10)]
+    assert table.derived(11, Counting(-1).compute, rows).tolist()[0] == 11000  # kept
+    assert table.derived(0, Counting(-1).compute, rows).tolist()[0] == -1  # dropped
 
 
 def _cluster(rng: random.Random, count: int) -> tuple[Cache, list[dict]]:

@@ -142,8 +142,9 @@ class NodeTable:
         """`compute(self, rows)`, from an array over every row that the table keeps under `key`
         and brings up to date by recomputing only the rows `refresh` touched since.
 
-        `compute` must be elementwise: a row's value depends on that row's node alone (what the
-        table's columns read), never on which other rows are computed with it, and `key` must
+        `compute` must be elementwise and read the table's columns alone: a row's value depends
+        on that row's column values, never on which other rows are computed with it (refresh
+        marks a row stale only when one of its column values changed), and `key` must
         name everything else it depends on (the pod's requests, the plugin's arguments). The
         first request of a key computes `rows` alone; the second builds the array over every
         row, so a key used once costs nothing more (pods of one shape repeat; a one-off pays
@@ -187,23 +188,35 @@ class NodeTable:
             self.node_version += 1
         nodes = self.nodes
         columns = self._columns
+        # Derived arrays read columns alone: a row whose columns all kept their values (a bound
+        # pod confirming the one assumed there) leaves them as they are.
+        changed: set[int] | None = set() if self._derived else None
         for name, spec in self._specs.items():
             array = columns[name]
             if not node_static and spec.node_static:
                 continue
             extract = spec.extract
+            if changed is None:
+                for row in rows:
+                    array[row] = extract(nodes[row])
+                continue
             for row in rows:
+                old = array.item(row)
                 array[row] = extract(nodes[row])
-        if self._derived:
+                if array.item(row) != old:
+                    changed.add(row)
+        if changed:
             limit = max(len(self) // 4, 16)
             for key, (_, stale) in list(self._derived.items()):
-                stale += rows
+                stale += changed
                 if len(stale) > limit:  # recomputing would cost about what rebuilding does
                     del self._derived[key]
 
     def drop(self, spec: ColumnSpec) -> None:
-        """Forget a column (for plugins that build columns per pod group and must bound them)."""
-        self._columns.pop(spec.name, None)
+        """Forget a column (for plugins that build columns per pod group and must bound them).
+        The derived arrays go too: refresh no longer sees that column's changes for them."""
+        if self._columns.pop(spec.name, None) is not None:
+            self._derived.clear()
         self._specs.pop(spec.name, None)
 
     def replace_node(self, row: int, node_info: NodeInfo) -> None:
