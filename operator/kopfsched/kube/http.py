@@ -17,6 +17,8 @@ so callers retry them as they retry aiohttp's.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import ssl
 import urllib.parse
 from collections.abc import Mapping
@@ -69,11 +71,15 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
         if self._waiter is None:  # bytes nobody asked for (e.g. while idle): the stream is off
+            self._buffer += data
             self._fail(aiohttp.ClientPayloadError("unexpected data from the server"))
             return
         try:
+            if self._head is None and not self._buffer and (response := self._whole(data)) is not None:
+                self._finish(response)  # the usual answer: all of it in one read, nothing more
+                return
+            self._buffer += data
             response = self._parse()
         except ValueError as exc:
             self._fail(aiohttp.ClientPayloadError(f"malformed answer from the server: {exc}"))
@@ -94,15 +100,21 @@ class _Connection(asyncio.Protocol):
 
     # -- one request -----------------------------------------------------------------------
 
-    async def send(self, request: bytes, deadline: float | None = None) -> Response:
-        """Write the request, wait for the whole answer. `deadline` (loop time) is for the pool's
-        sweep, which fails the request with TimeoutError (and closes the connection) past it."""
+    def start(self, request: bytes, waiter: asyncio.Future[Response], deadline: float | None = None) -> None:
+        """Write the request; `waiter` gets the whole answer. `deadline` (loop time) is for the
+        pool's sweep, which fails the request with TimeoutError (and closes the connection) past it."""
         assert self.transport is not None and self._waiter is None
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
         self._head, self._length, self._to_close = None, None, False
-        self._chunks.clear()
+        if self._chunks:
+            self._chunks.clear()
         self.deadline = deadline
         self.transport.write(request)
+
+    async def send(self, request: bytes, deadline: float | None = None) -> Response:
+        """Write the request, wait for the whole answer (`start` with a future of its own)."""
+        waiter: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self.start(request, waiter, deadline)
         return await waiter
 
     def time_out(self) -> None:
@@ -131,6 +143,23 @@ class _Connection(asyncio.Protocol):
         self.close()
 
     # -- parsing -------------------------------------------------------------------------
+
+    def _whole(self, data: bytes) -> Response | None:
+        """The Response when `data` is exactly one final answer framed by Content-Length (a bind's,
+        an Event's: one read each); None for anything else, which `_parse` reads from the buffer."""
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            return None
+        status, reason, fields = _parse_head(data[:end])
+        if status < 200 or status in (204, 304):
+            return None
+        connection, transfer_encoding, content_length = _framing(fields)
+        if transfer_encoding is not None or content_length is None or not content_length.isdigit() \
+                or len(data) - end - 4 != int(content_length):
+            return None
+        if connection is not None and connection.lower() == "close":
+            self.reusable = False
+        return Response(status, reason, None, data[end + 4:], fields=fields)
 
     def _parse(self) -> Response | None:
         """The Response once the buffer holds all of it; None while it does not yet."""
@@ -200,10 +229,10 @@ def _parse_head(head: bytes) -> tuple[int, str, bytes]:
     if not version.startswith(b"HTTP/1."):
         raise ValueError(f"not an HTTP/1.x answer: {status_line[:40].decode('latin-1')!r}")
     code, _, reason = rest.partition(b" ")
-    if fields:
-        for line in fields.split(b"\r\n"):
-            if b":" not in line:
-                raise ValueError(f"malformed header line {line[:40].decode('latin-1')!r}")
+    if fields:  # (checked as text: `b":" in line` first tries b":" as an int, an exception each time)
+        for line in fields.decode("latin-1").split("\r\n"):
+            if ":" not in line:
+                raise ValueError(f"malformed header line {line[:40]!r}")
     return int(code), reason.decode("latin-1"), fields
 
 
@@ -249,7 +278,9 @@ class HttpPool:
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
         self._busy: set[_Connection] = set()
-        self._slots = asyncio.Semaphore(limit)
+        self._limit = limit
+        self._in_use = 0
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
         self._sweep: asyncio.TimerHandle | None = None
         self._sweep_at = 0.0
@@ -268,28 +299,79 @@ class HttpPool:
         """`target`: the path and query, e.g. /api/v1/nodes?limit=500; `headers`: a mapping, or
         lines from `encode_headers`."""
         request = self._encode(method, self.prefix + target, headers, body)
-        async with self._slots:
-            connection = await self._connection(timeout)
+        if self._in_use >= self._limit or self._slot_waiters:
+            await self._wait_for_slot()
+        self._in_use += 1
+        try:
+            connection = None
+            idle = self._idle
+            while idle:
+                connection = idle.pop()
+                if not connection.closed:
+                    break
+                self._all.discard(connection)
+                connection = None
+            if connection is None:
+                connection = await self._connect(timeout)
+            loop = asyncio.get_running_loop()
             deadline = None
             if timeout is not None:
-                deadline = asyncio.get_running_loop().time() + timeout
+                deadline = loop.time() + timeout
                 if self._sweep is None or deadline < self._sweep_at:
                     self._arm(deadline)
-            self._busy.add(connection)
+            busy = self._busy
+            busy.add(connection)
             try:
-                response = await connection.send(request, deadline)
+                waiter: asyncio.Future[Response] = loop.create_future()
+                connection.start(request, waiter, deadline)
+                response = await waiter
             except BaseException:  # timed out, cancelled, or broken: its state is unknown
                 connection.close()
                 self._all.discard(connection)
                 raise
             finally:
-                self._busy.discard(connection)
+                busy.discard(connection)
             if connection.reusable and not self._closed:
-                self._idle.append(connection)
+                idle.append(connection)
             else:
                 connection.close()
                 self._all.discard(connection)
             return response
+        finally:
+            self._in_use -= 1
+            if self._slot_waiters:
+                self._wake_next()
+
+    # -- at most `limit` requests at once (asyncio.Semaphore's fairness, without its awaits when free) --
+
+    async def _wait_for_slot(self) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            while True:
+                await waiter
+                if self._in_use < self._limit:
+                    return
+                # another request took the slot first: wait again, in front
+                waiter = asyncio.get_running_loop().create_future()
+                self._slot_waiters.appendleft(waiter)
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._wake_next()  # it was woken for a slot it will not take: pass the turn on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._slot_waiters.remove(waiter)
+            raise
+        finally:
+            if self._slot_waiters and self._in_use + 1 < self._limit:
+                self._wake_next()  # more slots free than this request takes
+
+    def _wake_next(self) -> None:
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     # -- timeouts: one timer for the pool, not one per request ------------------------------------
 
@@ -315,12 +397,7 @@ class HttpPool:
         if following is not None:
             self._arm(following)
 
-    async def _connection(self, timeout: float | None) -> _Connection:
-        while self._idle:
-            connection = self._idle.pop()
-            if not connection.closed:
-                return connection
-            self._all.discard(connection)
+    async def _connect(self, timeout: float | None) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
