@@ -155,6 +155,26 @@ async def test_a_slow_answer_times_out_and_its_connection_is_dropped(server: Scr
     assert await get(pool) == (200, b"{}")
 
 
+async def test_at_most_limit_requests_at_once_served_in_arrival_order(server: ScriptedServer) -> None:
+    """Past `limit`, requests wait their turn in order; one cancelled while waiting passes it on."""
+    pool = HttpPool(server.url, limit=2)
+    server.answers = [lambda _: b"", lambda _: b""]  # the first two are held until they time out
+    held = [asyncio.ensure_future(get(pool, "/held", timeout=0.3)) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    cancelled = asyncio.ensure_future(get(pool, "/cancelled"))
+    waiting = [asyncio.ensure_future(get(pool, f"/w{i}")) for i in range(3)]
+    await asyncio.sleep(0.05)
+    assert len(server.requests) == 2 and not any(task.done() for task in waiting)
+    cancelled.cancel()
+    for task in held:
+        with pytest.raises(TimeoutError):
+            await task
+    assert [await task for task in waiting] == [(200, b"{}")] * 3
+    assert [request.split(b" ")[1] for request in server.requests[2:]] == [b"/w0", b"/w1", b"/w2"]
+    assert server.connections <= 4
+    pool.close()
+
+
 async def test_nothing_listening_is_a_connection_error() -> None:
     pool = HttpPool("http://127.0.0.1:9")
     with pytest.raises(aiohttp.ClientConnectionError, match=r"cannot connect to 127\.0\.0\.1:9"):
