@@ -147,7 +147,15 @@ class DirectApi:
                        response_types_map: Mapping[int, str | None] | None = None,
                        auth_settings: list[str] | None = None, _request_timeout: float | None = None,
                        **_: Any) -> Any:
+        """ApiClient.call_api's signature; the answer parsed when `response_types_map` names a type
+        for its status."""
         target = path + ("?" + urllib.parse.urlencode(query_params) if query_params else "")
+        return await self.fetch(method, target, body, header_params, response_types_map, _request_timeout)
+
+    async def fetch(self, method: str, target: str, body: Any, header_params: Mapping[str, str] | None,
+                    parsed: Mapping[int, str | None] | None, timeout: float | None) -> Any:
+        """One request (`target`: path and query); the answer's JSON when `parsed` names a type for
+        its status, else None; an ApiException for an answer other than 2xx."""
         data = orjson.dumps(body) if body is not None else None
         if self.pool is not None:
             key = tuple(header_params.items()) if header_params else ()
@@ -156,16 +164,16 @@ class DirectApi:
                 if len(self._encoded) > 64:  # callers' header sets are few; bounded all the same
                     self._encoded.clear()
                 self._encoded[key] = lines
-            answer = await self.pool.request(method, target, headers=lines, body=data, timeout=_request_timeout)
+            answer = await self.pool.request(method, target, headers=lines, body=data, timeout=timeout)
         else:
             headers = await self._headers(header_params)
-            answer = await self._via_session(method, target, headers, data, _request_timeout)
+            answer = await self._via_session(method, target, headers, data, timeout)
         status, payload = answer.status, answer.body
         if not 200 <= status <= 299:
             error = ApiException(status=status, reason=answer.reason)
             error.headers, error.body = answer.headers, payload  # type: ignore[assignment]  # case-insensitive too
             raise error
-        if (response_types_map or {}).get(status) is None or not payload:
+        if parsed is None or parsed.get(status) is None or not payload:
             return None
         try:
             return orjson.loads(payload)
@@ -232,6 +240,13 @@ def micro_time(now: float | None = None) -> str:
         moment = datetime.datetime.fromtimestamp(second, datetime.UTC)
         _second[:] = [second, moment.strftime("%Y-%m-%dT%H:%M:%S")]
     return f"{_second[1]}.{micros:06d}Z"
+
+
+def _what(what: str | Callable[[], str], method: str, path: str) -> str:
+    """What a request does, in words (`request`'s `what`: a text, a function giving it, or nothing)."""
+    if callable(what):
+        what = what()
+    return what or f"{method} {path}"
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -313,30 +328,37 @@ class KubeClusterClient:
     # -- the request helper ----------------------------------------------------------------
 
     async def request(self, method: str, path: str, *, body: Any = None, content_type: str = JSON,
-                      query: Mapping[str, str] | None = None, what: str = "", response_type: str | None = "object",
-                      rate_limited: bool = True, limiter: TokenBucket | None = None) -> Any:
+                      query: Mapping[str, str] | None = None, what: str | Callable[[], str] = "",
+                      response_type: str | None = "object", rate_limited: bool = True,
+                      limiter: TokenBucket | None = None) -> Any:
         """One API call with rate limiting (`limiter`, by default the main bucket) and
-        retries; returns the parsed JSON body (None with `response_type=None`: not parsed)."""
+        retries; returns the parsed JSON body (None with `response_type=None`: not parsed).
+        `what` (for errors and logs) may be a function, called only when one is written."""
         bucket = (limiter or self.limiter) if rate_limited else None
-        what = what or f"{method} {path}"
+        headers = _HEADERS.get(content_type) or {"Content-Type": content_type, "Accept": JSON}
+        parsed = _PARSED if response_type == "object" else _NOT_PARSED if response_type is None \
+            else {200: response_type, 201: response_type, 202: response_type}
+        api = self.api
+        direct = api if type(api) is DirectApi else None
+        target = path + ("?" + urllib.parse.urlencode(list(query.items())) if query else "")
         attempt = 0
         while True:
             if self.fenced is not None and method != "GET" and not path.startswith(LEASES):
-                raise ClusterError(f"{what}: not sent: {self.fenced}")
-            if bucket is not None:
-                await bucket.acquire()
+                raise ClusterError(f"{_what(what, method, path)}: not sent: {self.fenced}")
+            if bucket is not None and (wait := bucket.reserve()):
+                await bucket.wait(wait)
             try:
-                return await self.api.call_api(
+                if direct is not None:
+                    return await direct.fetch(method, target, body, headers, parsed, REQUEST_TIMEOUT)
+                return await api.call_api(
                     path, method, query_params=list(query.items()) if query else None, body=body,
-                    header_params=_HEADERS.get(content_type) or {"Content-Type": content_type, "Accept": JSON},
-                    response_types_map=_PARSED if response_type == "object" else _NOT_PARSED
-                    if response_type is None else {200: response_type, 201: response_type, 202: response_type},
-                    auth_settings=_AUTH, _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
+                    header_params=headers, response_types_map=parsed, auth_settings=_AUTH,
+                    _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
             except Exception as exc:
                 delay = self._retry_delay(exc, attempt)
                 if delay is None:
-                    raise _translate(exc, what) from exc
-                logger.debug("%s failed (%s); retrying in %.2fs", what, exc, delay)
+                    raise _translate(exc, _what(what, method, path)) from exc
+                logger.debug("%s failed (%s); retrying in %.2fs", _what(what, method, path), exc, delay)
                 await self._sleep(delay)
                 attempt += 1
 
@@ -360,7 +382,7 @@ class KubeClusterClient:
                 "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid")},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
         await self.request("POST", f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta['name']}/binding",
-                           body=body, what=f"binding {pod_key(pod)} to {node_name}", response_type=None)
+                           body=body, what=lambda: f"binding {pod_key(pod)} to {node_name}", response_type=None)
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
                                nominated_node_name: str | None = None) -> None:
@@ -450,7 +472,7 @@ class KubeClusterClient:
         }
         try:
             await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body,
-                               what=f"{reason} event for {pod_key(regarding)}", limiter=self.event_limiter,
+                               what=lambda: f"{reason} event for {pod_key(regarding)}", limiter=self.event_limiter,
                                response_type=None)
         except BaseException:
             created.set_result(False)

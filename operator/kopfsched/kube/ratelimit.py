@@ -32,8 +32,17 @@ class TokenBucket:
         self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
         self._last = now
 
-    async def acquire(self) -> None:
+    def reserve(self) -> float:
+        """Take a token now: the seconds to wait until it is due (0.0: at once)."""
         self._refill()
         self._tokens -= 1.0  # may go negative: a reservation of a future token
-        if self._tokens < 0:
-            await self._sleep(-self._tokens / self.qps)
+        return -self._tokens / self.qps if self._tokens < 0 else 0.0
+
+    async def wait(self, delay: float) -> None:
+        """Sleep `delay` seconds (what `reserve` answered), with the bucket's sleep."""
+        await self._sleep(delay)
+
+    async def acquire(self) -> None:
+        delay = self.reserve()
+        if delay:
+            await self._sleep(delay)
