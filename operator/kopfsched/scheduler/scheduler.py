@@ -440,10 +440,14 @@ class Scheduler:
             self.spawn(self._send_events(), "events")
 
     async def _send_events(self) -> None:
+        events, record = self._events, self.client.record_event
         try:
-            while self._events and self._event_senders <= max(1, self._event_senders_wanted()):
-                event = self._events.popleft()
-                await self._call_api(self.client.record_event(**event), f"{event['reason']} event")
+            while events and self._event_senders <= max(1, self._event_senders_wanted()):
+                event = events.popleft()
+                try:
+                    await record(**event)
+                except Exception as exc:  # reported, never fatal (as _call_api, without its layer per Event)
+                    logger.warning("failed to write %s event: %s", event["reason"], exc)
         finally:
             self._event_senders -= 1
 
