@@ -87,3 +87,28 @@ async def test_inbox_wakes_the_loop_once_per_iteration_of_the_putting_loop() -> 
         await asyncio.sleep(0)
     assert delivered == list(range(1000))
     assert inbox.wakeups == 1
+
+
+async def test_inbox_looks_again_while_items_keep_coming_instead_of_being_woken() -> None:
+    """After a drain that delivered something, the loop looks again on its next iteration: items
+    put meanwhile need no wake-up; once a look finds nothing, the next item wakes the loop."""
+    delivered: list[int] = []
+    inbox: Inbox[int] = Inbox(asyncio.get_running_loop(), delivered.append)
+
+    def put_from_another_thread(*items: int) -> None:
+        putter = threading.Thread(target=lambda: [inbox.put(i) for i in items])
+        putter.start()
+        putter.join()
+
+    put_from_another_thread(0)
+    await asyncio.sleep(0)  # the wake-up's drain delivers 0, then looks again at the next iteration
+    assert delivered == [0] and inbox.wakeups == 1
+    put_from_another_thread(1, 2)  # the drain that delivered 0 looks again: no wake-up needed
+    await asyncio.sleep(0)
+    assert delivered == [0, 1, 2] and inbox.wakeups == 1
+    for _ in range(3):
+        await asyncio.sleep(0)  # a look that finds nothing: the inbox sleeps
+    put_from_another_thread(3)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert delivered == [0, 1, 2, 3] and inbox.wakeups == 2

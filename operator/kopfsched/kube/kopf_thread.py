@@ -36,7 +36,13 @@ class Inbox(Generic[T]):
     The loop is woken (call_soon_threadsafe: a write to its self-pipe) at most once per
     iteration of the putting thread's own loop, and only when no wake-up is pending, not per
     item: per watch event, that wake-up cost kopf's thread more than kopf's own processing of
-    the event (while listing 50 000 pods, the consumer is idle and each item found it so)."""
+    the event (while listing 50 000 pods, the consumer is idle and each item found it so).
+
+    While items keep coming, the loop does not wait to be woken either: a drain that delivered
+    something looks again at the loop's next iteration (a callback, no system call), and only a
+    look that finds nothing lets the next item wake the loop. While pods are bound, the
+    scheduling loop iterates more often than watch events arrive, so most events are picked up
+    by such a look: no self-pipe write in kopf's thread, no read and no wake-up of the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[T], None], *,
                  batch: int = INBOX_BATCH) -> None:
@@ -45,6 +51,7 @@ class Inbox(Generic[T]):
         self._batch = batch
         self._items: collections.deque[T] = collections.deque()
         self._wake_pending = False
+        """A drain is scheduled (woken, or looking again): a put needs no wake-up."""
         self._flush_pending = False
         self.wakeups = 0
         """Times the loop was woken from another thread (for tests and curiosity)."""
@@ -53,8 +60,8 @@ class Inbox(Generic[T]):
         """From any thread; from a thread running an event loop, the wake-up waits until the
         callbacks that loop has ready have run (they may put more)."""
         self._items.append(item)
-        if self._flush_pending:
-            return
+        if self._flush_pending or self._wake_pending:
+            return  # (a drain that stops looking checks for items after clearing _wake_pending)
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:
@@ -77,19 +84,23 @@ class Inbox(Generic[T]):
             self._loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
-        # Reset first: an item put from now on is either delivered below or wakes us again.
-        self._wake_pending = False
         items, deliver = self._items, self._deliver
-        for _ in range(self._batch):
+        delivered = 0
+        while delivered < self._batch:
             try:
                 item = items.popleft()
             except IndexError:
-                return
+                break
+            delivered += 1
             try:
                 deliver(item)
             except Exception:  # one bad item must not drop the ones behind it
                 logger.exception("delivering an item from another thread failed")
-        if not self._wake_pending:  # more left: after the loop's other ready callbacks
+        if delivered:  # more left, or more may come: look again after the loop's other ready callbacks
+            self._loop.call_soon(self._drain)
+            return
+        self._wake_pending = False  # nothing came: the next put wakes the loop
+        if items:  # put after the look above, while _wake_pending still told it not to wake us
             self._wake_pending = True
             self._loop.call_soon(self._drain)
 
