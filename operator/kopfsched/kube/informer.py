@@ -53,17 +53,18 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 def trimmed(obj: dict[str, Any]) -> dict[str, Any]:
     """The object without what the scheduler never reads and what makes it large: managedFields
     (often larger than the spec) and kubectl's last-applied annotation (a second copy of the
-    object). A copy of the top level and metadata only: kopf's event object stays untouched."""
+    object). Removed in place (a pop per event, not a copy of the top level and metadata): what
+    is trimmed is the informer's own, a listed or watched object kopf hands over and then drops
+    (its stream reads the resourceVersion before, and keeps nothing after), or a page of our LIST."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
-    if "managedFields" not in meta and LAST_APPLIED not in (meta.get("annotations") or {}):
-        return obj
-    meta = {key: value for key, value in meta.items() if key != "managedFields"}
+    meta.pop("managedFields", None)
     annotations = meta.get("annotations")
     if annotations and LAST_APPLIED in annotations:
-        meta["annotations"] = {key: value for key, value in annotations.items() if key != LAST_APPLIED}
-    return {**obj, "metadata": meta}
+        del annotations[LAST_APPLIED]
+    return obj
+
 
 DEFAULT_SCHEDULER_PROFILE: dict[str, Any] = {
     "apiVersion": PROFILE_KIND.group_version,
