@@ -168,9 +168,11 @@ class PodInfo:
         return weighted_affinity_terms(self.namespace, self.labels,
                                        (self.affinity.get("podAntiAffinity") or {}).get(_PREFERRED))
 
-    @cached_property
+    @property
     def tolerations(self) -> list[Obj]:
-        return self.spec.get("tolerations") or []
+        # A plain property: read by several Filter and Score plugins each cycle, where
+        # cached_property's first read takes its class-wide lock, which cost more.
+        return self.spec.get("tolerations") or _NO_TOLERATIONS
 
     @cached_property
     def creation_timestamp(self) -> str:
@@ -188,6 +190,9 @@ class PodInfo:
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
 
+
+_NO_TOLERATIONS: list[Obj] = []
+"""PodInfo.tolerations of a pod without any (shared: never modified)."""
 
 _SHARED_WHEN_PLACED = ("affinity", "has_pod_affinity", "has_required_anti_affinity", "host_ports", "key", "labels",
                        "name", "namespace", "non_zero_cpu", "non_zero_memory", "priority", "pvc_keys", "requests",

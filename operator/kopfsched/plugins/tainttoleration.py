@@ -100,7 +100,10 @@ class TaintToleration:
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows)
         scores = np.zeros(len(rows), dtype=np.int64)
-        tainted = table.column(HAS_PREFER_NO_SCHEDULE_TAINTS)[rows].nonzero()[0]
+        column = table.column(HAS_PREFER_NO_SCHEDULE_TAINTS)
+        if not count_nonzero(column):  # no node has such a taint: no per-row look
+            return scores
+        tainted = column[rows].nonzero()[0]
         if len(tainted):
             tolerations = self._tolerations(state, pod)
             nodes = table.nodes
