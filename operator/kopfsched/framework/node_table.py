@@ -201,9 +201,9 @@ class NodeTable:
                     array[row] = extract(nodes[row])
                 continue
             for row in rows:
-                old = array.item(row)
-                array[row] = extract(nodes[row])
-                if array.item(row) != old:
+                value = extract(nodes[row])
+                if value != array.item(row):  # equal values store as they are stored (NaN: never equal)
+                    array[row] = value
                     changed.add(row)
         if changed:
             limit = max(len(self) // 4, 16)
