@@ -4,6 +4,7 @@
     python -m tests.e2e.e2e_throughput --pods 500 --rss-pods 1000 --rss-nodes 100
     python -m tests.e2e.e2e_throughput --scale          # 5000 nodes, 50 000 running pods, then 5000 new pods
     python -m tests.e2e.e2e_throughput --profile /tmp/operator.txt   # + py-spy samples of the operator
+    python -m tests.e2e.e2e_throughput --rss-pods 0 --ceiling   # + the ideal scheduler in the operator's place
 
 Three processes, as in a cluster: the emulator, `kopfsched run` (started as a user would, with a
 KubeSchedulerConfiguration raising the client QPS so the rate limiter is not what is measured),
@@ -30,6 +31,15 @@ at the end (`load_average`): on a shared machine the rates and the ratio move wi
 pair says little; `--runs N` repeats the raw and end-to-end phases in turn and ends with the
 medians. `cpu_ratio` is the raw phase's CPU per pod (emulator and driver) over the end-to-end
 phase's (emulator, driver, operator): the ratio a CPU-bound machine would show, steadier than it.
+
+With --ceiling, each run (and --scale) also puts `tests.e2e.ideal_scheduler` in the operator's
+place: a process that lists and watches pods, binds each and posts its `Scheduled` Event, and does
+nothing else. Its rate (`ideal_pods_per_second`, `ideal_ratio`) is what a scheduler costing next to
+nothing reaches against the same emulator and driver in the same minutes, and `of_ideal` the
+operator's rate as a share of it. `emulator_ceiling`, in every result, is the emulator's CPU per pod
+in the raw phase over that in the end-to-end phase: the emulator serves on one thread, busy nearly
+all the raw phase, so no scheduler's ratio passes it while the emulator does that much more per pod
+end to end (the Event and the two watch events).
 
 With --profile FILE, py-spy samples the operator (every thread) during the end-to-end phase and
 FILE gets the functions where the samples fall, most first, per thread (a thread waiting to get the
