@@ -17,7 +17,7 @@ async def test_the_ideal_scheduler_binds_each_pod_once_and_posts_its_scheduled_e
         async with driver_for(remote.url, 8) as driver:
             await _run_all([lambda i=i: driver.create_node(make_node(f'node-{i}')) for i in range(3)], concurrency=8)
             rate, cpu = await _ideal_phase(remote.url, driver, nodes=3, pods=12, namespace='ideal', concurrency=8,
-                                           timeout=60)
+                                           timeout=300)  # generous: a loaded machine slows the start-up
             pods = (await driver.get('/api/v1/namespaces/ideal/pods'))['items']
             events = (await driver.get('/apis/events.k8s.io/v1/namespaces/ideal/events'))['items']
     assert rate > 0 and set(cpu) == {'emulator_cpu_ms_per_pod', 'ideal_cpu_ms_per_pod', 'driver_cpu_ms_per_pod'}
@@ -32,7 +32,7 @@ async def test_the_ideal_scheduler_binds_each_pod_once_and_posts_its_scheduled_e
 
 async def test_the_script_reports_the_operators_ratio_next_to_the_ceiling(capsys: pytest.CaptureFixture[str]) -> None:
     await e2e_throughput.main_async(e2e_throughput.parse_args(
-        ['--pods', '300', '--nodes', '3', '--rss-pods', '0', '--ceiling', '--timeout', '120']))
+        ['--pods', '300', '--nodes', '3', '--rss-pods', '0', '--ceiling', '--timeout', '300']))
     run = json.loads(capsys.readouterr().out.splitlines()[0])
     assert run['ratio'] == round(run['e2e_pods_per_second'] / run['raw_pods_per_second'], 2)
     assert run['of_ideal'] == round(run['e2e_pods_per_second'] / run['ideal_pods_per_second'], 2)
