@@ -152,7 +152,6 @@ async def assumed_with_a_held_bind() -> tuple[Harness, HeldBind, str]:
     await client.started.wait()
     uid = h.client.pods["default/p"]["metadata"]["uid"]
     h.clock.now += 3600  # an hour on the scheduler's clock: nothing expires (upstream's TTL is 0)
-    h.scheduler.queue.flush_backoff_completed()
     assert h.scheduler.cache.is_assumed(uid)
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 1500
     return h, client, uid
@@ -244,8 +243,11 @@ class HeldSlowBindsAndEvents(HeldEvents):
         await super().bind(pod=pod, node_name=node_name)
 
 
-async def test_events_take_one_request_at_a_time_while_binds_are_in_flight() -> None:
+@pytest.mark.parametrize("backlog", [100, 3])
+async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
+        monkeypatch: pytest.MonkeyPatch, backlog: int) -> None:
     from kopfsched.scheduler import scheduler as scheduler_module
+    monkeypatch.setattr(scheduler_module, "EVENT_BACKLOG", backlog)
     client = HeldSlowBindsAndEvents()
     h, _, _ = harness(client=client)
     h.add_pods(make_pod("slow", requests={"cpu": "100m"}), *(make_pod(f"p{i}", requests={"cpu": "100m"})
@@ -254,13 +256,15 @@ async def test_events_take_one_request_at_a_time_while_binds_are_in_flight() -> 
         await h.scheduler.schedule_one(qpi)
     for _ in range(50):
         await asyncio.sleep(0)
-    # Six pods bound, their Events queued; the slow pod's bind still in flight: one Event request.
+    # Six pods bound and their Events queued while the slow pod's bind is in flight: none is
+    # posted, or one at a time once more than EVENT_BACKLOG wait.
     assert sorted(p for p in client.pods if h.node_of(p.split("/")[1])) == [f"default/p{i}" for i in range(6)]
-    assert (client.waiting, client.most_waiting) == (1, 1)
+    expected = 1 if backlog < 6 else 0
+    assert (client.waiting, client.most_waiting) == (expected, expected)
     client.binds_released.set()
     for _ in range(50):
         await asyncio.sleep(0)
-    # No bind in flight any more: the queued Events go out EVENT_SENDERS at a time.
+    # No bind in flight and no pod waiting any more: the queued Events go out EVENT_SENDERS at a time.
     assert h.node_of("slow") == "n1"
     assert client.waiting == scheduler_module.EVENT_SENDERS
     client.release.set()
@@ -268,3 +272,19 @@ async def test_events_take_one_request_at_a_time_while_binds_are_in_flight() -> 
     assert sorted(e.regarding for e in client.events) == sorted(
         ["default/slow", *(f"default/p{i}" for i in range(6))])
     assert h.scheduler.events_dropped == 0
+
+
+async def test_events_wait_while_pods_wait_in_active_q() -> None:
+    client = HeldEvents()
+    client.release.set()
+    h, _, _ = harness(client=client)
+    h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "100m"}) for i in range(3)))
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    # p0 is bound, two pods still wait for their cycle: its Event waits too.
+    assert h.node_of("p0") == "n1" and client.events == []
+    while (qpi := h.scheduler.queue.pop()) is not None:
+        await h.scheduler.schedule_one(qpi)
+    await h.settle()
+    assert [e.regarding for e in client.events] == ["default/p0", "default/p1", "default/p2"]

@@ -54,7 +54,10 @@ maxQueuedEvents (1000) before its dispatcher, which hands each Event to its own 
 once, so a burst of binds queues no more than that there; ours wait here instead, behind the
 binds (see `record_event_later`), so a burst of a few thousand pods must fit."""
 EVENT_SENDERS = 4
-"""Event requests in flight at most while no bind is in flight; one while binds are."""
+"""Event requests in flight at most, once no pod waits for a cycle or a bind."""
+EVENT_BACKLOG = 1000
+"""Queued Events past which one sender posts even while pods wait (upstream's maxQueuedEvents:
+as many as its broadcaster buffers)."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
@@ -169,6 +172,8 @@ class Scheduler:
             if qpi is None:
                 return
             await self.schedule_one(qpi)
+            if self._events:
+                self._start_event_senders()  # the queue may have emptied: queued Events can go
             await asyncio.sleep(0)  # let binding tasks and watch events in between cycles
 
     async def schedule_one(self, qpi: QueuedPodInfo) -> None:
@@ -417,11 +422,12 @@ class Scheduler:
             message=truncate_message(message), reporting_controller=fwk.profile_name), "FailedScheduling event")
 
     def record_event_later(self, **event: Any) -> None:
-        """Queue an Event and return (upstream's event broadcaster): a few sender tasks post
-        the queue in order, so recording never holds up a binding cycle. While binds are in
-        flight one sender posts, so Events take little of an API server that binds are waiting
-        for; once none is, up to EVENT_SENDERS catch up. Past EVENT_QUEUE_SIZE queued Events,
-        new ones are dropped, as upstream's broadcaster drops when its channel is full."""
+        """Queue an Event and return (upstream's event broadcaster): sender tasks post the
+        queue in order, so recording never holds up a binding cycle. Events also never take the
+        API server's time from binds: while pods wait in activeQ or a bind is in flight they
+        stay queued (one sender posts once more than EVENT_BACKLOG are), and as soon as neither
+        is the case up to EVENT_SENDERS post them. Past EVENT_QUEUE_SIZE queued Events, new
+        ones are dropped, as upstream's broadcaster drops when its channel is full."""
         if len(self._events) >= EVENT_QUEUE_SIZE:
             self.events_dropped += 1
             if self.events_dropped in (1, 10, 100) or self.events_dropped % 1000 == 0:
@@ -432,7 +438,10 @@ class Scheduler:
         self._start_event_senders()
 
     def _event_senders_wanted(self) -> int:
-        return min(len(self._events), 1 if self._binds_in_flight else EVENT_SENDERS)
+        queued = len(self._events)
+        if self._binds_in_flight or self.queue.has_active():
+            return 1 if queued > EVENT_BACKLOG else 0
+        return min(queued, EVENT_SENDERS)
 
     def _start_event_senders(self) -> None:
         while self._event_senders < self._event_senders_wanted():
@@ -442,7 +451,7 @@ class Scheduler:
     async def _send_events(self) -> None:
         events, record = self._events, self.client.record_event
         try:
-            while events and self._event_senders <= max(1, self._event_senders_wanted()):
+            while events and self._event_senders <= self._event_senders_wanted():
                 event = events.popleft()
                 try:
                     await record(**event)
@@ -469,6 +478,7 @@ class Scheduler:
 
         Every parked WaitingPod blocks exactly one pending task, so when the counts match
         only parked tasks are left. Tasks of the in-memory client never wait on real I/O."""
+        self._start_event_senders()
         while True:
             if self._tasks.pending() <= self.waiting_pods.parked_count():
                 return
@@ -489,6 +499,7 @@ class Scheduler:
 
     async def wait_for_tasks(self) -> None:
         """Until every binding and reporting task has finished."""
+        self._start_event_senders()
         await self._tasks.wait()
 
     async def shutdown(self) -> None:
