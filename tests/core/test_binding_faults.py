@@ -243,9 +243,9 @@ class HeldSlowBindsAndEvents(HeldEvents):
         await super().bind(pod=pod, node_name=node_name)
 
 
-@pytest.mark.parametrize("backlog", [100, 3])
+@pytest.mark.parametrize(("backlog", "senders"), [(100, 0), (3, 1)])
 async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
-        monkeypatch: pytest.MonkeyPatch, backlog: int) -> None:
+        monkeypatch: pytest.MonkeyPatch, backlog: int, senders: int) -> None:
     from kopfsched.scheduler import scheduler as scheduler_module
     monkeypatch.setattr(scheduler_module, "EVENT_BACKLOG", backlog)
     client = HeldSlowBindsAndEvents()
@@ -259,8 +259,7 @@ async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
     # Six pods bound and their Events queued while the slow pod's bind is in flight: none is
     # posted, or one at a time once more than EVENT_BACKLOG wait.
     assert sorted(p for p in client.pods if h.node_of(p.split("/")[1])) == [f"default/p{i}" for i in range(6)]
-    expected = 1 if backlog < 6 else 0
-    assert (client.waiting, client.most_waiting) == (expected, expected)
+    assert (client.waiting, client.most_waiting) == (senders, senders)
     client.binds_released.set()
     for _ in range(50):
         await asyncio.sleep(0)
@@ -288,3 +287,27 @@ async def test_events_wait_while_pods_wait_in_active_q() -> None:
         await h.scheduler.schedule_one(qpi)
     await h.settle()
     assert [e.regarding for e in client.events] == ["default/p0", "default/p1", "default/p2"]
+
+
+async def test_an_event_waits_for_busy_pods_no_longer_than_event_max_wait() -> None:
+    from kopfsched.scheduler import scheduler as scheduler_module
+    client = HeldSlowBindsAndEvents()
+    h, _, _ = harness(client=client)
+    h.add_pods(make_pod("slow", requests={"cpu": "100m"}), make_pod("p0", requests={"cpu": "100m"}))
+    while (qpi := h.scheduler.queue.pop()) is not None:
+        await h.scheduler.schedule_one(qpi)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert h.node_of("p0") == "n1" and client.most_waiting == 0  # its Event waits for the slow bind
+    h.clock.now += scheduler_module.EVENT_MAX_WAIT
+    h.add_pods(make_pod("p1", requests={"cpu": "100m"}))
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    # p0's Event has waited long enough: one sender posts while the slow bind is still in flight.
+    assert h.node_of("p1") == "n1" and h.node_of("slow") is None
+    assert (client.waiting, client.most_waiting) == (1, 1)
+    client.binds_released.set()
+    client.release.set()
+    await h.settle()
+    assert sorted(e.regarding for e in client.events) == ["default/p0", "default/p1", "default/slow"]

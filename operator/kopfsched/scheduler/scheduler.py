@@ -58,6 +58,9 @@ EVENT_SENDERS = 4
 EVENT_BACKLOG = 1000
 """Queued Events past which one sender posts even while pods wait (upstream's maxQueuedEvents:
 as many as its broadcaster buffers)."""
+EVENT_MAX_WAIT = 5.0
+"""Seconds an Event waits for the pods at most: past them one sender posts even while pods
+wait, so a scheduler that never runs out of work still reports what it did."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
@@ -115,7 +118,8 @@ class Scheduler:
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
         self.unmanaged = UnmanagedPods()
-        self._events: collections.deque[dict[str, Any]] = collections.deque()
+        self._events: collections.deque[tuple[float, dict[str, Any]]] = collections.deque()
+        """(when queued, the Event's fields), oldest first."""
         self._event_senders = 0
         self._binds_in_flight = 0
         self.events_dropped = 0
@@ -425,22 +429,26 @@ class Scheduler:
         """Queue an Event and return (upstream's event broadcaster): sender tasks post the
         queue in order, so recording never holds up a binding cycle. Events also never take the
         API server's time from binds: while pods wait in activeQ or a bind is in flight they
-        stay queued (one sender posts once more than EVENT_BACKLOG are), and as soon as neither
-        is the case up to EVENT_SENDERS post them. Past EVENT_QUEUE_SIZE queued Events, new
-        ones are dropped, as upstream's broadcaster drops when its channel is full."""
+        stay queued, unless more than EVENT_BACKLOG are or the oldest has waited EVENT_MAX_WAIT
+        seconds (then one sender posts); as soon as no pod waits, EVENT_SENDERS post them.
+        Past EVENT_QUEUE_SIZE queued Events, new ones are dropped, as upstream's broadcaster
+        drops when its channel is full."""
         if len(self._events) >= EVENT_QUEUE_SIZE:
             self.events_dropped += 1
             if self.events_dropped in (1, 10, 100) or self.events_dropped % 1000 == 0:
                 logger.warning("%d Events dropped: more than %d waiting to be posted",
                                self.events_dropped, EVENT_QUEUE_SIZE)
             return
-        self._events.append(event)
+        self._events.append((self.clock(), event))
         self._start_event_senders()
 
     def _event_senders_wanted(self) -> int:
         queued = len(self._events)
+        if not queued:
+            return 0
         if self._binds_in_flight or self.queue.has_active():
-            return 1 if queued > EVENT_BACKLOG else 0
+            overdue = queued > EVENT_BACKLOG or self.clock() - self._events[0][0] >= EVENT_MAX_WAIT
+            return 1 if overdue else 0
         return min(queued, EVENT_SENDERS)
 
     def _start_event_senders(self) -> None:
@@ -452,7 +460,7 @@ class Scheduler:
         events, record = self._events, self.client.record_event
         try:
             while events and self._event_senders <= self._event_senders_wanted():
-                event = events.popleft()
+                _, event = events.popleft()
                 try:
                     await record(**event)
                 except Exception as exc:  # reported, never fatal (as _call_api, without its layer per Event)
