@@ -174,11 +174,7 @@ def operator_process(kubeconfig: pathlib.Path, tmp: pathlib.Path) -> Iterator[tu
     try:
         yield process, port
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        _stop(process)
         log.close()
         if KEEP_LOG:
             shutil.copyfile(tmp / 'operator.log', KEEP_LOG)
@@ -389,11 +385,16 @@ def ideal_process(url: str, *, nodes: int, pods: int) -> Iterator[subprocess.Pop
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 async def _said(process: subprocess.Popen[bytes], word: str, *, deadline: float) -> None:
