@@ -34,9 +34,9 @@ phase's (emulator, driver, operator): the ratio a CPU-bound machine would show, 
 
 With --ceiling, each run (and --scale) also puts `tests.e2e.ideal_scheduler` in the operator's
 place: a process that lists and watches pods, binds each and posts its `Scheduled` Event, and does
-nothing else. Its rate (`ideal_pods_per_second`, `ideal_ratio`) is what a scheduler costing next to
-nothing reaches against the same emulator and driver in the same minutes, and `of_ideal` the
-operator's rate as a share of it. `emulator_ceiling`, in every result, is the emulator's CPU per pod
+nothing else. Its rate (`ideal_pods_per_second`, `ideal_ratio`) is about what a scheduler costing
+next to nothing reaches against the same emulator and driver in the same minutes (its docstring
+says what moves it), and `of_ideal` the operator's rate as a share of it. `emulator_ceiling`, in every result, is the emulator's CPU per pod
 in the raw phase over that in the end-to-end phase: the emulator serves on one thread, busy nearly
 all the raw phase, so no scheduler's ratio passes it while the emulator does that much more per pod
 end to end (the Event and the two watch events).
@@ -612,7 +612,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='raw and end-to-end phases this many times in turn, then the medians')
     parser.add_argument('--ceiling', action='store_true',
                         help='also run tests.e2e.ideal_scheduler (a bind and an Event per pod, nothing else) in the '
-                             "operator's place: the ceiling of the ratio on this emulator and machine")
+                             "operator's place: what a scheduler costing next to nothing reaches here")
     parser.add_argument('--profile', metavar='FILE', help='py-spy summary of the operator while it binds')
     parser.add_argument('--timeout', type=float, default=600.0, help='give up a phase after this many seconds')
     return parser.parse_args(argv)

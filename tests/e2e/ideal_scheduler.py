@@ -5,15 +5,17 @@
 A process that does what any scheduler must do for each pod and nothing else: it lists and
 watches pods (kube-scheduler's field selector, as `kopfsched run` does), and for each new pod
 of SCHEDULER_NAME without a node it posts a binding to `node-<i % NODES>` and then queues the
-`Scheduled` Event (events.k8s.io/v1, the operator's body), which four sender tasks post behind
-the binds, as the operator's broadcaster does. No scheduling algorithm, no cache, no kopf:
+`Scheduled` Event (events.k8s.io/v1, the operator's body), which four sender tasks post beside
+the binds, sharing one connection pool with them. No scheduling algorithm, no cache, no kopf:
 plain aiohttp and orjson. It prints `ready` once its watch is open, `bound` once PODS pods are
 bound, then `done` once their Events are posted, and exits.
 
 `e2e_throughput --ceiling` runs it against the same emulator and driver as the operator: the
-rate it reaches is what an operator costing nothing could reach there, since the emulator's own
-work per pod (the create, the bind, the Event, two watch events) is the same. Its ratio to the
-raw capacity is the ceiling of the operator's ratio on that emulator and machine.
+rate it reaches is about what a scheduler costing next to nothing reaches there, since the
+emulator's work per pod (the create, the bind, two watch events, the Events) is the same. Not a
+strict ceiling: how many of its Events go out while pods are still being bound (its binds and
+Events queue for the same connections, so that varies from run to run) moves its rate by half,
+and its clock stops at its last bind, where the operator's stops at the next metrics scrape.
 """
 from __future__ import annotations
 
