@@ -36,10 +36,10 @@ With --ceiling, each run (and --scale) also puts `tests.e2e.ideal_scheduler` in 
 place: a process that lists and watches pods, binds each and posts its `Scheduled` Event, and does
 nothing else. Its rate (`ideal_pods_per_second`, `ideal_ratio`) is about what a scheduler costing
 next to nothing reaches against the same emulator and driver in the same minutes (its docstring
-says what moves it), and `of_ideal` the operator's rate as a share of it. `emulator_ceiling`, in every result, is the emulator's CPU per pod
-in the raw phase over that in the end-to-end phase: the emulator serves on one thread, busy nearly
-all the raw phase, so no scheduler's ratio passes it while the emulator does that much more per pod
-end to end (the Event and the two watch events).
+says what moves it), and `of_ideal` the operator's rate as a share of it. `emulator_ceiling`, in
+every result, is the emulator's CPU per pod in the raw phase over that in the end-to-end phase: the
+emulator serves on one thread, busy nearly all the raw phase, so no scheduler's ratio passes it
+while the emulator does that much more per pod end to end (the watch events, the Events).
 
 With --profile FILE, py-spy samples the operator (every thread) during the end-to-end phase and
 FILE gets the functions where the samples fall, most first, per thread (a thread waiting to get the
