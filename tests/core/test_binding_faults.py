@@ -311,3 +311,17 @@ async def test_an_event_waits_for_busy_pods_no_longer_than_event_max_wait() -> N
     client.release.set()
     await h.settle()
     assert sorted(e.regarding for e in client.events) == ["default/p0", "default/p1", "default/slow"]
+
+
+async def test_queued_events_are_posted_when_the_scheduler_shuts_down_with_pods_still_queued() -> None:
+    client = HeldEvents()
+    client.release.set()
+    h, _, _ = harness(client=client)
+    h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "100m"}) for i in range(3)))
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert h.node_of("p0") == "n1" and client.events == []  # p1 and p2 still wait in activeQ
+    await h.scheduler.shutdown()
+    assert [e.regarding for e in client.events] == ["default/p0"]
+    assert h.node_of("p1") is None

@@ -205,8 +205,8 @@ class SchedulingQueue:
         return min(heads) + BACKOFF_ORDERING_WINDOW if self.pop_from_backoff else min(heads)
 
     def has_active(self) -> bool:
-        """Pods wait in activeQ: the scheduling loop has work now."""
-        return bool(self._active)
+        """Pods wait in activeQ and the queue is open: the scheduling loop has work now."""
+        return bool(self._active) and not self._closed
 
     def is_settled(self) -> bool:
         """Nothing to pop, nothing backing off, nothing in flight: only events can help now."""
