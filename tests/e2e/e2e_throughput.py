@@ -60,7 +60,6 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,6 +72,7 @@ import aiohttp
 
 from kopfsched.emulator.server import emulator_process, write_kubeconfig
 from tests.builders import make_node, make_pod
+from tests.e2e.operator_harness import free_port
 
 ROOT = pathlib.Path(__file__).parents[2]
 SCHEDULER = 'kopfsched-bench'
@@ -154,17 +154,11 @@ async def driver_for(url: str, concurrency: int):  # type: ignore[no-untyped-def
         yield Driver(session, url)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def operator_process(kubeconfig: pathlib.Path, tmp: pathlib.Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     config_file = tmp / 'config.json'
     config_file.write_text(json.dumps(CONFIG))
-    port = _free_port()
+    port = free_port()
     log = (tmp / 'operator.log').open('wb')
     cprofile = ['-c', CPROFILE_MAIN, CPROFILE] if CPROFILE else ['-m', 'kopfsched']
     process = subprocess.Popen(

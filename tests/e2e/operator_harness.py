@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import pathlib
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -63,6 +64,13 @@ async def running_operator(kubeconfig: pathlib.Path, **overrides: Any) -> AsyncI
             stop.set()
             exit_code = await asyncio.wait_for(task, timeout=30)
             assert exit_code == 0, f'the operator exited with {exit_code}: {operator.failure}'
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return int(probe.getsockname()[1])
 
 
 def node_of(emulator: FastKubernetesEmulator, name: str) -> str | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import pathlib
-import socket
 import threading
 from collections.abc import Iterator
 
@@ -20,6 +19,7 @@ from tests.builders import make_node, make_pod
 from tests.e2e.operator_harness import (
     PROFILES,
     eventually,
+    free_port,
     node_of,
     post,
     profile,
@@ -29,12 +29,6 @@ from tests.e2e.operator_harness import (
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(('127.0.0.1', 0))
-        return int(probe.getsockname()[1])
 
 
 class LateEmulator:
