@@ -181,6 +181,18 @@ async def test_an_assumed_pod_deleted_meanwhile_frees_its_node_and_is_not_requeu
     assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
 
 
+async def let_tasks_run(rounds: int = 50) -> None:
+    """Give the binding and Event tasks `rounds` turns of the loop."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+async def schedule_queued(h: Harness) -> None:
+    """One cycle per pod in activeQ, without waiting for their binds or Events."""
+    while (qpi := h.scheduler.queue.pop()) is not None:
+        await h.scheduler.schedule_one(qpi)
+
+
 class HeldEvents(InMemoryClusterClient):
     """Posts Events only once `release` is set, counting how many wait at once."""
 
@@ -207,8 +219,7 @@ async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
     post_bound: list[str] = []
     monkeypatch.setattr(fwk, "run_post_bind_plugins", lambda state, pod, host: post_bound.append(pod.name))
     h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "100m"}) for i in range(8)))
-    while (qpi := h.scheduler.queue.pop()) is not None:
-        await h.scheduler.schedule_one(qpi)
+    await schedule_queued(h)
     for _ in range(200):
         await asyncio.sleep(0)
         if len(post_bound) == 8:
@@ -216,8 +227,7 @@ async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
     # Every pod bound and through PostBind while no Event could be posted yet.
     assert sorted(post_bound) == [f"p{i}" for i in range(8)]
     assert all(h.node_of(f"p{i}") == "n1" for i in range(8))
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await let_tasks_run(20)
     # At most EVENT_SENDERS posting at once, at most EVENT_QUEUE_SIZE queued, the rest dropped.
     assert 0 < client.most_waiting <= scheduler_module.EVENT_SENDERS
     dropped = h.scheduler.events_dropped
@@ -252,17 +262,14 @@ async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
     h, _, _ = harness(client=client)
     h.add_pods(make_pod("slow", requests={"cpu": "100m"}), *(make_pod(f"p{i}", requests={"cpu": "100m"})
                                                               for i in range(6)))
-    while (qpi := h.scheduler.queue.pop()) is not None:
-        await h.scheduler.schedule_one(qpi)
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await schedule_queued(h)
+    await let_tasks_run()
     # Six pods bound and their Events queued while the slow pod's bind is in flight: none is
     # posted, or one at a time once more than EVENT_BACKLOG wait.
     assert sorted(p for p in client.pods if h.node_of(p.split("/")[1])) == [f"default/p{i}" for i in range(6)]
     assert (client.waiting, client.most_waiting) == (senders, senders)
     client.binds_released.set()
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await let_tasks_run()
     # No bind in flight and no pod waiting any more: the queued Events go out EVENT_SENDERS at a time.
     assert h.node_of("slow") == "n1"
     assert client.waiting == scheduler_module.EVENT_SENDERS
@@ -273,18 +280,22 @@ async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
     assert h.scheduler.events_dropped == 0
 
 
-async def test_events_wait_while_pods_wait_in_active_q() -> None:
+async def first_of_three_bound() -> tuple[Harness, HeldEvents]:
+    """Three pods queued and the first one scheduled and bound; Events post as soon as asked."""
     client = HeldEvents()
     client.release.set()
     h, _, _ = harness(client=client)
     h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "100m"}) for i in range(3)))
     await h.scheduler.schedule_one(h.scheduler.queue.pop())
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await let_tasks_run()
+    return h, client
+
+
+async def test_events_wait_while_pods_wait_in_active_q() -> None:
+    h, client = await first_of_three_bound()
     # p0 is bound, two pods still wait for their cycle: its Event waits too.
     assert h.node_of("p0") == "n1" and client.events == []
-    while (qpi := h.scheduler.queue.pop()) is not None:
-        await h.scheduler.schedule_one(qpi)
+    await schedule_queued(h)
     await h.settle()
     assert [e.regarding for e in client.events] == ["default/p0", "default/p1", "default/p2"]
 
@@ -294,16 +305,13 @@ async def test_an_event_waits_for_busy_pods_no_longer_than_event_max_wait() -> N
     client = HeldSlowBindsAndEvents()
     h, _, _ = harness(client=client)
     h.add_pods(make_pod("slow", requests={"cpu": "100m"}), make_pod("p0", requests={"cpu": "100m"}))
-    while (qpi := h.scheduler.queue.pop()) is not None:
-        await h.scheduler.schedule_one(qpi)
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await schedule_queued(h)
+    await let_tasks_run()
     assert h.node_of("p0") == "n1" and client.most_waiting == 0  # its Event waits for the slow bind
     h.clock.now += scheduler_module.EVENT_MAX_WAIT
     h.add_pods(make_pod("p1", requests={"cpu": "100m"}))
     await h.scheduler.schedule_one(h.scheduler.queue.pop())
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await let_tasks_run()
     # p0's Event has waited long enough: one sender posts while the slow bind is still in flight.
     assert h.node_of("p1") == "n1" and h.node_of("slow") is None
     assert (client.waiting, client.most_waiting) == (1, 1)
@@ -314,13 +322,7 @@ async def test_an_event_waits_for_busy_pods_no_longer_than_event_max_wait() -> N
 
 
 async def test_queued_events_are_posted_when_the_scheduler_shuts_down_with_pods_still_queued() -> None:
-    client = HeldEvents()
-    client.release.set()
-    h, _, _ = harness(client=client)
-    h.add_pods(*(make_pod(f"p{i}", requests={"cpu": "100m"}) for i in range(3)))
-    await h.scheduler.schedule_one(h.scheduler.queue.pop())
-    for _ in range(50):
-        await asyncio.sleep(0)
+    h, client = await first_of_three_bound()
     assert h.node_of("p0") == "n1" and client.events == []  # p1 and p2 still wait in activeQ
     await h.scheduler.shutdown()
     assert [e.regarding for e in client.events] == ["default/p0"]
