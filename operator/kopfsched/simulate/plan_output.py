@@ -38,7 +38,7 @@ def to_table(report: dict[str, Any]) -> str:
                 rows.append([key, "-", p["reason"]])
             for index, (template, status) in enumerate(p["templates"].items()):
                 rows.append([key if index == 0 else "", template, _reasons(status)])
-        parts.append(f"Not helped ({len(report['unhelped'])}): no template's node fits them\n"
+        parts.append(f"Not helped ({len(report['unhelped'])})\n"
                      + _table(["POD", "TEMPLATE", "WHY NOT (on a new node of the template)"], rows))
     if report["remove"]:
         rows = [[r["node"], ", ".join(f"{p['pod']} -> {p['node']}" for p in r["pods"]) or "(no pods to move)"]
@@ -53,7 +53,7 @@ def to_table(report: dict[str, Any]) -> str:
                "NOT verified: the simulation with every change together left a helped or moved pod unscheduled.")
     parts.append("\n".join(textwrap.wrap(
         f"{s['pending']} pending, {s['helped']} helped, {s['unhelped']} not helped; {s['nodesAdded']} node(s) to add, "
-        f"{s['nodesRemovable']} removable; {s['simulations']} simulations in {s['seconds']:.3f}s. {verdict}",
+        f"{s['nodesRemovable']} removable. {verdict}",
         100, break_on_hyphens=False)))
     return "\n\n".join(parts) + "\n"
 
