@@ -314,6 +314,9 @@ def test_no_template_flag_and_an_empty_snapshot_give_one_line_and_exit_1(tmp_pat
     empty = tmp_path / "empty.yaml"
     empty.write_text("# no objects\n")
     assert main(["plan", str(empty), "--node-template", str(ROOT / "examples" / "node-templates.yaml")]) == 1
+    assert capsys.readouterr().err == f"{empty}: no objects (the input is empty)\n"
+    empty.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n")
+    assert main(["plan", str(empty), "--node-template", str(ROOT / "examples" / "node-templates.yaml")]) == 1
     assert capsys.readouterr().err == f"{empty}: nothing to plan: no Nodes, Pods or workloads in it\n"
 
 
