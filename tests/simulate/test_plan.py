@@ -208,14 +208,16 @@ def test_apply_to_as_documented(tmp_path, capsys, monkeypatch) -> None:
 # -- against a brute-force search ------------------------------------------------------------
 
 
-def _placed_with(snapshot: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> set[str]:
-    """Pods bound once the snapshot settled and then `nodes` joined (as the planner assumes)."""
-    async def run() -> set[str]:
-        first = await simulate(load_objects(copy.deepcopy(snapshot), "case"))
-        settled = [o for o in snapshot if o["kind"] != "Pod"] + list(first.client.pods.values())
-        second = await simulate(load_objects(copy.deepcopy(settled) + copy.deepcopy(nodes), "case"))
-        return {k for k, p in second.client.pods.items() if p["spec"].get("nodeName")}
-    return asyncio.run(run())
+def _settle(snapshot: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshot once the pods that fit now are bound (as the planner starts from)."""
+    first = asyncio.run(simulate(load_objects(copy.deepcopy(snapshot), "case")))
+    return [o for o in snapshot if o["kind"] != "Pod"] + copy.deepcopy(list(first.client.pods.values()))
+
+
+def _placed_with(settled: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> set[str]:
+    """Pods bound once `nodes` joined the settled cluster."""
+    sim = asyncio.run(simulate(load_objects(copy.deepcopy(settled) + copy.deepcopy(nodes), "case")))
+    return {k for k, p in sim.client.pods.items() if p["spec"].get("nodeName")}
 
 
 def _nodes_of(multiset: tuple[str, ...], by_name: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -234,7 +236,7 @@ def generated_case(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     snapshot: list[dict[str, Any]] = [make_node(f"n{i}", cpu="2", memory="8Gi", labels={ZONE: zones[i % 2]})
                                       for i in range(2)]
     snapshot.append(owned(make_pod("resident", requests={"cpu": "1500m"}, node_name="n0")))
-    for i in range(rnd.randint(3, 5)):
+    for i in range(rnd.randint(3, 6)):
         pod = make_pod(f"p{i}", requests={"cpu": str(rnd.choice([1, 2, 3, 5])), "memory": f"{rnd.choice([1, 4, 12])}Gi"},
                        creation_timestamp=f"2026-01-01T00:00:0{i}Z")
         if rnd.random() < 0.3:
@@ -250,39 +252,45 @@ def generated_case(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         cpu, memory = rnd.choice(shapes)
         node = make_node(f"t{i}", cpu=cpu, memory=memory, labels={ZONE: zones[i % 2]})
         del node["metadata"]["labels"]["kubernetes.io/hostname"]
+        if seed % 2:  # odd seeds: by price
+            node["metadata"]["annotations"] = {"kopfsched.dev/price": str(rnd.choice([1, 2, 3, 5]))}
         node_templates.append(node)
     return snapshot, node_templates
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_plan_size_matches_a_brute_force_search(seed: int) -> None:
+    """Even seeds plan by node count, odd ones by price; the brute force tries every multiset
+    of up to one node more than the plan (two, by price)."""
     snapshot, node_templates = generated_case(seed)
-    found, problems = load_templates_from(node_templates)
-    assert problems == []
-    result = asyncio.run(plan(load_objects(copy.deepcopy(snapshot), "case"), found))
-    report = result.report
+    found = [NodeTemplate(o["metadata"]["name"], o, price=_price(o)) for o in node_templates]
+    report = asyncio.run(plan(load_objects(copy.deepcopy(snapshot), "case"), found)).report
     helped = {f"{p['namespace']}/{p['name']}" for p in report["helped"]}
     by_name = {t["metadata"]["name"]: t for t in node_templates}
-    size = report["summary"]["nodesAdded"]
-    # Every multiset of up to one node more than the plan: none smaller places the helped pods,
-    # and none at all places a pending pod the plan leaves out.
-    helped_by_any: set[str] = set()
-    smallest = None
     pending = {f"default/{p['metadata']['name']}" for p in snapshot if p["kind"] == "Pod" and
                not p["spec"].get("nodeName")}
-    for k in range(0, size + 2):
+    settled = _settle(snapshot)
+    pending -= _placed_with(settled, [])  # the pods that fit now are no one's to help
+    assert {f"{p['namespace']}/{p['name']}" for p in report["unhelped"]} | helped == pending
+    size = report["summary"]["nodesAdded"]
+    plan_cost = sum(g["price"] for g in report["add"]) if seed % 2 else size
+    helped_by_any: set[str] = set()
+    best = None
+    for k in range(0, size + (3 if seed % 2 else 2)):
         for multiset in itertools.combinations_with_replacement(sorted(by_name), k):
-            placed = _placed_with(snapshot, _nodes_of(multiset, by_name)) & pending
-            helped_by_any |= placed
-            if smallest is None and helped <= placed:
-                smallest = k
-    assert smallest == size, (seed, report["add"])
-    assert helped_by_any <= helped | set(), (seed, helped_by_any - helped)
+            placed = _placed_with(settled, _nodes_of(multiset, by_name)) & pending
+            helped_by_any |= placed  # no multiset places a pod the plan leaves out
+            cost = sum(_price(by_name[t]) or 0 for t in multiset) if seed % 2 else k
+            if helped <= placed and (best is None or cost < best):
+                best = cost
+    assert best == plan_cost, (seed, report["add"])
+    assert helped_by_any <= helped, (seed, helped_by_any - helped)
     assert report["summary"]["verified"] and report["summary"]["minimal"]
 
 
-def load_templates_from(objects: list[dict[str, Any]]) -> tuple[list[NodeTemplate], list[str]]:
-    return [NodeTemplate(o["metadata"]["name"], o) for o in objects], []
+def _price(template: dict[str, Any]) -> float | None:
+    price = (template["metadata"].get("annotations") or {}).get("kopfsched.dev/price")
+    return float(price) if price is not None else None
 
 
 # -- bad input -----------------------------------------------------------------------------------
