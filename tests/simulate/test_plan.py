@@ -237,8 +237,8 @@ def generated_case(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]
                                       for i in range(2)]
     snapshot.append(owned(make_pod("resident", requests={"cpu": "1500m"}, node_name="n0")))
     for i in range(rnd.randint(3, 6)):
-        pod = make_pod(f"p{i}", requests={"cpu": str(rnd.choice([1, 2, 3, 5])), "memory": f"{rnd.choice([1, 4, 12])}Gi"},
-                       creation_timestamp=f"2026-01-01T00:00:0{i}Z")
+        requests = {"cpu": str(rnd.choice([1, 2, 3, 5])), "memory": f"{rnd.choice([1, 4, 12])}Gi"}
+        pod = make_pod(f"p{i}", requests=requests, creation_timestamp=f"2026-01-01T00:00:0{i}Z")
         if rnd.random() < 0.3:
             pod["spec"]["nodeSelector"] = {ZONE: rnd.choice(zones)}
         if rnd.random() < 0.2:
