@@ -29,8 +29,9 @@ def test_plan_report_shows_the_plan_and_both_pictures(capsys, tmp_path: pathlib.
         page.goto(file_url(path))
         added = page.locator("#plan-add tbody tr").evaluate_all("rows => rows.map(r => r.dataset.node)")
         assert added == [n["name"] for n in report["addedNodes"]] == ["general-large-1", "gpu-a100x8-1"]
-        assert page.inner_text("#plan-add h2 .sub") == ("1 \u00d7 general-large (1.536) + 1 \u00d7 gpu-a100x8 (32.77) · "
-                                                         "minimal · by price")
+        times = "\u00d7"
+        assert page.inner_text("#plan-add h2 .sub") == (f"1 {times} general-large (1.536) + 1 {times} gpu-a100x8 "
+                                                         "(32.77) · minimal · by price")
         unhelped = page.locator("#plan-unhelped tbody tr").evaluate_all("rows => rows.map(r => r.dataset.pod)")
         assert unhelped == ["ml/inference-0"] * 3 + ["shop/legacy-app-0"] * 3
         assert page.locator("#plan-unhelped td.rej").all_inner_texts()[2] == \
