@@ -37,6 +37,7 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from kopfsched.documents import problem_line, read_documents
@@ -44,7 +45,7 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import FitError
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.resources import CPU, MEMORY, PODS, quantity_value
-from kopfsched.framework.types import Obj, PodInfo, pod_key
+from kopfsched.framework.types import Obj, PodInfo, parse_time, pod_key
 from kopfsched.plugins.defaultpreemption.evaluator import DisruptionBudget
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
@@ -214,6 +215,10 @@ def _pending_again(pod: Obj) -> Obj:
     return new
 
 
+def _rfc3339(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def blocking_reason(pod: Obj, pdb_namespaces: set[str]) -> tuple[str, str] | None:
     """cluster-autoscaler's drain rules, in its order: (BlockingPodReason, its message) when
     the pod cannot move. DaemonSet, mirror and terminal pods are not asked (they go with the node)."""
@@ -297,12 +302,19 @@ class Planner:
             inputs.nodes = [n for n in inputs.nodes if n.obj["metadata"]["name"] not in gone]
             inputs.objects = [o for o in inputs.objects if not (
                 o.obj.get("kind") == "ResourceSlice" and (o.obj.get("spec") or {}).get("nodeName") in gone)]
+            # The drained pods are created again after the new nodes took the pending pods (scale-up
+            # first, then scale-down, as the plan ran them): queued after every pending pod.
+            later = max((parse_time((p.obj.get("metadata") or {}).get("creationTimestamp")) or 0.0
+                         for p in inputs.pods), default=0.0)
             pods = []
             for loaded in inputs.pods:
                 if (loaded.obj.get("spec") or {}).get("nodeName") in gone:
                     if _daemon_or_mirror(loaded.obj) or _terminal(loaded.obj):
                         continue
-                    loaded = Loaded(_pending_again(loaded.obj), loaded.source, loaded.where)
+                    again = _pending_again(loaded.obj)
+                    later += 1
+                    again["metadata"]["creationTimestamp"] = _rfc3339(later)
+                    loaded = Loaded(again, loaded.source, loaded.where)
                 pods.append(loaded)
             inputs.pods = pods
         return inputs
