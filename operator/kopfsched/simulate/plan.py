@@ -67,7 +67,8 @@ SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-lo
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 SEARCH_BUDGET = 120
-"""Simulations the search for a smaller (cheaper) plan may run after the greedy fill."""
+"""Simulations the search for a smaller (cheaper) plan may run after the greedy fill, on a
+cluster of up to 200 nodes; on larger ones, proportionally fewer (at least 4)."""
 PROBE_SUFFIX = "probe"
 
 
@@ -252,7 +253,7 @@ def _utilization(info: Any) -> float:
 
 class Planner:
     def __init__(self, inputs: ClusterInput, templates: list[NodeTemplate], *, registry: Registry | None = None,
-                 seed: int | None = 0, search_budget: int = SEARCH_BUDGET) -> None:
+                 seed: int | None = 0, search_budget: int | None = None) -> None:
         self.pristine = inputs.copy()
         self.settled = inputs
         """The snapshot once the pods that fit now are bound (set by plan())."""
@@ -260,6 +261,8 @@ class Planner:
         self.by_name = {t.name: t for t in templates}
         self.registry = registry or full_registry()
         self.seed = seed
+        if search_budget is None:
+            search_budget = max(4, SEARCH_BUDGET * 200 // max(200, len(inputs.nodes)))
         self.search_budget = search_budget
         self.simulations = 0
         taken = {loaded.obj["metadata"]["name"] for loaded in inputs.nodes}
@@ -474,25 +477,30 @@ class Planner:
                 continue
             candidates.append((cost, len(multiset), multiset))
         candidates.sort(key=lambda c: (c[0], c[1], c[2]))
-        proven = len(candidates) <= self.search_budget
-        for _, _, multiset in candidates[:self.search_budget]:
+        if len(candidates) > self.search_budget:
+            return best, False  # a partial search proves nothing: spare its simulations
+        for _, _, multiset in candidates:
             scheduled, _ = await self.placed(multiset)
             if helped <= scheduled:
                 return multiset, True
-        return best, proven
+        return best, True
 
     async def prune(self, chosen: list[str], helped: set[str]) -> list[str]:
-        """Drop nodes the plan does without, the last added first (within the search budget)."""
-        index = len(chosen) - 1
+        """Drop nodes the plan does without: the last node of each template in turn, again
+        while one can go (within the search budget)."""
         tried = 0
-        while index >= 0 and tried < self.search_budget:
-            trial = chosen[:index] + chosen[index + 1:]
-            tried += 1
-            if trial:
+        dropped = True
+        while dropped and tried < self.search_budget:
+            dropped = False
+            for name in sorted(set(chosen), key=lambda t: -self.cost([t])):  # the dearest first
+                if tried >= self.search_budget or len(chosen) <= 1:
+                    break
+                index = len(chosen) - 1 - chosen[::-1].index(name)
+                trial = chosen[:index] + chosen[index + 1:]
+                tried += 1
                 scheduled, _ = await self.placed(trial)
                 if helped <= scheduled:
-                    chosen = trial
-            index -= 1
+                    chosen, dropped = trial, True
         return chosen
 
     # -- 5. scale-down -------------------------------------------------------------------
@@ -720,7 +728,7 @@ def settled_input(inputs: ClusterInput, sim: Simulation) -> ClusterInput:
 
 
 async def plan(inputs: ClusterInput, templates: list[NodeTemplate], *, registry: Registry | None = None,
-               seed: int | None = 0, search_budget: int = SEARCH_BUDGET) -> Plan:
+               seed: int | None = 0, search_budget: int | None = None) -> Plan:
     return await Planner(inputs, templates, registry=registry, seed=seed, search_budget=search_budget).plan()
 
 
