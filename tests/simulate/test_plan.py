@@ -340,3 +340,39 @@ def test_the_example_templates_load() -> None:
     assert [(t.name, t.price, t.max_count) for t in found] == [
         ("general-large", 1.536, 4), ("general-small", 0.384, None), ("gpu-a100x8", 32.77, 2)]
     assert load_files([str(ROOT / "examples" / "cluster.yaml")]).problems == []
+
+
+# -- DRA: the template's ResourceSlices -------------------------------------------------------
+
+
+def test_a_templates_resource_slices_are_its_devices(tmp_path, capsys) -> None:
+    """examples/dra.yaml's llm-finetune needs four 40Gi GPUs on one PCIe root: a node whose slice
+    puts four A100s on one root helps it; the L4 shape (24Gi) cannot allocate the claim."""
+    import yaml
+
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "dra.yaml").read_text()))
+    nodes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Node"}
+    slices = {d["spec"]["nodeName"]: d for d in docs if d["kind"] == "ResourceSlice"}
+    shapes = []
+    for source, name in (("gpu-a100-1", "a100-one-root"), ("gpu-l4-1", "l4")):
+        node = copy.deepcopy(nodes[source])
+        node["metadata"] = {"name": name, "labels": {k: v for k, v in node["metadata"]["labels"].items()
+                                                     if k != "kubernetes.io/hostname"}}
+        piece = copy.deepcopy(slices[source])
+        piece["metadata"]["name"] = "gpus"
+        piece["spec"]["nodeName"] = name
+        piece["spec"]["pool"]["name"] = name
+        for device in piece["spec"]["devices"]:
+            device["attributes"]["pcieRoot"] = {"string": "pci0000:00"}
+        shapes += [node, piece]
+    path = tmp_path / "templates.yaml"
+    path.write_text("".join(f"---\n{json.dumps(o)}\n" for o in shapes))
+    assert main(["plan", str(ROOT / "examples" / "dra.yaml"), "--node-template", str(path), "-o", "json",
+                 "--apply-to", str(tmp_path / "planned.yaml")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["add"] == [{"template": "a100-one-root", "count": 1, "price": None, "nodes": ["a100-one-root-1"]}]
+    assert report["helped"] == [{"namespace": "ml", "name": "llm-finetune", "node": "a100-one-root-1"}]
+    planned = [json.loads(line) for line in (tmp_path / "planned.yaml").read_text().splitlines()
+               if line.startswith("{")]
+    [made] = [o for o in planned if o["kind"] == "ResourceSlice" and o["spec"]["nodeName"] == "a100-one-root-1"]
+    assert (made["metadata"]["name"], made["spec"]["pool"]["name"]) == ("a100-one-root-1-gpus", "a100-one-root-1")
