@@ -44,7 +44,7 @@ def test_relative_links_resolve(doc: Path) -> None:
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PROGRAMS = ("kopfsched", "kubectl", "pip", "python", "docker", "curl", "export", "PYTHONPATH=", "cd")
-OFFLINE = ("simulate", "explain", "validate")
+OFFLINE = ("simulate", "explain", "validate", "plan")
 """kopfsched subcommands that need no cluster: their commands in the docs are run here."""
 
 ELSEWHERE = {
@@ -69,6 +69,9 @@ ELSEWHERE = {
     r"pip install (-e )?\./examples/qos-sort-plugin|cd examples/qos-sort-plugin|"
     r"kopfsched (validate|simulate) examples/qos-sort-plugin/.*":
         "tests/outoftree/test_qos_sort_example.py::test_simulate_orders_equal_priority_pods_by_qos",
+    r"kopfsched plan examples/cluster\.yaml --node-template examples/node-templates\.yaml --apply-to planned\.yaml|"
+    r"kopfsched (simulate|explain ml/train-giant-0) planned\.yaml":
+        "tests/simulate/test_plan.py::test_apply_to_as_documented",
     r"kopfsched (validate tiered\.yaml|simulate snapshot\.yaml --profile tiered\.yaml --explain)":
         "tests/outoftree/test_writing_plugins_guide.py::test_a_reader_installs_the_plugin_and_uses_it",
 }
