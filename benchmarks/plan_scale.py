@@ -3,7 +3,8 @@ some nearly empty, P pending pods that fit no node, and two node templates with 
 
     PYTHONPATH=operator python benchmarks/plan_scale.py --nodes 1500 --pending 500
 
-Prints the cluster's shape, the plan's summary and the wall time of each stage."""
+Prints the cluster's shape, the plan's summary, the wall time of each stage, and the whole
+run's wall and CPU time (on a shared machine the CPU time is the figure to compare)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ def main() -> None:
     summary = result.report["summary"]
     print(json.dumps({"add": [(g["template"], g["count"]) for g in result.report["add"]], **summary,
                       "stages": {k: round(v, 1) for k, v in stages.items()}}))
-    print(f"total {time.perf_counter() - began:.1f}s", file=sys.stderr)
+    print(f"total {time.perf_counter() - began:.1f}s wall, {time.process_time():.1f}s CPU; "
+          f"loadavg {os.getloadavg()[0]:.2f}", file=sys.stderr)
 
 
 if __name__ == "__main__":
