@@ -376,3 +376,20 @@ def test_a_templates_resource_slices_are_its_devices(tmp_path, capsys) -> None:
                if line.startswith("{")]
     [made] = [o for o in planned if o["kind"] == "ResourceSlice" and o["spec"]["nodeName"] == "a100-one-root-1"]
     assert (made["metadata"]["name"], made["spec"]["pool"]["name"]) == ("a100-one-root-1-gpus", "a100-one-root-1")
+
+
+def test_new_nodes_run_the_daemon_sets_pods_too(tmp_path, capsys) -> None:
+    """A DaemonSet's pod takes a CPU on every node, new ones included: two 2-CPU pods need two
+    4-CPU nodes, not one."""
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "kube-system",
+                                                                       "uid": "ds-agent"},
+          "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+              "metadata": {"labels": {"app": "agent"}},
+              "spec": {"containers": [{"name": "a", "image": "agent", "resources": {"requests": {"cpu": "1"}}}]}}}}
+    snapshot = [make_node("n1", cpu="1", memory="8Gi"), ds,
+                make_pod("a", requests={"cpu": "2"}), make_pod("b", requests={"cpu": "2"})]
+    report = run_plan(tmp_path, capsys, snapshot, [template("t", cpu="4")])
+    assert [(g["template"], g["count"]) for g in report["add"]] == [("t", 2)]
+    pods = {n["name"]: n["pods"] for n in report["addedNodes"]}
+    assert pods == {"t-1": ["default/b", "kube-system/agent-t-1"], "t-2": ["default/a", "kube-system/agent-t-2"]}
+    assert report["summary"]["verified"] and report["summary"]["minimal"]

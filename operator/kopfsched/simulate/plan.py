@@ -55,6 +55,7 @@ from kopfsched.simulate.html import ZONE_LABEL, cluster_view
 from kopfsched.simulate.loader import ClusterInput, Loaded
 from kopfsched.simulate.output import filter_explain, format_quantity, to_json
 from kopfsched.simulate.runner import MAX_ATTEMPTS_PER_POD, Simulation, VirtualClock, drain, load_scheduler, simulate
+from kopfsched.simulate.workloads import daemon_pod, should_run_daemon_pod
 
 PRICE_ANNOTATION = "kopfsched.dev/price"
 """On a template: the price of one node of it (any unit, e.g. per hour); with prices, the cheapest plan wins."""
@@ -301,6 +302,7 @@ class Planner:
             node, slices = self.by_name[template].make(name)
             inputs.nodes.append(Loaded(node, "plan"))
             inputs.objects.extend(Loaded(s, "plan") for s in slices)
+            inputs.pods.extend(Loaded(pod, "plan") for pod in self._daemon_pods(node))
         if gone:
             inputs.nodes = [n for n in inputs.nodes if n.obj["metadata"]["name"] not in gone]
             inputs.objects = [o for o in inputs.objects if not (
@@ -333,11 +335,31 @@ class Planner:
         return sim, clock, EventHandlers(sim.scheduler)
 
     def _add_node(self, sim: Simulation, handlers: EventHandlers, name: str, template: str) -> None:
+        """A new node joins a running scheduler: its ResourceSlices, the Node, then the pods
+        the snapshot's DaemonSets make for it (as their controller would)."""
         node, slices = self.by_name[template].make(name)
         for piece in slices:
             sim.client.add_object(piece)
             handlers.on_object_upsert("ResourceSlice", piece)
         handlers.on_node_upsert(node)
+        for pod in self._daemon_pods(node):
+            sim.client.add_pod(pod)
+            handlers.on_pod_upsert(pod)
+
+    def _daemon_pods(self, node: Obj) -> list[Obj]:
+        """The pods the snapshot's DaemonSets run on a new node, bound to it: they start with
+        the node, before any pending pod can take its room (cluster-autoscaler's template
+        nodes carry them the same way)."""
+        pods = []
+        name = node["metadata"]["name"]
+        for loaded in self.settled.workloads:
+            ds = loaded.obj
+            if ds.get("kind") == "DaemonSet" and should_run_daemon_pod(ds, node):
+                pod = daemon_pod(ds, name, f"{ds['metadata']['name']}-{name}")
+                pod["metadata"]["uid"] = f"plan-{pod['metadata']['namespace']}-{pod['metadata']['name']}"
+                pod["spec"]["nodeName"] = name
+                pods.append(pod)
+        return pods
 
     # -- 2. probe ------------------------------------------------------------------------
 
@@ -374,29 +396,47 @@ class Planner:
     # -- 3. fill -------------------------------------------------------------------------
 
     async def fill(self, template: NodeTemplate, base: list[str], targets: set[str]) -> tuple[int, set[str]]:
-        """How many nodes of `template`, added one at a time to the cluster with `base`,
-        place pods of `targets`, and which."""
+        """How many nodes of `template`, added to the cluster with `base`, place pods of
+        `targets`, and which. Nodes join a batch at a time, as many as the pods still to place
+        need at least (their requests over the template's allocatable), so a large fill costs
+        a few queue drains, not one per node; nodes a batch leaves empty are deleted again and
+        end the fill."""
         used = base.count(template.name)
         limit = len(targets) if template.max_count is None else min(len(targets), template.max_count - used)
         if limit <= 0:
             return 0, set()
         self.simulations += 1
-        added = self.nodes_for(base)
-        sim, clock, handlers = await self._settled(added)
+        sim, clock, handlers = await self._settled(self.nodes_for(base))
+        cache = sim.scheduler.cache
         helped: set[str] = set()
         count = 0
-        for index in range(used, used + limit):
-            name = self.node_name(template.name, index)
-            self._add_node(sim, handlers, name, template.name)
-            await drain(sim.scheduler, clock, budget=MAX_ATTEMPTS_PER_POD * max(len(targets), 1))
-            now = {k for k in targets - helped if (sim.client.pods[k].get("spec") or {}).get("nodeName")}
-            if not now:
-                break
-            helped |= now
-            count += 1
-            if helped == targets:
+        while count < limit and helped != targets:
+            step = min(limit - count, max(1, self._nodes_needed(targets - helped, template)))
+            names = [self.node_name(template.name, used + count + i) for i in range(step)]
+            for name in names:
+                self._add_node(sim, handlers, name, template.name)
+            await drain(sim.scheduler, clock, budget=self._budget(sim))
+            helped |= {k for k in targets - helped if (sim.client.pods[k].get("spec") or {}).get("nodeName")}
+            empty = [n for n in names if not (info := cache.get_node(n)) or not info.pods]
+            count += step - len(empty)
+            if empty:
+                for name in empty:
+                    node = cache.get_node(name)
+                    if node is not None and node.node is not None:
+                        handlers.on_node_delete(node.node)
                 break
         return count, helped
+
+    def _nodes_needed(self, keys: set[str], template: NodeTemplate) -> int:
+        """A lower bound on the nodes of `template` the pods `keys` need: their requests over its allocatable."""
+        alloc = template.allocatable
+        return max((math.ceil(value / alloc[name]) for name, value in self._requests(keys).items()
+                    if alloc.get(name)), default=1)
+
+    @staticmethod
+    def _budget(sim: Simulation) -> int:
+        """Attempts a drain may take: a node event can move every pending pod back to activeQ."""
+        return MAX_ATTEMPTS_PER_POD * max(len(sim.client.pods), 1)
 
     def cost(self, multiset: Sequence[str]) -> float:
         return sum(self.by_name[t].price or 0.0 for t in multiset) if self.priced else float(len(multiset))
@@ -421,7 +461,8 @@ class Planner:
                     options.append((ratio, len(helped), -count, template.name, count, helped))
             if not options:
                 break
-            best = max(options, key=lambda o: (o[0], o[1], o[2], [-ord(c) for c in o[3]]))
+            order = {t.name: -i for i, t in enumerate(self.templates)}  # ties: the template given first
+            best = max(options, key=lambda o: (o[0], o[1], o[2], order[o[3]]))
             chosen.extend([best[3]] * best[4])
             remaining -= best[5]
         return chosen
@@ -438,7 +479,7 @@ class Planner:
         for key in keys:
             pod = by_key.get(key)
             if pod is None:
-                continue  # made from a workload: not counted in the bound (it stays a lower bound)
+                continue  # not in the settled snapshot: left out, the bound stays a lower bound
             for name, value in PodInfo(pod).requests.as_dict().items():
                 total[name] = total.get(name, 0) + value
             total[PODS] = total.get(PODS, 0) + 1
@@ -579,7 +620,7 @@ class Planner:
             again = _pending_again(pod)
             client.add_pod(again)
             handlers.on_pod_upsert(again, timestamp=clock.now)
-        await drain(sim.scheduler, clock, budget=MAX_ATTEMPTS_PER_POD * max(len(movable), 1))
+        await drain(sim.scheduler, clock, budget=self._budget(sim))
         keys = [pod_key(p) for p in movable]
         placed: dict[str, str] = {k: (client.pods[k].get("spec") or {}).get("nodeName") or ""
                                   for k in keys if k in client.pods}
@@ -599,7 +640,7 @@ class Planner:
         for pod in pods:
             client.add_pod(pod)
             handlers.on_pod_upsert(pod)
-        await drain(sim.scheduler, clock, budget=MAX_ATTEMPTS_PER_POD)
+        await drain(sim.scheduler, clock, budget=self._budget(sim))
         return failures
 
     # -- the whole plan ------------------------------------------------------------------
@@ -608,7 +649,7 @@ class Planner:
         began = time.perf_counter()
         base = self.pristine.copy()
         baseline = await self._simulate(base)
-        self.settled = settled_input(base, baseline)
+        self.settled = settled_input(base, baseline, self.pristine.workloads)
         before = to_json(baseline, explain=False)
         to_help = [f"{p['namespace']}/{p['name']}" for p in before["pods"] if p["result"] == "Unschedulable"]
         messages = {f"{p['namespace']}/{p['name']}": p["message"] for p in before["pods"]}
@@ -717,14 +758,16 @@ class Planner:
         }
 
 
-def settled_input(inputs: ClusterInput, sim: Simulation) -> ClusterInput:
+def settled_input(inputs: ClusterInput, sim: Simulation, daemon_sets: list[Loaded]) -> ClusterInput:
     """The snapshot as it stands once the scheduler has placed what fits now (before any new
     node can join): `inputs` after its simulation, every pod and object as the run left it
     (bound pods, claims allocated, volumes bound; preemption victims gone; workloads expanded)."""
     return ClusterInput(nodes=list(inputs.nodes),
                         pods=[Loaded(pod, "snapshot") for pod in sim.client.pods.values()],
                         objects=[Loaded(obj, "snapshot") for obj in sim.client.objects.values()],
-                        configs=list(inputs.configs))
+                        configs=list(inputs.configs),
+                        # kept: the DaemonSets make pods for every node the plan adds
+                        workloads=[w for w in daemon_sets if w.obj.get("kind") == "DaemonSet"])
 
 
 async def plan(inputs: ClusterInput, templates: list[NodeTemplate], *, registry: Registry | None = None,
