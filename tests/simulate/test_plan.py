@@ -393,3 +393,24 @@ def test_new_nodes_run_the_daemon_sets_pods_too(tmp_path, capsys) -> None:
     pods = {n["name"]: n["pods"] for n in report["addedNodes"]}
     assert pods == {"t-1": ["default/b", "kube-system/agent-t-1"], "t-2": ["default/a", "kube-system/agent-t-2"]}
     assert report["summary"]["verified"] and report["summary"]["minimal"]
+
+
+def test_scale_down_disabled_and_a_kube_system_pod_with_a_pdb(tmp_path, capsys) -> None:
+    locked = make_node("locked", cpu="2", memory="8Gi")
+    locked["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": "dns", "namespace": "kube-system"},
+           "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "dns"}}},
+           "status": {"disruptionsAllowed": 1}}
+    objects = [locked, make_node("system", cpu="2", memory="8Gi"), make_node("roomy", cpu="4", memory="8Gi"), pdb,
+               owned(make_pod("dns", "kube-system", requests={"cpu": "1"}, node_name="system", labels={"app": "dns"})),
+               owned(make_pod("web", requests={"cpu": "3"}, node_name="roomy"))]
+    report = run_plan(tmp_path, capsys, objects, [template("t", cpu="4")])
+    assert report["remove"] == [{"node": "system", "pods": [{"pod": "kube-system/dns", "node": "locked"}]}]
+    assert [(k["node"], k["reason"], k["message"]) for k in report["keep"]] == [
+        ("locked", "ScaleDownDisabledAnnotation",
+         "node is annotated cluster-autoscaler.kubernetes.io/scale-down-disabled=true"),
+        ("roomy", "NoPlaceToMovePods", "no place to move default/web: 0/1 nodes are available: 1 Insufficient cpu. "
+                                       "preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
+                                       "scheduling."),
+    ]
