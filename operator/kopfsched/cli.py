@@ -544,7 +544,8 @@ def _plan_parser(sub) -> None:
     plan.add_argument("files", nargs="+", metavar="FILE", help=INPUT_HELP)
     plan.add_argument("--node-template", action="append", default=[], metavar="F",
                       help="file of Node objects used as node templates (their ResourceSlices beside them), "
-                           "repeatable; kopfsched.dev/price and kopfsched.dev/max-count annotations optional")
+                           "repeatable; kopfsched.dev/price and kopfsched.dev/max-count annotations optional "
+                           "(default: none; at least one is required)")
     plan.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
                       help="output format (default: table)")
     plan.add_argument("--apply-to", metavar="F",
