@@ -414,3 +414,35 @@ def test_scale_down_disabled_and_a_kube_system_pod_with_a_pdb(tmp_path, capsys) 
                                        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
                                        "scheduling."),
     ]
+
+
+def test_a_bound_volumes_zone_decides_the_template(tmp_path, capsys) -> None:
+    """The pod's claim is bound to a volume in zone z1: only the z1 template helps; the z2
+    one fails VolumeBinding with upstream's reason."""
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "data"},
+          "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
+                   "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "data"},
+                   "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": ZONE, "operator": "In", "values": ["z1"]}]}]}}},
+          "status": {"phase": "Bound"}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "data", "namespace": "default",
+                        "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+           "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "standard", "volumeName": "data",
+                    "resources": {"requests": {"storage": "10Gi"}}}, "status": {"phase": "Bound"}}
+    sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "standard"},
+          "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "Immediate"}
+    pod = make_pod("db", requests={"cpu": "3"},
+                   volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+    snapshot = [make_node("small", cpu="1", memory="8Gi", labels={ZONE: "z1"}), sc, pv, pvc, pod]
+    node_templates = [template("z2-node", cpu="4", labels={ZONE: "z2"}),
+                      template("z1-node", cpu="4", labels={ZONE: "z1"})]
+    report = run_plan(tmp_path, capsys, snapshot, node_templates)
+    assert report["add"] == [{"template": "z1-node", "count": 1, "price": None, "nodes": ["z1-node-1"]}]
+    assert report["helped"] == [{"namespace": "default", "name": "db", "node": "z1-node-1"}]
+    only_z2 = run_plan(tmp_path, capsys, snapshot, node_templates[:1])
+    assert only_z2["add"] == []
+    assert [(p["name"], p["templates"]) for p in only_z2["unhelped"]] == [("db", {"z2-node": {
+        "plugin": "VolumeBinding", "code": "UnschedulableAndUnresolvable",
+        "reasons": ["node(s) didn't match PersistentVolume's node affinity"]}})]
