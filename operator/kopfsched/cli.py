@@ -618,7 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kopfsched import features
 
         features.set_gates(args.feature_gates)
-    inputs = [path for option in ("files", "profile", "compare", "config")
+    inputs = [path for option in ("files", "profile", "compare", "config", "node_template")
               for value in [getattr(args, option, None) or ()]
               for path in ([value] if isinstance(value, str) else value)]
     if inputs.count("-") > 1:  # one stream: a second reader would find it empty

@@ -446,3 +446,8 @@ def test_a_bound_volumes_zone_decides_the_template(tmp_path, capsys) -> None:
     assert [(p["name"], p["templates"]) for p in only_z2["unhelped"]] == [("db", {"z2-node": {
         "plugin": "VolumeBinding", "code": "UnschedulableAndUnresolvable",
         "reasons": ["node(s) didn't match PersistentVolume's node affinity"]}})]
+
+
+def test_snapshot_and_templates_cannot_both_be_stdin(capsys) -> None:
+    assert main(["plan", "-", "--node-template", "-"]) == 1
+    assert capsys.readouterr().err == "<stdin>: standard input can be read only once\n"
