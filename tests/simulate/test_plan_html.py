@@ -1,11 +1,14 @@
 """`kopfsched plan -o html` in a real headless Chromium: the plan's cards show what -o json
 says, the before/after pictures mark the removed and added nodes, and nothing is fetched.
-The screenshot is docs/plan.png."""
+The screenshot goes to the test's tmp_path; with KOPFSCHED_UPDATE_SCREENSHOTS=1 it also
+replaces docs/plan.png (the page shows the time it was generated, so every run differs)."""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
 
 from kopfsched.cli import main
 from tests.browser import file_url, sync_page
@@ -51,6 +54,9 @@ def test_plan_report_shows_the_plan_and_both_pictures(capsys, tmp_path: pathlib.
         after = {p["key"]: p for p in data["after"]["pods"]}
         assert page.inner_text("#pod-message") == after["ml/inference-0"]["message"]
         page.click('#plan-add tr[data-node="general-large-1"]')
-        page.screenshot(path=str(ROOT / "docs" / "plan.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "plan.png"), full_page=True)
         assert errors == []
         assert [url for url in requests if not url.startswith("file:")] == []
+    assert (tmp_path / "plan.png").read_bytes()[:4] == b"\x89PNG"
+    if os.environ.get("KOPFSCHED_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(tmp_path / "plan.png", ROOT / "docs" / "plan.png")
