@@ -26,6 +26,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -62,7 +63,10 @@ func main() {
 	case "kubectl":
 		c := kubectlcmd.NewDefaultKubectlCommand()
 		c.SetArgs(args)
-		os.Exit(cli.RunNoErrOutput(c))
+		// As kubectl's own main: its errors printed its way, exit status 1.
+		if err := cli.RunNoErrOutput(c); err != nil {
+			cmdutil.CheckErr(err)
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "kubeenv: unknown component %q\n", name)
 		os.Exit(2)

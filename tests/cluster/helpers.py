@@ -1,0 +1,42 @@
+"""Small readers of the real API server's state that the operator tests share."""
+from __future__ import annotations
+
+from typing import Any
+
+from tests.kubeenv.control_plane import ControlPlane
+
+OPERATOR_USER = 'system:serviceaccount:kopfsched-system:kopfsched'
+
+
+def pod(cluster: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    return cluster.get(f'/api/v1/namespaces/{namespace}/pods/{name}') or {}
+
+
+def node_of(cluster: ControlPlane, namespace: str, name: str) -> str | None:
+    return (pod(cluster, namespace, name).get('spec') or {}).get('nodeName')
+
+
+def pod_condition(cluster: ControlPlane, namespace: str, name: str, kind: str = 'PodScheduled') -> dict[str, Any]:
+    conditions = (pod(cluster, namespace, name).get('status') or {}).get('conditions') or []
+    return next((c for c in conditions if c['type'] == kind), {})
+
+
+def events(cluster: ControlPlane, namespace: str, *, name: str | None = None,
+           reason: str | None = None) -> list[dict[str, Any]]:
+    items = cluster.get(f'/apis/events.k8s.io/v1/namespaces/{namespace}/events')['items']
+    return [e for e in items if (name is None or e['regarding']['name'] == name)
+            and (reason is None or e['reason'] == reason)]
+
+
+def bindings(cluster: ControlPlane, namespace: str) -> dict[str, list[tuple[str, int]]]:
+    """pod name → [(who, status)] of every binding the API server answered, in order."""
+    bound: dict[str, list[tuple[str, int]]] = {}
+    for entry in cluster.audit(verb='create', resource='pods', subresource='binding', namespace=namespace):
+        bound.setdefault(entry['objectRef']['name'], []).append(
+            (entry['user']['username'], entry['responseStatus']['code']))
+    return bound
+
+
+def refused_requests(cluster: ControlPlane, user: str = OPERATOR_USER) -> list[str]:
+    """The user's requests RBAC refused (403): a verb the ClusterRole lacks."""
+    return [f"{e['verb']} {e['requestURI']}" for e in cluster.audit(user=user) if e['responseStatus']['code'] == 403]

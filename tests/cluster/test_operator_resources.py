@@ -1,0 +1,187 @@
+"""The operator's writes beyond the binding, as the real API server and controllers take them:
+gangs through PodGroups (the optional CRD), DRA claims made from templates by the real
+resourceclaim controller and allocated through resource.k8s.io's status subresource, and
+volumes bound with a WaitForFirstConsumer StorageClass and the real PV controller (a static
+PV, and a dynamic claim a tiny provisioner in the test completes)."""
+from __future__ import annotations
+
+import pathlib
+import threading
+from typing import Any
+
+from kopfsched.testing import make_node, make_pod
+from tests.cluster.conftest import ROOT
+from tests.cluster.helpers import OPERATOR_USER, bindings, node_of, pod, pod_condition, refused_requests
+from tests.cluster.operator_process import running_operator
+from tests.kubeenv.control_plane import ControlPlane
+
+PROFILES = '/apis/kopfsched.dev/v1alpha1/schedulerprofiles'
+GROUP_LABEL = 'scheduling.x-k8s.io/pod-group'
+DRA = '/apis/resource.k8s.io/v1'
+DRIVER = 'gpu.kubeenv.test'
+
+
+def create(cluster: ControlPlane, path: str, *bodies: dict[str, Any]) -> None:
+    for body in bodies:
+        cluster.post(path, body)
+
+
+def test_a_gang_binds_all_or_nothing_and_its_pod_group_status_says_so(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    applied = cluster.kubectl('apply', '-f', str(ROOT / 'crds' / 'optional'))
+    assert applied.returncode == 0, applied.stderr
+    gang = {'apiVersion': 'kopfsched.dev/v1alpha1', 'kind': 'SchedulerProfile', 'metadata': {'name': 'gang'},
+            'spec': {'plugins': {'multiPoint': {'enabled': [{'name': 'Coscheduling'}]},
+                                 'queueSort': {'disabled': [{'name': 'PrioritySort'}]}},
+                     'pluginConfig': [{'name': 'Coscheduling', 'args': {'permitWaitingTimeSeconds': 10,
+                                                                         'podGroupBackoffSeconds': 1}}]}}
+    cluster.post(PROFILES, gang)
+    zone = {'kubeenv/test': namespace}
+    for i in range(2):
+        nodes(make_node(f'gang-{i}', cpu='4', labels=zone))
+    groups = f'/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups'
+    cluster.post(groups, {'apiVersion': 'scheduling.x-k8s.io/v1alpha1', 'kind': 'PodGroup',
+                          'metadata': {'name': 'trainer'}, 'spec': {'minMember': 3, 'scheduleTimeoutSeconds': 10}})
+    members = [f'trainer-{i}' for i in range(3)]
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            for name in members:
+                body = make_pod(name, namespace, scheduler_name='gang', labels={GROUP_LABEL: 'trainer'},
+                                requests={'cpu': '3'})
+                body['spec']['nodeSelector'] = zone
+                cluster.post(f'/api/v1/namespaces/{namespace}/pods', body)
+            cluster.wait_for(lambda: all(pod_condition(cluster, namespace, n).get('status') == 'False'
+                                         for n in members), timeout=30, what='every member reported unschedulable')
+            assert [node_of(cluster, namespace, n) for n in members] == [None, None, None]
+            nodes(make_node('gang-2', cpu='4', labels=zone))
+            cluster.wait_for(lambda: all(node_of(cluster, namespace, n) for n in members), timeout=60,
+                             what='the whole gang bound once a third node joined')
+            status = cluster.wait_for(lambda: (cluster.get(f'{groups}/trainer').get('status') or {})
+                                      .get('phase') == 'Scheduled' and cluster.get(f'{groups}/trainer')['status'],
+                                      timeout=30, what='the PodGroup Scheduled')
+    finally:
+        cluster.delete(f'{PROFILES}/gang')
+    assert sorted(node_of(cluster, namespace, n) for n in members) == ['gang-0', 'gang-1', 'gang-2']
+    assert status['scheduled'] == 3
+    assert {e['objectRef'].get('subresource') for e in cluster.audit(
+        user=OPERATOR_USER, resource='podgroups', verb='patch')} == {'status'}
+
+
+def test_a_claim_from_a_template_is_allocated_and_reserved_through_the_api_then_the_pod_bound(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    nodes(make_node('dra-gpu', cpu='4'))
+    nodes(make_node('dra-cpu', cpu='4'))
+    device_class = f'{namespace}-gpu'
+    create(cluster, f'{DRA}/deviceclasses', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': device_class},
+        'spec': {'selectors': [{'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    create(cluster, f'{DRA}/resourceslices', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceSlice', 'metadata': {'name': f'{namespace}-dra-gpu'},
+        'spec': {'driver': DRIVER, 'nodeName': 'dra-gpu',
+                 'pool': {'name': 'dra-gpu', 'generation': 1, 'resourceSliceCount': 1},
+                 'devices': [{'name': 'gpu-0', 'attributes': {'model': {'string': 'A100'}}}]}})
+    create(cluster, f'{DRA}/namespaces/{namespace}/resourceclaimtemplates', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceClaimTemplate', 'metadata': {'name': 'one-gpu'},
+        'spec': {'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {
+            'deviceClassName': device_class,
+            'selectors': [{'cel': {'expression': f'device.attributes["{DRIVER}"].model == "A100"'}}]}}]}}}})
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            trainer = make_pod('trainer', namespace, scheduler_name='kopfsched',
+                               resourceClaims=[{'name': 'gpu', 'resourceClaimTemplateName': 'one-gpu'}])
+            cluster.post(f'/api/v1/namespaces/{namespace}/pods', trainer)
+            cluster.wait_for(lambda: node_of(cluster, namespace, 'trainer'), timeout=30, what='trainer bound')
+            # A second pod wants the only GPU: it waits, reported, unbound.
+            cluster.post(f'/api/v1/namespaces/{namespace}/pods', make_pod(
+                'second', namespace, scheduler_name='kopfsched',
+                resourceClaims=[{'name': 'gpu', 'resourceClaimTemplateName': 'one-gpu'}]))
+            waiting = cluster.wait_for(lambda: pod_condition(cluster, namespace, 'second').get('reason')
+                                       == 'Unschedulable' and pod_condition(cluster, namespace, 'second'),
+                                       timeout=30, what='second reported')
+        [claim_status] = pod(cluster, namespace, 'trainer')['status']['resourceClaimStatuses']
+        claim = cluster.get(f'{DRA}/namespaces/{namespace}/resourceclaims/{claim_status["resourceClaimName"]}')
+    finally:
+        cluster.delete(f'{DRA}/resourceslices/{namespace}-dra-gpu')
+        cluster.delete(f'{DRA}/deviceclasses/{device_class}')
+    assert node_of(cluster, namespace, 'trainer') == 'dra-gpu'
+    assert claim['metadata']['finalizers'] == ['resource.kubernetes.io/delete-protection']
+    assert claim['status']['allocation']['devices']['results'] == [
+        {'request': 'gpu', 'driver': DRIVER, 'pool': 'dra-gpu', 'device': 'gpu-0'}]
+    assert [(r['resource'], r['name']) for r in claim['status']['reservedFor']] == [('pods', 'trainer')]
+    assert 'cannot allocate all claims' in waiting['message'], waiting['message']
+    assert node_of(cluster, namespace, 'second') is None
+    assert refused_requests(cluster) == []
+
+
+def test_volumes_bound_with_wait_for_first_consumer_and_the_real_pv_controller(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    nodes(make_node('vol-0', cpu='4'))
+    nodes(make_node('vol-1', cpu='4'))
+    static, dynamic = f'{namespace}-static', f'{namespace}-dynamic'
+    create(cluster, '/apis/storage.k8s.io/v1/storageclasses',
+           {'apiVersion': 'storage.k8s.io/v1', 'kind': 'StorageClass', 'metadata': {'name': static},
+            'provisioner': 'kubernetes.io/no-provisioner', 'volumeBindingMode': 'WaitForFirstConsumer'},
+           {'apiVersion': 'storage.k8s.io/v1', 'kind': 'StorageClass', 'metadata': {'name': dynamic},
+            'provisioner': 'provisioner.kubeenv.test', 'volumeBindingMode': 'WaitForFirstConsumer'})
+    pv = f'{namespace}-local'
+    create(cluster, '/api/v1/persistentvolumes', {
+        'apiVersion': 'v1', 'kind': 'PersistentVolume', 'metadata': {'name': pv},
+        'spec': {'capacity': {'storage': '1Gi'}, 'accessModes': ['ReadWriteOnce'], 'storageClassName': static,
+                 'local': {'path': '/mnt/disk'}, 'persistentVolumeReclaimPolicy': 'Retain',
+                 'nodeAffinity': {'required': {'nodeSelectorTerms': [{'matchExpressions': [
+                     {'key': 'kubernetes.io/hostname', 'operator': 'In', 'values': ['vol-1']}]}]}}}})
+    claims = f'/api/v1/namespaces/{namespace}/persistentvolumeclaims'
+    for name, storage_class in (('data', static), ('scratch', dynamic)):
+        create(cluster, claims, {'apiVersion': 'v1', 'kind': 'PersistentVolumeClaim', 'metadata': {'name': name},
+                                 'spec': {'accessModes': ['ReadWriteOnce'], 'storageClassName': storage_class,
+                                          'resources': {'requests': {'storage': '1Gi'}}}})
+    stop = threading.Event()
+    provisioner = threading.Thread(target=_provision, args=(cluster, namespace, 'scratch', dynamic, stop), daemon=True)
+    provisioner.start()
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            for name, claim in (('db', 'data'), ('cache', 'scratch')):
+                body = make_pod(name, namespace, scheduler_name='kopfsched')
+                body['spec']['volumes'] = [{'name': 'v', 'persistentVolumeClaim': {'claimName': claim}}]
+                cluster.post(f'/api/v1/namespaces/{namespace}/pods', body)
+            cluster.wait_for(lambda: node_of(cluster, namespace, 'db') and node_of(cluster, namespace, 'cache'),
+                             timeout=60, what='both pods bound')
+            cluster.wait_for(lambda: all(cluster.get(f'{claims}/{c}')['status'].get('phase') == 'Bound'
+                                         for c in ('data', 'scratch')), timeout=30, what='both claims Bound')
+        scratch = cluster.get(f'{claims}/scratch')
+    finally:
+        stop.set()
+        provisioner.join(timeout=10)
+        for name in (static, dynamic):
+            cluster.delete(f'/apis/storage.k8s.io/v1/storageclasses/{name}')
+    assert node_of(cluster, namespace, 'db') == 'vol-1'
+    assert cluster.get(f'{claims}/data')['spec']['volumeName'] == pv
+    assert cluster.get(f'/api/v1/persistentvolumes/{pv}')['spec']['claimRef']['name'] == 'data'
+    # The dynamic claim: the scheduler chose the node, the provisioner made the volume there.
+    assert scratch['metadata']['annotations']['volume.kubernetes.io/selected-node'] == node_of(
+        cluster, namespace, 'cache')
+    assert bindings(cluster, namespace) == {'db': [(OPERATOR_USER, 201)], 'cache': [(OPERATOR_USER, 201)]}
+    assert refused_requests(cluster) == []
+
+
+def _provision(cluster: ControlPlane, namespace: str, claim: str, storage_class: str,
+               stop: threading.Event) -> None:
+    """An external provisioner of one claim: once the scheduler annotated the node it chose,
+    a PV on that node, pre-bound to the claim (the PV controller completes the binding)."""
+    path = f'/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}'
+    while not stop.wait(0.2):
+        pvc = cluster.get(path) or {}
+        node = (pvc.get('metadata', {}).get('annotations') or {}).get('volume.kubernetes.io/selected-node')
+        if not node:
+            continue
+        cluster.post('/api/v1/persistentvolumes', {
+            'apiVersion': 'v1', 'kind': 'PersistentVolume',
+            'metadata': {'name': f'pvc-{pvc["metadata"]["uid"]}',
+                         'annotations': {'pv.kubernetes.io/provisioned-by': 'provisioner.kubeenv.test'}},
+            'spec': {'capacity': {'storage': '1Gi'}, 'accessModes': ['ReadWriteOnce'],
+                     'storageClassName': storage_class, 'persistentVolumeReclaimPolicy': 'Delete',
+                     'hostPath': {'path': f'/tmp/{pvc["metadata"]["uid"]}'},
+                     'claimRef': {'namespace': namespace, 'name': claim, 'uid': pvc['metadata']['uid']},
+                     'nodeAffinity': {'required': {'nodeSelectorTerms': [{'matchExpressions': [
+                         {'key': 'kubernetes.io/hostname', 'operator': 'In', 'values': [node]}]}]}}}})
+        return

@@ -1,0 +1,117 @@
+"""Building the test control plane's two programs from tests/kubeenv's Go modules, once per
+content hash, outside git.
+
+`kubeenv` (this folder's module: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kubectl of the k8s.io/kubernetes release go.mod pins) and `kwok` (kwok/,
+a module of its own: kwok requires other k8s.io versions) are built into
+``$KOPFSCHED_KUBEENV_CACHE`` (default ``~/.cache/kopfsched/kubeenv``) under a folder named
+by the hash of their sources and the Go version, so a changed go.mod or main.go builds anew
+and an unchanged one is found at once. Concurrent builders wait on one lock file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+MODULE = pathlib.Path(__file__).parent
+KWOK_MODULE = MODULE / 'kwok'
+GO_INSTALL_HINT = 'install Go 1.26 or newer (Debian: apt-get install golang-go; or go.dev/dl) and put `go` on PATH'
+
+
+class BuildError(RuntimeError):
+    """`go build` failed; the message ends with its last output lines."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Binaries:
+    kubeenv: pathlib.Path
+    kwok: pathlib.Path
+    seconds: float = 0.0
+    """How long this call took to build them (0 when they were already built)."""
+
+
+def cache_root() -> pathlib.Path:
+    default = pathlib.Path.home() / '.cache' / 'kopfsched' / 'kubeenv'
+    return pathlib.Path(os.environ.get('KOPFSCHED_KUBEENV_CACHE') or default)
+
+
+def go_command() -> str | None:
+    """`go` on PATH, else where the official tarball and Debian's golang-go put it."""
+    found = shutil.which('go')
+    if found:
+        return found
+    return next((str(p) for p in (pathlib.Path('/usr/local/go/bin/go'), pathlib.Path('/usr/lib/go/bin/go'))
+                 if p.exists()), None)
+
+
+def source_hash(go: str) -> str:
+    """The Go version and every go.mod, go.sum and .go file under tests/kubeenv (both modules)."""
+    digest = hashlib.sha256()
+    version = subprocess.run([go, 'version'], capture_output=True, text=True, check=True).stdout
+    digest.update(version.encode())
+    sources = [p for p in MODULE.rglob('*') if p.name in ('go.mod', 'go.sum') or p.suffix == '.go']
+    for path in sorted(sources):
+        digest.update(str(path.relative_to(MODULE)).encode() + b'\0' + path.read_bytes() + b'\0')
+    return digest.hexdigest()[:16]
+
+
+def build(*, progress: bool = True) -> Binaries:
+    """The built programs, building them first if this content hash has none yet."""
+    go = go_command()
+    if go is None:
+        raise BuildError(f'Go is not installed: {GO_INSTALL_HINT}')
+    target = cache_root() / source_hash(go)
+    binaries = Binaries(kubeenv=target / 'kubeenv', kwok=target / 'kwok')
+    if binaries.kubeenv.exists() and binaries.kwok.exists():
+        return binaries
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same hash
+        if binaries.kubeenv.exists() and binaries.kwok.exists():
+            return binaries
+        started = time.monotonic()
+        target.mkdir(parents=True, exist_ok=True)
+        for module, package, output in ((MODULE, './cmd/kubeenv', binaries.kubeenv),
+                                        (KWOK_MODULE, './cmd/kwok', binaries.kwok)):
+            if progress:
+                print(f'kubeenv: building {output.name} from {module} (once per source hash) ...',
+                      file=sys.stderr, flush=True)
+            _go_build(go, module, package, output)
+        return dataclasses.replace(binaries, seconds=time.monotonic() - started)
+
+
+def _go_build(go: str, module: pathlib.Path, package: str, output: pathlib.Path) -> None:
+    partial = output.with_suffix('.partial')
+    # -mod=readonly: go.sum is committed and complete; a build never edits the checkout.
+    command = [go, 'build', '-mod=readonly', '-ldflags=-s -w', '-o', str(partial), package]
+    done = subprocess.run(command, cwd=module, capture_output=True, text=True, check=False,
+                          env={**os.environ, 'GOFLAGS': '-buildvcs=false'})
+    if done.returncode != 0:
+        tail = '\n'.join((done.stdout + done.stderr).strip().splitlines()[-30:])
+        raise BuildError(f'`{" ".join(command)}` in {module} failed ({done.returncode}):\n{tail}')
+    partial.replace(output)
+
+
+def main() -> int:
+    """`python -m tests.kubeenv.build`: build (or find) the programs and print their paths."""
+    try:
+        binaries = build()
+    except BuildError as error:
+        print(f'kubeenv: {error}', file=sys.stderr)
+        return 1
+    print(binaries.kubeenv)
+    print(binaries.kwok)
+    if binaries.seconds:
+        print(f'kubeenv: built in {binaries.seconds:.0f} s', file=sys.stderr)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
