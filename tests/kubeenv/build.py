@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -52,10 +53,11 @@ def go_command() -> str | None:
 
 
 def source_hash(go: str) -> str:
-    """The Go version and every go.mod, go.sum and .go file under tests/kubeenv (both modules)."""
+    """The Go version, this file and every go.mod, go.sum and .go file under tests/kubeenv."""
     digest = hashlib.sha256()
     version = subprocess.run([go, 'version'], capture_output=True, text=True, check=True).stdout
     digest.update(version.encode())
+    digest.update(pathlib.Path(__file__).read_bytes())  # the flags it builds with
     sources = [p for p in MODULE.rglob('*') if p.name in ('go.mod', 'go.sum') or p.suffix == '.go']
     for path in sorted(sources):
         digest.update(str(path.relative_to(MODULE)).encode() + b'\0' + path.read_bytes() + b'\0')
@@ -87,10 +89,32 @@ def build(*, progress: bool = True) -> Binaries:
         return dataclasses.replace(binaries, seconds=time.monotonic() - started)
 
 
+def kubernetes_version(module: pathlib.Path = MODULE) -> str:
+    """The k8s.io/kubernetes version the module's go.mod requires, e.g. v1.37.2."""
+    found = re.search(r'^\s*(?:require\s+)?k8s\.io/kubernetes (v\d+\.\d+\.\d+\S*)$',
+                      (module / 'go.mod').read_text(), re.M)
+    if not found:
+        raise BuildError(f'{module / "go.mod"} requires no k8s.io/kubernetes version')
+    return found.group(1)
+
+
+def version_ldflags(version: str) -> str:
+    """What upstream's hack/lib/version.sh stamps into its binaries: without it the API server
+    reports v0.0.0-master as its /version and kubectl as its client version."""
+    major, minor = version.lstrip('v').split('.')[:2]
+    stamps = {'gitVersion': version, 'gitMajor': major, 'gitMinor': minor, 'gitTreeState': 'clean'}
+    return ' '.join(f'-X {package}.{key}={value}' for package in ('k8s.io/component-base/version',
+                                                                   'k8s.io/client-go/pkg/version')
+                    for key, value in stamps.items())
+
+
 def _go_build(go: str, module: pathlib.Path, package: str, output: pathlib.Path) -> None:
     partial = output.with_suffix('.partial')
+    ldflags = '-s -w' + (f' {version_ldflags(kubernetes_version())}' if module == MODULE else '')
     # -mod=readonly: go.sum is committed and complete; a build never edits the checkout.
-    command = [go, 'build', '-mod=readonly', '-ldflags=-s -w', '-o', str(partial), package]
+    # Build flags that change compilation (-trimpath, -race) would rebuild everything: only
+    # the linker's flags differ from a plain `go build`.
+    command = [go, 'build', '-mod=readonly', f'-ldflags={ldflags}', '-o', str(partial), package]
     done = subprocess.run(command, cwd=module, capture_output=True, text=True, check=False,
                           env={**os.environ, 'GOFLAGS': '-buildvcs=false'})
     if done.returncode != 0:
