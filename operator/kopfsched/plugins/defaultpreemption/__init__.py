@@ -1,7 +1,6 @@
 """DefaultPreemption: evict lower-priority pods so that a pod that fits nowhere can run (upstream's plugin)."""
 
-from kopfsched.framework.registry import PluginFactory
-from kopfsched.plugins.defaultpreemption.evaluator import (
+from kopfsched.framework.preemption import (
     MSG_NO_CANDIDATE,
     MSG_NO_VICTIMS,
     MSG_NOT_ELIGIBLE_NEVER,
@@ -10,6 +9,7 @@ from kopfsched.plugins.defaultpreemption.evaluator import (
     Candidate,
     Evaluator,
 )
+from kopfsched.framework.registry import PluginFactory
 from kopfsched.plugins.defaultpreemption.plugin import NAME, DefaultPreemption, DefaultPreemptionArgs
 
 PLUGIN = PluginFactory(name=NAME, factory=DefaultPreemption, args_type=DefaultPreemptionArgs)
