@@ -566,8 +566,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problems:
             _print_problems(problems)
             return EXIT_INVALID
+    from kopfsched import gcpolicy
+
     try:
-        return COMMANDS[args.command](args)
+        with gcpolicy.owning_the_process():
+            return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

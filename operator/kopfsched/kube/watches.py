@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import json
 import logging
 import random
@@ -59,6 +58,8 @@ from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_errors
 from kopf._cogs.clients import scanning as kopf_scanning
 from kopf._cogs.clients import watching as kopf_watching
+
+from kopfsched import gcpolicy
 
 logger = logging.getLogger(__name__)
 
@@ -328,13 +329,8 @@ async def _get(
         body = await response.read()
     if not body.strip():
         return None
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gcpolicy.paused():
         return json_loads(body)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def install() -> None:

@@ -18,9 +18,10 @@ from kopfsched.config.defaults import default_profile
 from kopfsched.config.field_checks import profile_conflicts
 from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
-from kopfsched.documents import long_lived, problem_line
+from kopfsched.documents import problem_line
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import PodInfo, parse_time, pod_key
+from kopfsched.gcpolicy import long_lived
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
