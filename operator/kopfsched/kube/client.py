@@ -42,7 +42,7 @@ from multidict import CIMultiDict
 from kopfsched.framework.client import ClusterError, ConflictError, NotFoundError, Obj
 from kopfsched.framework.types import pod_key
 from kopfsched.kube.http import HttpPool, Response
-from kopfsched.kube.ratelimit import TokenBucket
+from kopfsched.kube.ratelimit import TokenBucket, retry_after_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -256,16 +256,10 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """The Retry-After (whole seconds) of a 429 or 5xx answer, as client-go's checkWait reads it."""
-    if not isinstance(exc, ApiException) or exc.status is None or not (exc.status == 429 or exc.status >= 500):
+    """The Retry-After of an API error (`ratelimit.retry_after_seconds`)."""
+    if not isinstance(exc, ApiException):
         return None
-    headers: Mapping[str, str] = exc.headers or {}
-    value = headers.get("Retry-After")
-    try:
-        seconds = int(value) if value is not None else None
-    except ValueError:
-        return None
-    return None if seconds is None or seconds < 0 else float(seconds)
+    return retry_after_seconds(exc.status, exc.headers)
 
 
 def _translate(exc: BaseException, what: str) -> ClusterError:

@@ -36,6 +36,8 @@ import aiohttp
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_errors
 
+from kopfsched.kube.ratelimit import retry_after_seconds
+
 logger = logging.getLogger(__name__)
 
 INITIAL_BACKOFF = 1.0
@@ -149,16 +151,11 @@ _original_request = kopf_api.request
 
 
 def _retry_after(error: BaseException) -> float | None:
-    if not isinstance(error, kopf_errors.APITooManyRequestsError):
+    """The Retry-After of a kopf API error, read as our own client reads it (client-go's
+    checkWait: 429 and 5xx, whole seconds)."""
+    if not isinstance(error, kopf_errors.APIError):
         return None
-    try:
-        if error.headers and error.headers.get("Retry-After"):
-            return float(error.headers["Retry-After"])
-        if error.details and error.details.get("retryAfterSeconds"):
-            return float(error.details["retryAfterSeconds"])
-    except (TypeError, ValueError):
-        return None
-    return None
+    return retry_after_seconds(error.status, error.headers)
 
 
 async def _request(method: str, url: str, *, settings: Any, logger: Any,

@@ -35,7 +35,7 @@ from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import PodInfo
+from kopfsched.framework.types import PodInfo, rfc3339
 from kopfsched.queue.scheduling_queue import SchedulingQueue
 from kopfsched.scheduler.broadcaster import EventBroadcaster
 from kopfsched.scheduler.extender import ExtenderError, HTTPExtender
@@ -68,10 +68,6 @@ def pod_scheduled_condition(reason: str, message: str, now: str, generation: int
     return condition
 
 
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 class Scheduler:
     def __init__(
         self,
@@ -84,7 +80,7 @@ class Scheduler:
         percentage_of_nodes_to_score: int = 0,
         observer: SchedulingObserver | None = None,
         explain: bool = False,
-        wall_clock: Callable[[], str] = _utc_now,
+        wall_clock: Callable[[], str] = rfc3339,
         pending: PendingPods | None = None,
     ) -> None:
         self.cache = cache

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from kopfsched.framework.client import NotFoundError
@@ -48,7 +47,7 @@ from kopfsched.framework.preemption.candidates import (
     pod_terminating_by_preemption,
 )
 from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.framework.types import NodeInfo, PodInfo, rfc3339
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +61,6 @@ class _Victims:
         self.pods = pods
         self.num_pdb_violations = num_pdb_violations
 
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -82,7 +77,7 @@ class Evaluator:
 
     def __init__(self, *, plugin_name: str, handle: Handle, min_candidate_nodes_percentage: int,
                  min_candidate_nodes_absolute: int, is_eligible_pod: IsEligiblePod | None = None,
-                 wall_clock: Callable[[], str] = _utc_now) -> None:
+                 wall_clock: Callable[[], str] = rfc3339) -> None:
         self.plugin_name = plugin_name
         self.handle = handle
         self.min_candidate_nodes_percentage = min_candidate_nodes_percentage

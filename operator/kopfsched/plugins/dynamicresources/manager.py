@@ -196,10 +196,6 @@ class DraManager:
         self._hold((namespace, name), allocated_devices(self.objects.get(RESOURCE_CLAIM, name, namespace)))
         return True
 
-    def assumed_claims(self) -> list[Obj]:
-        return [assumed.claim for assumed in self._assumed.values()]
-
-
 _MANAGERS: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
 
 
