@@ -517,6 +517,11 @@ def _unwritable(path: str) -> str | None:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
+    try:
+        import kmock  # noqa: F401  (the emulator's base, in the `sandbox` extra)
+    except ImportError:
+        print("kopfsched sandbox needs the API emulator: pip install 'kopfsched[sandbox]'", file=sys.stderr)
+        return EXIT_INVALID
     from kopfsched.sandbox import SandboxOptions, main
 
     problem = _unwritable(args.kubeconfig_out)
