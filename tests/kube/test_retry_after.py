@@ -6,10 +6,9 @@ the body's retryAfterSeconds), ours on 500 too."""
 from __future__ import annotations
 
 import pytest
-from kopf._cogs.clients import errors as kopf_errors
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kopfsched.kube import client, reachability
+from kopfsched.kube import client, kopf_internals, reachability
 from kopfsched.kube.ratelimit import retry_after_seconds
 
 CASES = [
@@ -33,5 +32,5 @@ def test_retry_after_seconds(status, headers, expected):
 def test_our_client_and_kopfs_requests_read_it_alike(status, headers, expected):
     ours = ApiException(status=status, reason="x")
     ours.headers = headers
-    kopfs = kopf_errors.APIError({"message": "x"}, status=status, headers=headers)
+    kopfs = kopf_internals.APIError({"message": "x"}, status=status, headers=headers)
     assert client._retry_after(ours) == reachability._retry_after(kopfs) == expected
