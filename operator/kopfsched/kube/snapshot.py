@@ -148,10 +148,10 @@ def snapshot(kubeconfig: str | None, out: TextIO, *, quiet: bool = False) -> int
     return 0
 
 
-def read_cluster(kubeconfig: str | None, *, quiet: bool = False) -> Any:
-    """The live cluster as simulate's ClusterInput (explain and simulate without files)."""
-    from kopfsched.simulate.loader import ClusterInput, load_objects
-
+def read_cluster(kubeconfig: str | None, *, quiet: bool = False) -> list[dict[str, Any]]:
+    """Every object `snapshot` would write, as plain dicts, for explain and simulate without
+    files (they load them as they load a snapshot file). Raises ClusterError or StartupError
+    when the cluster cannot be read."""
     progress = None if quiet else _stderr
 
     async def work(client: KubeClusterClient) -> list[dict[str, Any]]:
@@ -160,10 +160,4 @@ def read_cluster(kubeconfig: str | None, *, quiet: bool = False) -> Any:
             objects.extend(items)
         return objects
 
-    try:
-        objects = asyncio.run(_with_client(kubeconfig, work))
-    except (StartupError, ClusterError) as exc:
-        result = ClusterInput()
-        result.problems.append(f"reading the cluster: {exc}")
-        return result
-    return load_objects(objects, "cluster")
+    return asyncio.run(_with_client(kubeconfig, work))

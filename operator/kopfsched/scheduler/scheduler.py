@@ -101,6 +101,8 @@ class Scheduler:
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
         self.unmanaged = UnmanagedPods()
+        self._shared: dict[str, Any] = {}
+        """Handle.shared: one for every profile's plugins."""
         self._binds_in_flight = 0
         self.events = EventBroadcaster(client=client, clock=clock, spawn=self.spawn, busy=self._busy)
 
@@ -122,6 +124,7 @@ class Scheduler:
             rng=self.rng,
             clock=self.clock,
             spawn=self.spawn,
+            shared=self._shared,
         )
 
     def set_profiles(self, configs: Iterable[ProfileConfig]) -> None:
