@@ -43,6 +43,7 @@ from kopfsched.framework.client import ClusterError, ConflictError, NotFoundErro
 from kopfsched.framework.types import pod_key
 from kopfsched.kube.http import HttpPool, Response
 from kopfsched.kube.ratelimit import TokenBucket, retry_after_seconds
+from kopfsched.tls import client_context
 
 logger = logging.getLogger(__name__)
 
@@ -208,15 +209,9 @@ class DirectApi:
 def _ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext:
     """The TLS settings kubernetes_asyncio's REST client gives its connector, from the same
     configuration fields: CA, client certificate, verification switches."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if getattr(configuration, "disable_strict_ssl_verification", False):
-        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    return context
+    return client_context(ca_file=configuration.ssl_ca_cert, cert_file=configuration.cert_file,
+                          key_file=configuration.key_file, verify=bool(configuration.verify_ssl),
+                          strict=not getattr(configuration, "disable_strict_ssl_verification", False))
 
 
 def reporting_instance() -> str:
