@@ -43,20 +43,11 @@ It runs in the caller's loop (`await emulator.start()` ... `await emulator.stop(
 (`EmulatorThread`, what the `emulator` fixture uses), or in a subprocess
 (`python -m kopfsched.emulator.server`, driven by `RemoteEmulator`).
 
-Raw capacity (2 cores, shared with other work; kubernetes_asyncio 36.1.0 creating, then binding,
-2000 pods on 100 nodes): `python -m tests.e2e.raw_capacity --pods 2000 [--concurrency 8]`
-
-    hosting   one request in flight        8 in flight
-    inloop    840 creates/s, 874 binds/s   1000 creates/s, 1370 binds/s
-    thread    805 creates/s, 914 binds/s   1180 creates/s,  970 binds/s
-    process   686 creates/s, 720 binds/s   1000 creates/s, 1340 binds/s
-
-Flat in the number of pods (stock kmock: 9 creates/s at 1000 pods). With one client the client's own
-deserialisation dominates. For an operator in the test process the hosting matters: a kopf
-operator binding round-robin on @kopf.on.event (2000 pods, creates and binds overlapping) finished
-at 410-690 binds/s with the emulator in a subprocess, ~470 in the same loop, 350-375 in a thread
-(GIL contention). So end-to-end benchmarks should use `emulator_process()` (fixture
-`remote_emulator`); the `emulator` fixture uses a thread for its direct, synchronous test hooks.
+Its speed is flat in the number of pods (stock kmock slows down with every request served);
+`python -m tests.e2e.raw_capacity` measures it per hosting. For an operator in the test process
+the hosting matters: with the emulator in a thread the two contend for the GIL, so end-to-end
+benchmarks use `emulator_process()` (fixture `remote_emulator`); the `emulator` fixture uses a
+thread for its direct, synchronous test hooks.
 
 kopf finds no credentials in a kubeconfig by itself (it needs pykube or the sync kubernetes client):
 register `@kopf.on.login()` returning `kopf.login_with_kubeconfig(**kwargs)`.

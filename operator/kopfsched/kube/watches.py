@@ -312,8 +312,7 @@ async def _get(
     """kopf's `api.get` (its LISTs and discovery), decoding the answer with `json_loads` and the
     cyclic GC paused. A LIST page is tens of thousands of new objects and no cycle: decoded with the
     GC on, the allocations alone set off collections that traverse the growing heap again and
-    again, most of the start-up CPU once spent "in json" (a microbenchmark of 110 pages of 500
-    pods, kept: 2.4 s of CPU with the GC on, 1.2-1.6 s paused per page). Paused, the page is
+    again, most of the start-up CPU once spent "in json". Paused, the page is
     examined once, at the next collection, as young objects."""
     response = await kopf_internals.request(
         method="get", url=url, payload=payload, headers=headers, timeout=timeout, settings=settings, logger=logger
