@@ -5,7 +5,7 @@ import random
 import pytest
 import yaml
 
-from kopfsched import documents, fast_yaml
+from kopfsched.documents import fast_yaml, libyaml, reader
 
 EXPORT = """\
 apiVersion: v1
@@ -49,11 +49,11 @@ spec:
 
 
 def _libyaml(text: str):
-    return list(documents._libyaml_items(text.encode(), None, True))
+    return list(libyaml.items(text.encode(), None, True))
 
 
 def _fast(text: str):
-    return fast_yaml.read(text, None, documents._libyaml_values)
+    return fast_yaml.read(text, None, libyaml.values)
 
 
 def test_a_plain_export_takes_the_fast_path_with_the_same_result():
@@ -80,7 +80,7 @@ def test_scalars_read_differently_by_yaml_1_2_keep_their_yaml_1_1_reading(value)
     for text in (f"kind: Pod\nmetadata: {{name: p}}\nspec: {{x: {value}}}\n",
                  f"kind: Pod\nlist:\n- {value}\n", f"kind: Pod\nflow: [a, {value}, b]\n", f"{value}: key\n"):
         expected = repr(_libyaml(text))  # repr: nan is not equal to itself
-        assert repr(list(documents._yaml_items(text.encode(), None))) == expected
+        assert repr(list(reader.yaml_items(text.encode(), None))) == expected
         fast = _fast(text)
         assert fast is None or repr(fast) == expected
 
@@ -101,13 +101,13 @@ def test_scalars_read_differently_by_yaml_1_2_keep_their_yaml_1_1_reading(value)
 ])
 def test_what_the_fast_path_does_not_take_goes_to_libyaml(text):
     assert _fast(text) is None
-    assert list(documents._yaml_items(text.encode(), None)) == _libyaml(text)
+    assert list(reader.yaml_items(text.encode(), None)) == _libyaml(text)
 
 
 def test_windows_line_endings_still_find_every_scalar():
     text = "kind: Pod\r\nspec:\r\n  a: 010\r\n  b: yes\r\n"
     assert _fast(text) is None
-    assert list(documents._yaml_items(text.encode(), None)) == _libyaml(text)
+    assert list(reader.yaml_items(text.encode(), None)) == _libyaml(text)
     plain = "kind: Pod\r\nspec:\r\n  a: 10\r\n  b: true\r\n"
     assert _fast(plain) == _libyaml(plain) == [(1, {"kind": "Pod", "spec": {"a": 10, "b": True}}, None)]
 

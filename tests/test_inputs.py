@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kopfsched import documents
+from kopfsched import gcpolicy
 from kopfsched.cli import main
-from kopfsched.documents import Progress, read_documents
+from kopfsched.documents import Progress, libyaml, paths, read_documents
 
 NODE = """\
 apiVersion: v1
@@ -104,14 +104,14 @@ def test_hostile_input_is_one_line_and_exit_1_everywhere(tmp_path, capsys, comma
 
 
 def test_a_file_over_the_input_limit_is_refused_unread(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(paths, "MAX_INPUT_BYTES", 1000)
     big = write(tmp_path, "big.yaml", NODE + "#" * 2000 + "\n")
     code, _, err = run(capsys, ["simulate", big])
     assert (code, err.splitlines()) == (1, [f"{big}: larger than 1000 bytes, the input limit"])
 
 
 def test_huge_stdin_is_refused(capsys, monkeypatch):
-    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(paths, "MAX_INPUT_BYTES", 1000)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"#" * 5000)))
     code, _, err = run(capsys, ["validate", "-"])
     assert (code, err.splitlines()) == (1, ["<stdin>: larger than 1000 bytes, the input limit"])
@@ -239,7 +239,7 @@ def test_the_pure_python_parser_reads_the_same(tmp_path, monkeypatch):
     """Where libyaml is missing (or for deeply nested input) PyYAML's own parser runs."""
     path = write(tmp_path, "a.yaml", NODE + "---\n" + POD)
     fast = [d.obj for d in read_documents([path], [])]
-    monkeypatch.setattr(documents, "_CParser", None)
+    monkeypatch.setattr(libyaml, "_CParser", None)
     assert [d.obj for d in read_documents([path], [])] == fast
 
 
@@ -531,11 +531,11 @@ def test_a_problem_in_a_configuration_file_reads_the_same_everywhere(tmp_path, c
 def test_what_a_large_load_leaves_is_frozen_out_of_the_gc(monkeypatch, made, frozen):
     """long_lived: no collection inside; afterwards, what a large block left is moved out of the
     collector's generations (gc.freeze), a small one's is not, and collection is on again."""
-    monkeypatch.setattr(documents, "FREEZE_ABOVE", 1000)
+    monkeypatch.setattr(gcpolicy, "FREEZE_ABOVE", 1000)
     gc.collect()
     before = gc.get_freeze_count()
     try:
-        with documents.long_lived():
+        with gcpolicy.owning_the_process(), gcpolicy.long_lived():
             assert not gc.isenabled()
             kept = [{"n": i} for i in range(made)]
         assert gc.isenabled()

@@ -316,19 +316,26 @@ def _override_profiles(paths: list[str], registry, problems: list[str]):
 
 def _read_input(files: list[str], kubeconfig: str | None):
     """Snapshot files, or the live cluster when no file is given."""
-    from kopfsched.simulate.loader import ClusterInput, load_files
+    from kopfsched.simulate.loader import ClusterInput, load_files, load_objects
 
     if files:
         from kopfsched.documents import Progress
 
         return load_files(files, progress=Progress())
+    result = ClusterInput()
     try:
+        from kopfsched.framework.client import ClusterError
+        from kopfsched.kube.operator import StartupError
         from kopfsched.kube.snapshot import read_cluster
     except ImportError as exc:  # the kube layer is optional for offline use
-        result = ClusterInput()
         result.problems.append(f"reading a live cluster is unavailable: {exc}")
         return result
-    return read_cluster(kubeconfig)
+    try:
+        objects = read_cluster(kubeconfig)
+    except (StartupError, ClusterError) as exc:
+        result.problems.append(f"reading the cluster: {exc}")
+        return result
+    return load_objects(objects, "cluster")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -518,6 +525,11 @@ def _unwritable(path: str) -> str | None:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
+    try:
+        import kmock  # noqa: F401  (the emulator's base, in the `sandbox` extra)
+    except ImportError:
+        print("kopfsched sandbox needs the API emulator: pip install 'kopfsched[sandbox]'", file=sys.stderr)
+        return EXIT_INVALID
     from kopfsched.sandbox import SandboxOptions, main
 
     problem = _unwritable(args.kubeconfig_out)
@@ -631,8 +643,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problems:
             _print_problems(problems)
             return EXIT_INVALID
+    from kopfsched import gcpolicy
+
     try:
-        return COMMANDS[args.command](args)
+        with gcpolicy.owning_the_process():
+            return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -212,8 +212,8 @@ class HeldEvents(InMemoryClusterClient):
 
 async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from kopfsched.scheduler import scheduler as scheduler_module
-    monkeypatch.setattr(scheduler_module, "EVENT_QUEUE_SIZE", 3)
+    from kopfsched.scheduler import broadcaster
+    monkeypatch.setattr(broadcaster, "EVENT_QUEUE_SIZE", 3)
     client = HeldEvents()
     h, fwk, _ = harness(client=client)
     post_bound: list[str] = []
@@ -229,9 +229,9 @@ async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
     assert all(h.node_of(f"p{i}") == "n1" for i in range(8))
     await let_tasks_run(20)
     # At most EVENT_SENDERS posting at once, at most EVENT_QUEUE_SIZE queued, the rest dropped.
-    assert 0 < client.most_waiting <= scheduler_module.EVENT_SENDERS
-    dropped = h.scheduler.events_dropped
-    assert dropped >= 8 - scheduler_module.EVENT_SENDERS - 3
+    assert 0 < client.most_waiting <= broadcaster.EVENT_SENDERS
+    dropped = h.scheduler.events.dropped
+    assert dropped >= 8 - broadcaster.EVENT_SENDERS - 3
     client.release.set()
     await h.settle()
     posted = [e.regarding for e in client.events]
@@ -256,8 +256,8 @@ class HeldSlowBindsAndEvents(HeldEvents):
 @pytest.mark.parametrize(("backlog", "senders"), [(100, 0), (3, 1)])
 async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
         monkeypatch: pytest.MonkeyPatch, backlog: int, senders: int) -> None:
-    from kopfsched.scheduler import scheduler as scheduler_module
-    monkeypatch.setattr(scheduler_module, "EVENT_BACKLOG", backlog)
+    from kopfsched.scheduler import broadcaster
+    monkeypatch.setattr(broadcaster, "EVENT_BACKLOG", backlog)
     client = HeldSlowBindsAndEvents()
     h, _, _ = harness(client=client)
     h.add_pods(make_pod("slow", requests={"cpu": "100m"}), *(make_pod(f"p{i}", requests={"cpu": "100m"})
@@ -272,12 +272,12 @@ async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
     await let_tasks_run()
     # No bind in flight and no pod waiting any more: the queued Events go out EVENT_SENDERS at a time.
     assert h.node_of("slow") == "n1"
-    assert client.waiting == scheduler_module.EVENT_SENDERS
+    assert client.waiting == broadcaster.EVENT_SENDERS
     client.release.set()
     await h.settle()
     assert sorted(e.regarding for e in client.events) == sorted(
         ["default/slow", *(f"default/p{i}" for i in range(6))])
-    assert h.scheduler.events_dropped == 0
+    assert h.scheduler.events.dropped == 0
 
 
 async def first_of_three_bound() -> tuple[Harness, HeldEvents]:
@@ -301,14 +301,14 @@ async def test_events_wait_while_pods_wait_in_active_q() -> None:
 
 
 async def test_an_event_waits_for_busy_pods_no_longer_than_event_max_wait() -> None:
-    from kopfsched.scheduler import scheduler as scheduler_module
+    from kopfsched.scheduler import broadcaster
     client = HeldSlowBindsAndEvents()
     h, _, _ = harness(client=client)
     h.add_pods(make_pod("slow", requests={"cpu": "100m"}), make_pod("p0", requests={"cpu": "100m"}))
     await schedule_queued(h)
     await let_tasks_run()
     assert h.node_of("p0") == "n1" and client.most_waiting == 0  # its Event waits for the slow bind
-    h.clock.now += scheduler_module.EVENT_MAX_WAIT
+    h.clock.now += broadcaster.EVENT_MAX_WAIT
     h.add_pods(make_pod("p1", requests={"cpu": "100m"}))
     await h.scheduler.schedule_one(h.scheduler.queue.pop())
     await let_tasks_run()

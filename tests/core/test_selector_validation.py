@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from kopfsched.framework.labels import SelectorError, label_selector, node_selector
+from kopfsched.framework.preemption import DisruptionBudget, filter_pods_with_pdb_violation
 from kopfsched.framework.types import PodInfo
-from kopfsched.plugins.defaultpreemption.evaluator import DisruptionBudget, filter_pods_with_pdb_violation
 from kopfsched.testing import make_node, make_pod, schedule
 
 INVALID = "invalid value: ___@#$%^"

@@ -271,3 +271,44 @@ async def test_with_a_proxy_requests_go_through_the_api_clients_session(server: 
         assert await client.request("GET", "/api/v1/nodes") == {"items": []}
         await client.close()
     assert server.requests[0].startswith(b"GET http://kube.invalid:6443/api/v1/nodes HTTP/1.1\r\n")
+
+
+async def _handshake(context: ssl.SSLContext, cert_file: Path, key_file: Path) -> str:
+    """'ok', or the client's TLS error, against a server presenting `cert_file`."""
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert_file, key_file)
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    listening = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_context)
+    async with listening:
+        port = listening.sockets[0].getsockname()[1]
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
+        except ssl.SSLCertVerificationError as exc:
+            return exc.verify_message
+        writer.close()
+        return "ok"
+
+
+@pytest.mark.parametrize("how", ["file", "data"])
+async def test_one_tls_reading_for_the_api_server_and_extenders(tmp_path: Path, how: str) -> None:
+    """kopfsched.tls.client_context (both the API client and HTTP extenders use it, as client-go's
+    TLSConfigFor): a given CA, as a file or as PEM data, is trusted; an insecure context checks
+    nothing; a client certificate loads from inline PEM data too."""
+    from kopfsched.tls import client_context
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cert, key = _self_signed(tmp_path / "a")
+    other, _ = _self_signed(tmp_path / "b")
+
+    def given(ca: Path, **kwargs) -> ssl.SSLContext:
+        return client_context(**({"ca_file": str(ca)} if how == "file" else {"ca_data": ca.read_bytes()}), **kwargs)
+
+    assert await _handshake(given(cert), cert, key) == "ok"
+    assert await _handshake(given(other), cert, key) == "self-signed certificate"
+    assert await _handshake(given(other, verify=False), cert, key) == "ok"
+    with_client_cert = given(cert, cert_data=cert.read_bytes(), key_data=key.read_bytes())
+    assert with_client_cert.verify_mode is ssl.CERT_REQUIRED

@@ -15,17 +15,17 @@ from kopfsched.config.defaults import default_profile
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.handle import Handle, WaitingPod
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
-from kopfsched.framework.registry import ArgsError
-from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.defaultpreemption import PLUGIN, DefaultPreemption, DefaultPreemptionArgs
-from kopfsched.plugins.defaultpreemption.evaluator import (
+from kopfsched.framework.preemption import (
     Candidate,
     DisruptionBudget,
     calculate_num_candidates,
     filter_pods_with_pdb_violation,
     pick_one_node_for_preemption,
 )
+from kopfsched.framework.registry import ArgsError
+from kopfsched.framework.status import Code, Status
+from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.defaultpreemption import PLUGIN, DefaultPreemption, DefaultPreemptionArgs
 from kopfsched.plugins.registry import in_tree_registry
 from kopfsched.queue.nominator import Nominator
 from kopfsched.scheduler.framework_builder import build_framework
@@ -549,16 +549,17 @@ def test_dry_run_searches_again_if_a_kept_candidate_needs_no_victim(monkeypatch:
     env = Env(_mixed_cluster(1))
     pod = preemptor(cpu="3", priority=10)
     expected = _dry_run(env, pod, 3, 5, defer=False)
-    evaluator = env.plugin.evaluator
-    real = evaluator._reprieve
+    from kopfsched.framework.preemption import batched
+
+    real = batched.reprieve
     calls: list[int] = []
 
-    def first_gives_everything_back(state, pod, nodes, queues):
+    def first_gives_everything_back(ev, state, pod, nodes, queues):
         calls.append(len(nodes))
-        answers = real(state, pod, nodes, queues)
+        answers = real(ev, state, pod, nodes, queues)
         return [([], 0, None), *answers[1:]] if len(calls) == 1 else answers
 
-    monkeypatch.setattr(evaluator, "_reprieve", first_gives_everything_back)
+    monkeypatch.setattr(batched, "reprieve", first_gives_everything_back)
     assert _dry_run(env, pod, 3, 5, defer=True) == expected
     assert calls[0] == 5 and len(calls) > 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import random
 import resource
 import sys
@@ -12,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kopfsched import gcpolicy
 from kopfsched.bench.workloads import DEFAULT_SIZE, SIZES, WORKLOADS, Workload
 from kopfsched.cache.cache import Cache
 from kopfsched.config.defaults import default_profile
@@ -117,12 +117,8 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
     create = load_workload(workload, scheduler, client, profile or default_profile(registry))
     # As the operator after its initial listing: the loaded cluster leaves the GC's
     # generations, so that no full collection traverses it again while measuring.
-    gc.collect(1)
-    gc.freeze()
-    try:
+    with gcpolicy.frozen_heap():
         return await _measure(workload, scheduler, observer, done, create, timeout)
-    finally:
-        gc.unfreeze()
 
 
 async def _measure(workload: Workload, scheduler: Scheduler, observer: _Progress, done: asyncio.Event,

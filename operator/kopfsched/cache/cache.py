@@ -146,9 +146,6 @@ class Cache:
         self._pods[pod_info.uid] = _PodState(pod_info)
         return pod_info
 
-    def update_pod(self, pod: Obj) -> PodInfo:
-        return self.add_pod(pod)
-
     def remove_pod(self, pod: Obj) -> PodInfo | None:
         uid = (pod.get("metadata") or {}).get("uid") or PodInfo(pod).uid
         state = self._pods.pop(uid, None)

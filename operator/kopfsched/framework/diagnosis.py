@@ -94,9 +94,3 @@ def rejection_counts(node_to_status: NodeToStatus, num_all_nodes: int) -> Reject
         plugins[plugin] = plugins.get(plugin, 0) + absent
     plugins.pop("", None)
     return RejectionCounts(reasons, plugins)
-
-
-def reasons_histogram(node_to_status: NodeToStatus, num_all_nodes: int) -> list[str]:
-    """"<count> <reason>" for every distinct reason, sorted as strings (as upstream)."""
-    counts = rejection_counts(node_to_status, num_all_nodes).reasons
-    return sorted(f"{count} {reason}" for reason, count in counts.items())

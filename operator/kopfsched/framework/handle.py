@@ -261,7 +261,11 @@ class Handle:
     spawn: Callable[[Awaitable[Any], str], Any] = lambda coro, name: asyncio.ensure_future(coro)
     """Run an API side effect (e.g. deleting preemption victims) as a supervised task."""
     framework: Framework | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
+    """State the plugins of every profile of one scheduler share, by plugin name (upstream's
+    Handle.SharedDRAManager and the like): the scheduler hands every profile's Handle the same
+    dict, so e.g. two profiles never allocate one device twice. A Handle built on its own has
+    a dict of its own."""
     pods: PodLister = field(default_factory=_NoPods)
     """Every pod the scheduler knows of, by namespace (pending ones included)."""
     extenders: tuple[PreemptionExtender, ...] = ()

@@ -219,11 +219,6 @@ class NodeTable:
             self._derived.clear()
         self._specs.pop(spec.name, None)
 
-    def replace_node(self, row: int, node_info: NodeInfo) -> None:
-        self.nodes[row] = node_info
-        self.refresh((row,))
-
-
 class WhatIfTable(NodeTable):
     """Hypothetical nodes: row i is row `base_rows[i]` of `base` without the pods
     `removed[i]` (all on that node) and with the pods `added[i]` (none on it).

@@ -3,43 +3,29 @@
 The runtime, not the plugins, records which plugin answered and turns exceptions into
 Error statuses. Filter and Score have two paths: per node (`run_filter_plugins`, used by
 preemption and for nodes with nominated pods) and over many NodeTable rows at once
-(`run_filter_plugins_on_rows` / `run_score_plugins_on_rows`), which uses a plugin's
-vectorised method when it has one and its per-node method otherwise.
+(`run_filter_plugins_on_rows` / `run_score_plugins_on_rows`, run by `rows.RowRunner`),
+which uses a plugin's vectorised method when it has one and its per-node method otherwise;
+`what_if` filters preemption's hypothetical nodes the same way.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-import time
 from collections.abc import Callable, Sequence
-from time import perf_counter
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
 
-try:  # numpy's C function, without np.count_nonzero's Python dispatch
-    from numpy._core.multiarray import count_nonzero
-except ImportError:  # numpy < 2
-    from numpy.core.multiarray import count_nonzero  # type: ignore[no-redef]
-
+from kopfsched.framework import what_if
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ClusterEventWithHint
 from kopfsched.framework.handle import Handle, WaitingPod
 from kopfsched.framework.interface import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
     AsyncPostFilterPlugin,
-    BatchFilterPlugin,
-    BatchFilterStatusesPlugin,
-    BatchScorePlugin,
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
-    NodeStaticFilterPlugin,
     NodeToStatus,
-    NormalizeScorePlugin,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
@@ -55,7 +41,9 @@ from kopfsched.framework.interface import (
     ScorePlugin,
 )
 from kopfsched.framework.node_table import NodeTable, WhatIfTable
+from kopfsched.framework.rows import RowRunner, filter_failure
 from kopfsched.framework.status import SKIP, Code, Status
+from kopfsched.framework.timing import Observer, ignore, no_status, timed
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 logger = logging.getLogger(__name__)
@@ -63,105 +51,7 @@ logger = logging.getLogger(__name__)
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 """Upstream caps a Permit plugin's wait at 15 minutes."""
 
-Observer = Callable[[str, str, float], None]
-"""(extension point, status code name, seconds) — e.g. the extension-point duration histogram."""
-
-
-def _ignore(point: str, code: str, seconds: float) -> None:
-    pass
-
-
-def _code_name(status: Status | None) -> str:
-    return "Success" if status is None else status.code.upstream_name
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _same(result: Any) -> Status | None:
-    return cast("Status | None", result)
-
-
-def _no_status(result: object) -> None:
-    """Points whose result carries no status (Filter reports per node): observed as Success."""
-    return None
-
-
-def _timed(point: str, status_of: Callable[[Any], Status | None] | None = None) -> Callable[[F], F]:
-    """Time a `run_*` method of Framework and report (point, result code, seconds) to its
-    observer: upstream's framework_extension_point_duration_seconds. `status_of` finds the
-    status in the result (None: the result is the status)."""
-    def wrap(run: F) -> F:
-        if status_of is None and not inspect.iscoroutinefunction(run):
-            # The result is the status: the commonest case, with no call to find it.
-            @functools.wraps(run)
-            def timed_status(self: Framework, *args: Any, **kwargs: Any) -> Any:
-                start = perf_counter()
-                result = run(self, *args, **kwargs)
-                self.observe(point, "Success" if result is None else result.code.upstream_name,
-                             perf_counter() - start)
-                return result
-            return cast(F, timed_status)
-        find = _same if status_of is None else status_of
-        if inspect.iscoroutinefunction(run):
-            @functools.wraps(run)
-            async def timed_async(self: Framework, *args: Any, **kwargs: Any) -> Any:
-                start = time.perf_counter()
-                result = await run(self, *args, **kwargs)
-                self.observe(point, _code_name(find(result)), time.perf_counter() - start)
-                return result
-            return cast(F, timed_async)
-
-        @functools.wraps(run)
-        def timed(self: Framework, *args: Any, **kwargs: Any) -> Any:
-            start = perf_counter()
-            result = run(self, *args, **kwargs)
-            self.observe(point, _code_name(find(result)), perf_counter() - start)
-            return result
-        return cast(F, timed)
-    return wrap
-
-
 PostFilterOutcome = tuple[PostFilterResult | None, Status | None]
-
-assert MIN_NODE_SCORE == 0  # run_score_plugins_on_rows checks both bounds with one unsigned maximum
-
-
-def _weighted_totals(per_plugin: dict[str, np.ndarray], weights: list[int], count: int) -> np.ndarray:
-    """The sum of each plugin's scores times its weight (exact integers: the order of the
-    additions does not matter). The first term is the totals' own array; a weight of 1
-    multiplies nothing: two numpy calls per plugin at most, cheaper than np.dot's integer loop."""
-    totals: np.ndarray | None = None
-    for scores, weight in zip(per_plugin.values(), weights, strict=True):
-        if totals is None:
-            totals = scores * weight if weight != 1 else np.array(scores, dtype=np.int64)
-        elif weight == 1:
-            totals += scores
-        else:
-            totals += scores * weight
-    return np.zeros(count, dtype=np.int64) if totals is None else totals
-
-
-def _first_invalid_score(per_plugin: dict[str, np.ndarray], score_plugins: list[tuple[Any, int]], count: int
-                         ) -> tuple[np.ndarray, dict[str, np.ndarray], Status] | None:
-    """The outcome of run_score_plugins_on_rows at the first plugin (in `per_plugin`'s order)
-    whose scores leave [MIN_NODE_SCORE, MAX_NODE_SCORE]: the totals and scores of the
-    plugins before it, and its error."""
-    weights = {plugin.name: weight for plugin, weight in score_plugins}
-    totals = np.zeros(count, dtype=np.int64)
-    before: dict[str, np.ndarray] = {}
-    for name, scores in per_plugin.items():
-        if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
-            bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
-            status = Status.as_error(
-                f'plugin "{name}" returns an invalid score {bad}, it should in the range of '
-                f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-            ).with_plugin(name)
-            return totals, before, status
-        before[name] = scores
-        totals += scores * weights[name]
-    return None
-
 
 class _PostFilterRun:
     """PostFilter plugins in turn, as upstream's RunPostFilterPlugins: the first success, error
@@ -200,13 +90,6 @@ class _PostFilterRun:
         return self._result, Status(Code.UNSCHEDULABLE, tuple(self._reasons), self._rejector)
 
 
-def _filter_failure(plugin: Any, status: Status) -> Status:
-    """A Filter plugin's non-success answer as the runtime reports it."""
-    if not status.is_rejection:
-        status = Status.as_error(f'running "{plugin.name}" filter plugin: {status.message}')
-    return status.with_plugin(plugin.name)
-
-
 class Framework:
     """One profile's plugins, by extension point, in configured order."""
 
@@ -222,7 +105,7 @@ class Framework:
         self.profile_name = profile_name
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
-        self.observe = observe or _ignore
+        self.observe = observe or ignore
 
         def at(point: str) -> list[Any]:
             return [plugin for plugin, _ in plugins.get(point, ())]
@@ -242,21 +125,11 @@ class Framework:
         self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
         self.pre_filter_extensions: list[PreFilterExtensions] = [
             p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
-        self._batch_filter: dict[str, BatchFilterPlugin] = {
-            p.name: p for p in self.filter_plugins if isinstance(p, BatchFilterPlugin)}
+        self.rows = RowRunner(filter_plugins=self.filter_plugins, score_plugins=self.score_plugins)
+        """Filter and Score over NodeTable rows (`rows`), and preemption's what-if filters (`what_if`)."""
         # Filters whose answer may change when pods are added to or removed from a node: the
         # only ones preemption's reprieve steps and the second nominated-pods pass re-run.
-        self.pod_dependent_filter_plugins: list[FilterPlugin] = [
-            p for p in self.filter_plugins
-            if not (isinstance(p, NodeStaticFilterPlugin) and p.node_static_filter is True)]
-        self._node_static_names = {p.name for p in self.filter_plugins} - {
-            p.name for p in self.pod_dependent_filter_plugins}
-        self._batch_statuses: dict[str, BatchFilterStatusesPlugin] = {
-            p.name: p for p in self.filter_plugins if isinstance(p, BatchFilterStatusesPlugin)}
-        self._batch_score: dict[str, BatchScorePlugin] = {
-            p.name: p for p, _ in self.score_plugins if isinstance(p, BatchScorePlugin)}
-        self._normalizers = {p.name: p.normalize_score for p, _ in self.score_plugins
-                             if isinstance(p, NormalizeScorePlugin)}
+        self.pod_dependent_filter_plugins = self.rows.pod_dependent_filter_plugins
         seen: dict[str, Any] = {}
         for point_plugins in plugins.values():
             for plugin, _ in point_plugins:
@@ -314,7 +187,7 @@ class Framework:
 
     # -- PreFilter -----------------------------------------------------------------------------
 
-    @_timed("PreFilter", lambda result: result[1])
+    @timed("PreFilter", lambda result: result[1])
     def run_pre_filter_plugins(
         self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
@@ -390,7 +263,7 @@ class Framework:
         """Filter one node, stopping at the first plugin that rejects it. With
         `pod_dependent_only`, node-static plugins are left out: for callers that know they
         already passed on this node (their answer cannot have changed since)."""
-        # _filter_one inlined: this runs several times per node in preemption's dry runs.
+        # rows.filter_one inlined: this runs several times per node in preemption's dry runs.
         skipped = state.skip_filter_plugins
         for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
             if plugin.name in skipped:
@@ -400,17 +273,8 @@ class Framework:
             except Exception as exc:
                 return Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(plugin.name)
             if status is not None and status.code is not Code.SUCCESS:
-                return _filter_failure(plugin, status)
+                return filter_failure(plugin, status)
         return None
-
-    def _filter_one(self, plugin: Any, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        try:
-            status = plugin.filter(state, pod, node)
-        except Exception as exc:
-            return Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(plugin.name)
-        if status is None or status.code is Code.SUCCESS:
-            return None
-        return _filter_failure(plugin, status)
 
     def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo,
                                                node: NodeInfo) -> Status | None:
@@ -479,35 +343,7 @@ class Framework:
         skipped = state.skip_filter_plugins
         return any(p.name not in skipped for p in self.pre_filter_extensions)
 
-    def run_filter_plugins_what_if(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
-                                   pod_dependent_only: bool = False) -> list[Status | None]:
-        """Each row's Filter status, for hypothetical nodes (preemption's dry run removing or
-        adding pods, nominated pods counted), in one vectorised pass over the WhatIfTable.
-
-        One state serves every node, so the caller must know that no PreFilter extension is
-        active (`has_active_pre_filter_extensions`): then no node has state of its own. An
-        error stops the batch; every node not judged by then gets it, as each would have."""
-        if not len(table):
-            return []
-        mask, rejected = self._filter_rows(state, pod, table, np.arange(len(table), dtype=np.int64),
-                                           pod_dependent_only=pod_dependent_only)
-        out: list[Status | None] = [rejected.get(i) for i in range(len(table))]
-        error = next((s for s in rejected.values() if s.code is Code.ERROR), None)
-        if error is not None:
-            out = [error if s is None and not ok else s for s, ok in zip(out, mask.tolist(), strict=True)]
-        return out
-
-    def run_filter_plugins_what_if_passes(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
-                                          pod_dependent_only: bool = False) -> np.ndarray:
-        """Which rows of `table` pass, as `run_filter_plugins_what_if` would answer None for them,
-        without working out why the others failed (preemption's reprieves need no reasons)."""
-        if not len(table):
-            return np.zeros(0, dtype=bool)
-        mask, _ = self._filter_rows(state, pod, table, np.arange(len(table), dtype=np.int64),
-                                    pod_dependent_only=pod_dependent_only, reasons=False)
-        return mask
-
-    @_timed("Filter", _no_status)
+    @timed("Filter", no_status)
     def run_filter_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
         pod_dependent_only: bool = False,
@@ -518,94 +354,11 @@ class Framework:
         Each node's status comes from the first plugin that rejects it, exactly as if the
         nodes were filtered one by one. An Error status is returned among the rejections;
         the caller aborts the cycle on it."""
-        return self._filter_rows(state, pod, table, rows, pod_dependent_only=pod_dependent_only)
-
-    def _filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
-                     pod_dependent_only: bool, reasons: bool = True) -> tuple[np.ndarray, dict[int, Status]]:
-        """run_filter_plugins_on_rows, untimed (preemption's what-if batches count as PostFilter).
-
-        On a WhatIfTable, node-static plugins judge the real nodes behind its rows (their
-        answer is the same) so that no NodeInfo copy is built for them."""
-        rejected: dict[int, Status] = {}
-        alive = rows  # the rows every plugin so far passed
-        alive_pos: np.ndarray | None = None  # their positions in `rows`; None: all of them
-        skipped = state.skip_filter_plugins
-        static = self._node_static_names if isinstance(table, WhatIfTable) else ()
-        for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
-            if not len(alive):
-                break
-            if plugin.name in skipped:
-                continue
-            judged: NodeTable = table
-            judged_rows: np.ndarray | None = None
-            if plugin.name in static:
-                judged, judged_rows = cast(WhatIfTable, table).root, cast(WhatIfTable, table).root_rows
-            batch = self._batch_filter.get(plugin.name)
-            if batch is not None:
-                try:
-                    passed = np.asarray(batch.filter_nodes(
-                        state, pod, judged, alive if judged_rows is None else judged_rows[alive]), dtype=bool)
-                except Exception as exc:
-                    error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
-                    rejected[int(alive[0])] = error.with_plugin(plugin.name)
-                    alive = alive[:0]
-                    break
-                if count_nonzero(passed) == passed.size:  # passed.all(), without its Python wrapper
-                    continue
-                failed = alive[~passed]
-                on_judged = failed if judged_rows is None else judged_rows[failed]
-                with_statuses = self._batch_statuses.get(plugin.name)
-                if not reasons:  # the caller reads the mask alone
-                    pass
-                elif with_statuses is not None:
-                    try:
-                        statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)
-                    except Exception as exc:
-                        error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
-                        rejected[int(failed[0])] = error.with_plugin(plugin.name)
-                        alive = alive[:0]
-                        break
-                    # Statuses are shared: wrap each distinct one once; the per-node work is
-                    # left to C (map, zip, dict.update), as thousands of nodes may fail.
-                    statuses = statuses if isinstance(statuses, list) else list(statuses)
-                    distinct = dict(zip(map(id, statuses), statuses, strict=True))
-                    wrapped = {key: _filter_failure(plugin, answer) for key, answer in distinct.items()}
-                    rejected.update(zip(failed.tolist(), map(wrapped.__getitem__, map(id, statuses)), strict=True))
-                else:
-                    nodes = judged.nodes
-                    for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):
-                        one = self._filter_one(plugin, state, pod, nodes[judged_row])
-                        rejected[row] = one if one is not None else Status.as_error(
-                            f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its '
-                            "filter accepted it").with_plugin(plugin.name)
-                alive_pos = passed.nonzero()[0] if alive_pos is None else alive_pos[passed]
-                alive = alive[passed]
-            else:
-                nodes = judged.nodes
-                keep: list[int] = []
-                on_judged = alive if judged_rows is None else judged_rows[alive]
-                for i, (row, judged_row) in enumerate(zip(alive.tolist(), on_judged.tolist(), strict=True)):
-                    status = self._filter_one(plugin, state, pod, nodes[judged_row])
-                    if status is None:
-                        keep.append(i)
-                    else:
-                        rejected[row] = status
-                if len(keep) < len(alive):
-                    kept = np.asarray(keep, dtype=np.int64)
-                    alive_pos = kept if alive_pos is None else alive_pos[kept]
-                    alive = alive[kept]
-        if alive_pos is None and len(alive):
-            mask = np.empty(len(rows), dtype=bool)
-            mask.fill(True)  # np.ones, without its Python wrapper
-            return mask, rejected
-        mask = np.zeros(len(rows), dtype=bool)
-        if len(alive):
-            mask[alive_pos] = True
-        return mask, rejected
+        return self.rows.filter(state, pod, table, rows, pod_dependent_only=pod_dependent_only)
 
     # -- PostFilter ----------------------------------------------------------------------------
 
-    @_timed("PostFilter", lambda result: result[1])
+    @timed("PostFilter", lambda result: result[1])
     def run_post_filter_plugins(self, state: CycleState, pod: PodInfo,
                                 statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
         """Stops at the first plugin that succeeds or errors; returns the last rejection otherwise."""
@@ -619,7 +372,7 @@ class Framework:
                 break
         return run.outcome()
 
-    @_timed("PostFilter", lambda result: result[1])
+    @timed("PostFilter", lambda result: result[1])
     async def run_post_filter_plugins_async(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus
                                             ) -> tuple[PostFilterResult | None, Status | None]:
         """`run_post_filter_plugins` for profiles with extenders: a plugin that has
@@ -639,7 +392,7 @@ class Framework:
 
     # -- PreScore / Score ------------------------------------------------------------------------
 
-    @_timed("PreScore")
+    @timed("PreScore")
     def run_pre_score_plugins(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         skipped: set[str] = set()
         result: Status | None = None
@@ -660,55 +413,27 @@ class Framework:
         state.skip_score_plugins = skipped
         return result
 
-    @_timed("Score", lambda result: result[2])
+    @timed("Score", lambda result: result[2])
     def run_score_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
         """(weighted totals, normalized pre-weight scores per plugin, error). With an error,
         totals and scores are those of the plugins before the one it blames."""
-        per_plugin: dict[str, np.ndarray] = {}
-        weights: list[int] = []
-        skipped = state.skip_score_plugins
-        nodes = table.nodes
-        for plugin, weight in self.score_plugins:
-            name = plugin.name
-            if name in skipped:
-                continue
-            try:
-                batch = self._batch_score.get(name)
-                if batch is not None:
-                    scores = np.asarray(batch.score_nodes(state, pod, table, rows), dtype=np.int64)
-                else:
-                    scores = np.fromiter((plugin.score(state, pod, nodes[r]) for r in rows.tolist()),
-                                         dtype=np.int64, count=len(rows))
-                normalize = self._normalizers.get(name)
-                if normalize is not None:
-                    scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
-            except Exception as exc:
-                # An earlier plugin's invalid score is reported first, as a check per plugin would.
-                invalid = _first_invalid_score(per_plugin, self.score_plugins, len(rows))
-                if invalid is None:
-                    status = Status.as_error(f'running Score plugins: plugin "{name}": {exc}').with_plugin(name)
-                    invalid = _weighted_totals(per_plugin, weights, len(rows)), per_plugin, status
-                return invalid
-            per_plugin[name] = scores
-            weights.append(weight)
-        # Every plugin's scores in one block: the range checked and the weighted sum taken in a
-        # few numpy calls rather than three per plugin.
-        if per_plugin and len(rows):
-            every = np.concatenate(list(per_plugin.values())) if len(per_plugin) > 1 else scores
-            # One look for both bounds: as unsigned, a negative score is above the maximum (and
-            # a[a.argmax()] is the maximum for a third of the fixed cost of a reduction).
-            unsigned = every.view(np.uint64)
-            if unsigned[unsigned.argmax()] > MAX_NODE_SCORE:
-                invalid = _first_invalid_score(per_plugin, self.score_plugins, len(rows))
-                assert invalid is not None
-                return invalid
-        return _weighted_totals(per_plugin, weights, len(rows)), per_plugin, None
+        return self.rows.score(state, pod, table, rows)
+
+    def run_filter_plugins_what_if(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
+                                   pod_dependent_only: bool = False) -> list[Status | None]:
+        """Each row's Filter status for preemption's hypothetical nodes (`what_if.statuses`)."""
+        return what_if.statuses(self.rows, state, pod, table, pod_dependent_only=pod_dependent_only)
+
+    def run_filter_plugins_what_if_passes(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
+                                          pod_dependent_only: bool = False) -> np.ndarray:
+        """Which rows of `table` pass (`what_if.passes`)."""
+        return what_if.passes(self.rows, state, pod, table, pod_dependent_only=pod_dependent_only)
 
     # -- Reserve / Permit ----------------------------------------------------------------------
 
-    @_timed("Reserve")
+    @timed("Reserve")
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         result: Status | None = None
         for plugin in self.reserve_plugins:
@@ -723,7 +448,7 @@ class Framework:
                 break
         return result
 
-    @_timed("Unreserve", _no_status)
+    @timed("Unreserve", no_status)
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """Every Reserve plugin's unreserve, in reverse order; failures cannot stop the others."""
         for plugin in reversed(self.reserve_plugins):
@@ -732,7 +457,7 @@ class Framework:
             except Exception:  # unreserve must reach every plugin
                 logger.exception("Unreserve plugin %s failed for pod %s", plugin.name, pod.key)
 
-    @_timed("Permit")
+    @timed("Permit")
     def run_permit_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         """None (allowed), a rejection, an error, or Wait after registering a WaitingPod."""
         waits: dict[str, float] = {}
@@ -774,7 +499,7 @@ class Framework:
 
     # -- binding ---------------------------------------------------------------------------
 
-    @_timed("PreBind")
+    @timed("PreBind")
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         result: Status | None = None
         for plugin in self.pre_bind_plugins:
@@ -791,7 +516,7 @@ class Framework:
             break
         return result
 
-    @_timed("Bind")
+    @timed("Bind")
     async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         """The first Bind plugin that does not Skip decides; all skipping gives SKIP."""
         result: Status | None = SKIP
@@ -812,7 +537,7 @@ class Framework:
             break
         return result
 
-    @_timed("PostBind", _no_status)
+    @timed("PostBind", no_status)
     def run_post_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         for plugin in self.post_bind_plugins:
             try:

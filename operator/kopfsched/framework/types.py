@@ -8,6 +8,7 @@ pods assigned (or assumed) to it.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,12 @@ def parse_time(raw: Any) -> float | None:
         return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def rfc3339(seconds: float | None = None) -> str:
+    """Epoch seconds (default: now) as a metav1.Time writes them, whole seconds truncated:
+    "2026-01-01T00:00:00Z", which `parse_time` reads back."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -42,7 +42,8 @@ from multidict import CIMultiDict
 from kopfsched.framework.client import ClusterError, ConflictError, NotFoundError, Obj
 from kopfsched.framework.types import pod_key
 from kopfsched.kube.http import HttpPool, Response
-from kopfsched.kube.ratelimit import TokenBucket
+from kopfsched.kube.ratelimit import TokenBucket, retry_after_seconds
+from kopfsched.tls import client_context
 
 logger = logging.getLogger(__name__)
 
@@ -208,15 +209,9 @@ class DirectApi:
 def _ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext:
     """The TLS settings kubernetes_asyncio's REST client gives its connector, from the same
     configuration fields: CA, client certificate, verification switches."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if getattr(configuration, "disable_strict_ssl_verification", False):
-        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    return context
+    return client_context(ca_file=configuration.ssl_ca_cert, cert_file=configuration.cert_file,
+                          key_file=configuration.key_file, verify=bool(configuration.verify_ssl),
+                          strict=not getattr(configuration, "disable_strict_ssl_verification", False))
 
 
 def reporting_instance() -> str:
@@ -256,16 +251,10 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """The Retry-After (whole seconds) of a 429 or 5xx answer, as client-go's checkWait reads it."""
-    if not isinstance(exc, ApiException) or exc.status is None or not (exc.status == 429 or exc.status >= 500):
+    """The Retry-After of an API error (`ratelimit.retry_after_seconds`)."""
+    if not isinstance(exc, ApiException):
         return None
-    headers: Mapping[str, str] = exc.headers or {}
-    value = headers.get("Retry-After")
-    try:
-        seconds = int(value) if value is not None else None
-    except ValueError:
-        return None
-    return None if seconds is None or seconds < 0 else float(seconds)
+    return retry_after_seconds(exc.status, exc.headers)
 
 
 def _translate(exc: BaseException, what: str) -> ClusterError:

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import kopf
 
+from kopfsched.kube import kopf_internals
 from kopfsched.kube.reachability import describe
 from kopfsched.kube.watches import WatchSink
 
@@ -183,7 +184,7 @@ class KopfThread:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         # kopf warns that it ignores OS signals when not in the main thread: by design here
         # (the main thread handles SIGTERM/SIGINT and stops kopf), so not worth a warning.
-        logging.getLogger("kopf._core.reactor.running").addFilter(_not_the_signal_warning)
+        logging.getLogger(kopf_internals.REACTOR_LOGGER).addFilter(_not_the_signal_warning)
         self._thread.start()
 
     @property

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -25,6 +24,7 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from kopfsched import gcpolicy
 from kopfsched.cache.cache import Cache
 from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS, SchedulerConfig
 from kopfsched.kube.client import KubeClusterClient, reporting_instance, without_env_lookups
@@ -273,7 +273,7 @@ class Operator:
         await self.kopf.stop()
         if self.health is not None:
             await self.health.stop()
-        gc.unfreeze()  # a process that runs operators one after another (the tests) keeps no garbage
+        gcpolicy.thaw()
 
     # -- periodic work -----------------------------------------------------------------------
 
@@ -317,10 +317,9 @@ def freeze_the_listed_heap() -> None:
     that became garbage in the oldest generation before this point stay (once, bounded).
     Frozen objects are still freed by reference counting when the cache drops them."""
     started = time.monotonic()
-    gc.collect(1)
-    gc.freeze()
+    frozen = gcpolicy.freeze_heap()
     logger.info("froze %d objects of the initial listing out of the GC's generations (%.0f ms)",
-                gc.get_freeze_count(), 1000 * (time.monotonic() - started))
+                frozen, 1000 * (time.monotonic() - started))
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:

@@ -12,16 +12,13 @@ tick of the operator's status loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 from kopfsched.config.types import ProfileConfig
 from kopfsched.framework.client import ClusterError, NotFoundError
-from kopfsched.framework.types import Obj, PodInfo
+from kopfsched.framework.types import Obj
 from kopfsched.kube.client import KubeClusterClient
-from kopfsched.plugins.coscheduling import NAME as COSCHEDULING
-from kopfsched.plugins.coscheduling import POD_GROUP_LABEL, pod_group_status
-from kopfsched.plugins.coscheduling.core import POD_GROUP_KIND
+from kopfsched.plugins import coscheduling
 from kopfsched.scheduler.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -32,39 +29,18 @@ watched (kube-scheduler's field selector), so members that completed merely vani
 
 
 def enables_coscheduling(config: ProfileConfig) -> bool:
-    return any(ref.name == COSCHEDULING for refs in config.plugins.values() for ref in refs)
-
-
-def _key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    return any(ref.name == coscheduling.NAME for refs in config.plugins.values() for ref in refs)
 
 
 def served_pod_group_statuses(scheduler: Scheduler) -> dict[str, tuple[Obj, dict[str, Any]]]:
     """"namespace/name" → (PodGroup, status) for every known PodGroup with at least one
-    member whose scheduler name is a profile enabling Coscheduling."""
-    groups = scheduler.cache.objects.list(POD_GROUP_KIND)
+    member whose scheduler name is a profile enabling Coscheduling (the plugin computes them)."""
     profiles = [p for p in scheduler.profiles.values() if enables_coscheduling(p.config)]
-    if not groups or not profiles:
+    if not profiles:
         return {}
-    members = _members_by_group(profiles[0].framework.handle.pods.list())
-    served = {p.config.scheduler_name for p in profiles}
-    out: dict[str, tuple[Obj, dict[str, Any]]] = {}
-    for obj in groups:
-        pods = members.get(_key(obj), [])
-        if any(p.scheduler_name in served for p in pods):
-            out[_key(obj)] = (obj, pod_group_status(obj, pods, is_assumed=scheduler.cache.is_assumed))
-    return out
-
-
-def _members_by_group(pods: Iterable[PodInfo]) -> dict[str, list[PodInfo]]:
-    """One pass over the pods instead of one per group."""
-    members: dict[str, list[PodInfo]] = {}
-    for pod in pods:
-        group = pod.labels.get(POD_GROUP_LABEL)
-        if group:
-            members.setdefault(f"{pod.namespace}/{group}", []).append(pod)
-    return members
+    return coscheduling.served_pod_group_statuses(
+        scheduler.cache.objects, profiles[0].framework.handle.pods,
+        served={p.config.scheduler_name for p in profiles}, is_assumed=scheduler.cache.is_assumed)
 
 
 def _already_there(obj: Obj, status: dict[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from kopfsched.config.field_checks import profile_conflicts
 from kopfsched.config.parse import parse_scheduler_profile
 from kopfsched.config.types import Problem, ProfileConfig
 from kopfsched.framework.registry import Registry
-from kopfsched.framework.types import Obj
+from kopfsched.framework.types import Obj, rfc3339
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.scheduler.stats import SchedulingStats
 
@@ -33,10 +33,6 @@ READY = "Ready"
 INVALID_CONFIG = "InvalidConfig"
 CONFLICT = "Conflict"
 SERVING = "Serving"
-
-
-def rfc3339(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS
 
@@ -46,3 +46,17 @@ class TokenBucket:
         delay = self.reserve()
         if delay:
             await self._sleep(delay)
+
+
+def retry_after_seconds(status: int | None, headers: Mapping[str, str] | None) -> float | None:
+    """The wait a server asked for, as client-go's checkWait reads it: only on a 429 or a 5xx
+    answer, from a Retry-After header of whole seconds (negative or not a number: none). Every
+    request path of the kube layer (ours, and kopf's through `reachability`) reads it here."""
+    if status is None or not (status == 429 or status >= 500):
+        return None
+    value = (headers or {}).get("Retry-After")
+    try:
+        seconds = int(value) if value is not None else None
+    except ValueError:
+        return None
+    return None if seconds is None or seconds < 0 else float(seconds)

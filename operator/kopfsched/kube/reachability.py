@@ -33,16 +33,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
-from kopf._cogs.clients import api as kopf_api
-from kopf._cogs.clients import errors as kopf_errors
+
+from kopfsched.kube import kopf_internals
+from kopfsched.kube.ratelimit import retry_after_seconds
 
 logger = logging.getLogger(__name__)
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
 
-_RETRIED_STATUS_ERRORS = (kopf_errors.APIServerError, kopf_errors.APIForbiddenError,
-                          kopf_errors.APITooManyRequestsError)
+_RETRIED_STATUS_ERRORS = (kopf_internals.APIServerError, kopf_internals.APIForbiddenError,
+                          kopf_internals.APITooManyRequestsError)
 _UNREACHABLE_ERRORS = (aiohttp.ClientConnectionError, TimeoutError)
 _DISCOVERY = re.compile(r"/version|/api(/[^/?]+)?|/apis(/[^/?]+(/[^/?]+)?)?")
 """Discovery paths (relative to the server): `/api/v1/nodes` or `/apis/g/v/plural` are not."""
@@ -103,7 +104,7 @@ def _seconds(delay: float) -> str:
 
 def describe(error: BaseException) -> str:
     """A failed request's cause in a few words (no aiohttp ConnectionKey repr)."""
-    if isinstance(error, kopf_errors.APIError):
+    if isinstance(error, kopf_internals.APIError):
         return describe_status_error(error)
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "no answer in time (timeout)"
@@ -126,7 +127,7 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def describe_status_error(error: kopf_errors.APIError) -> str:
+def describe_status_error(error: kopf_internals.APIError) -> str:
     first = error.args[0] if error.args else None  # kopf's APIError holds (message, status payload)
     message = " ".join((first if isinstance(first, str) else "").split())
     return f"{error.status} {message}" if message else str(error.status)
@@ -145,20 +146,15 @@ class _WithoutAttemptLines(logging.LoggerAdapter):
         self.logger.log(level, msg, *args, **kwargs)
 
 
-_original_request = kopf_api.request
+_original_request = kopf_internals.original_request
 
 
 def _retry_after(error: BaseException) -> float | None:
-    if not isinstance(error, kopf_errors.APITooManyRequestsError):
+    """The Retry-After of a kopf API error, read as our own client reads it (client-go's
+    checkWait: 429 and 5xx, whole seconds)."""
+    if not isinstance(error, kopf_internals.APIError):
         return None
-    try:
-        if error.headers and error.headers.get("Retry-After"):
-            return float(error.headers["Retry-After"])
-        if error.details and error.details.get("retryAfterSeconds"):
-            return float(error.details["retryAfterSeconds"])
-    except (TypeError, ValueError):
-        return None
-    return None
+    return retry_after_seconds(error.status, error.headers)
 
 
 async def _request(method: str, url: str, *, settings: Any, logger: Any,
@@ -206,8 +202,7 @@ _request_logger = logger
 
 def install() -> None:
     """Route kopf's API requests through `_request` (idempotent)."""
-    if kopf_api.request is not _request:
-        kopf_api.request = _request
+    kopf_internals.install_request(_request)
 
 
 __all__ = ["ApiReachability", "describe", "install"]

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from kubernetes_asyncio import client as k8s
 
 from kopfsched.framework.client import ClusterError, NotFoundError
+from kopfsched.framework.types import rfc3339
 from kopfsched.kube.client import KubeClusterClient
 from kopfsched.kube.handlers import POD_FIELD_SELECTOR, PROFILE_KIND, WATCHED, WatchedKind
 from kopfsched.kube.operator import StartupError, load_configuration
@@ -105,7 +106,7 @@ async def write_snapshot(client: KubeClusterClient, out: TextIO, *, page_size: i
     Each document is the object's JSON on one line (JSON is YAML): written some 25 times
     faster than block-style YAML, and still one object per line for grep."""
     written = 0
-    header = f"# kopfsched snapshot, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+    header = f"# kopfsched snapshot, {rfc3339()}\n"
     async for _, items in list_pages(client, page_size=page_size, progress=progress):
         # The header once the cluster answered: a cluster that cannot be read leaves stdout empty.
         out.write(header + "".join(f"---\n{json.dumps(item, ensure_ascii=False, separators=(',', ':'))}\n"
@@ -147,10 +148,10 @@ def snapshot(kubeconfig: str | None, out: TextIO, *, quiet: bool = False) -> int
     return 0
 
 
-def read_cluster(kubeconfig: str | None, *, quiet: bool = False) -> Any:
-    """The live cluster as simulate's ClusterInput (explain and simulate without files)."""
-    from kopfsched.simulate.loader import ClusterInput, load_objects
-
+def read_cluster(kubeconfig: str | None, *, quiet: bool = False) -> list[dict[str, Any]]:
+    """Every object `snapshot` would write, as plain dicts, for explain and simulate without
+    files (they load them as they load a snapshot file). Raises ClusterError or StartupError
+    when the cluster cannot be read."""
     progress = None if quiet else _stderr
 
     async def work(client: KubeClusterClient) -> list[dict[str, Any]]:
@@ -159,10 +160,4 @@ def read_cluster(kubeconfig: str | None, *, quiet: bool = False) -> Any:
             objects.extend(items)
         return objects
 
-    try:
-        objects = asyncio.run(_with_client(kubeconfig, work))
-    except (StartupError, ClusterError) as exc:
-        result = ClusterInput()
-        result.problems.append(f"reading the cluster: {exc}")
-        return result
-    return load_objects(objects, "cluster")
+    return asyncio.run(_with_client(kubeconfig, work))

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import json
 import logging
 import random
@@ -55,10 +54,9 @@ from typing import Any, Protocol, cast
 
 import kopf
 import orjson
-from kopf._cogs.clients import api as kopf_api
-from kopf._cogs.clients import errors as kopf_errors
-from kopf._cogs.clients import scanning as kopf_scanning
-from kopf._cogs.clients import watching as kopf_watching
+
+from kopfsched import gcpolicy
+from kopfsched.kube import kopf_internals
 
 logger = logging.getLogger(__name__)
 
@@ -215,14 +213,10 @@ def resource_key(resource: Any) -> str:
     return f"{group}/{resource.version}/{resource.plural}" if group else f"{resource.version}/{resource.plural}"
 
 
-_original_continuous_watch = kopf_watching.continuous_watch
-_original_scan_resources = kopf_scanning.scan_resources
-
-
 async def _scan_resources(*, settings: kopf.OperatorSettings, logger: Any,
                           groups: Collection[str] | None = None) -> Collection[Any]:
     """kopf's discovery, telling the sink which of our resources the API serves."""
-    resources = await _original_scan_resources(settings=settings, logger=logger, groups=groups)
+    resources = await kopf_internals.original_scan_resources(settings=settings, logger=logger, groups=groups)
     sink = getattr(settings, "watch_sink", None)
     if sink is not None:
         sink.served([kind for resource in resources if (kind := sink.kind_of(resource_key(resource)))])
@@ -236,8 +230,8 @@ async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, n
     410 or a request fails."""
     health = getattr(settings, "watch_health", None)
     if not isinstance(health, WatchHealth):
-        async for item in _original_continuous_watch(settings=settings, resource=resource, namespace=namespace,
-                                                     operator_pause_waiter=operator_pause_waiter):
+        async for item in kopf_internals.original_continuous_watch(
+                settings=settings, resource=resource, namespace=namespace, operator_pause_waiter=operator_pause_waiter):
             yield item
         return
     sink: WatchSink | None = getattr(settings, "watch_sink", None)
@@ -249,11 +243,11 @@ async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, n
             listing = True
             if sink is not None and kind is not None:
                 sink.listing(kind)
-            stream = _original_continuous_watch(settings=settings, resource=resource, namespace=namespace,
-                                                operator_pause_waiter=operator_pause_waiter)
+            stream = kopf_internals.original_continuous_watch(
+                settings=settings, resource=resource, namespace=namespace, operator_pause_waiter=operator_pause_waiter)
             try:
                 async for item in stream:
-                    if item is kopf_watching.Bookmark.LISTED:
+                    if item is kopf_internals.LISTED:
                         listing = False
                         health.listed(name)
                         if sink is not None and kind is not None:
@@ -269,7 +263,7 @@ async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, n
                         if isinstance(item, dict) and item.get("type") in WATCH_EVENT_TYPES:
                             health.event(name)
                         yield item
-            except kopf_errors.APIError as exc:
+            except kopf_internals.APIError as exc:
                 if not (listing and exc.status == 410 and settings.watching.chunk_size):
                     raise
                 logger.info("listing %s: the continue token expired; listing it all again without paging", name)
@@ -277,7 +271,7 @@ async def _continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, n
                 continue
             break
         finished = True
-    except (kopf_watching.WatchingError, kopf_errors.APIError) as exc:
+    except (kopf_internals.WatchingError, kopf_internals.APIError) as exc:
         delay = health.failed(name, exc)
         logger.warning("list+watch of %s failed: %s; listing again in %.1fs", name, _describe(exc), delay)
         await asyncio.sleep(delay)
@@ -320,40 +314,31 @@ async def _get(
     GC on, the allocations alone set off collections that traverse the growing heap again and
     again, most of the start-up CPU once spent "in json" (docs/performance.md). Paused, the page is
     examined once, at the next collection, as young objects."""
-    response = await kopf_api.request(
+    response = await kopf_internals.request(
         method="get", url=url, payload=payload, headers=headers, timeout=timeout, settings=settings, logger=logger
     )
     async with response:
         body = await response.read()
     if not body.strip():
         return None
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gcpolicy.paused():
         return json_loads(body)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def install() -> None:
     """Route kopf's watch streams through `_continuous_watch`, its discovery through
     `_scan_resources`, and its JSON decoding (watch lines, LIST and discovery answers) through
-    orjson (idempotent). kopf is pinned to a minor version (pyproject.toml): the e2e tests fail if
-    a kopf upgrade moves these seams."""
-    if kopf_watching.continuous_watch is not _continuous_watch:
-        kopf_watching.continuous_watch = _continuous_watch
-    if kopf_scanning.scan_resources is not _scan_resources:
-        kopf_scanning.scan_resources = _scan_resources
-    if getattr(kopf_api, "json", None) is json:
-        kopf_api.json = _KOPF_JSON  # type: ignore[assignment]
-    if kopf_api.get is not _get:
-        kopf_api.get = _get
+    orjson (idempotent), through `kopf_internals` (its contract tests fail, naming the symbol, if
+    a kopf upgrade moves these seams)."""
+    kopf_internals.install_continuous_watch(_continuous_watch)
+    kopf_internals.install_scan_resources(_scan_resources)
+    kopf_internals.install_json(_KOPF_JSON, instead_of=json)
+    kopf_internals.install_get(_get)
 
 
 def _describe(error: BaseException) -> str:
-    if isinstance(error, kopf_watching.WatchingError):
+    if isinstance(error, kopf_internals.WatchingError):
         return str(error)
-    if isinstance(error, kopf_errors.APIError):
+    if isinstance(error, kopf_internals.APIError):
         return f"{error.status} {' '.join(str(error).split())}"
     return f"{type(error).__name__}: {error}"

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kopfsched.config.types import ExtenderConfig, ExtenderTLSConfig
 from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.tls import client_context
 
 if TYPE_CHECKING:
     import aiohttp
@@ -279,29 +278,7 @@ def _failed_map(raw: Any) -> dict[str, str]:
 def _ssl_context(config: ExtenderConfig) -> ssl.SSLContext:
     """As upstream's makeTransport: with enableHTTPS and no CA the server is not verified."""
     tls = config.tls_config or ExtenderTLSConfig()
-    context = ssl.create_default_context()
     has_ca = bool(tls.ca_file or tls.ca_data)
-    if tls.insecure or (config.enable_https and not has_ca):
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if tls.ca_file:
-        context.load_verify_locations(cafile=tls.ca_file)
-    if tls.ca_data:
-        context.load_verify_locations(cadata=tls.ca_data.decode())
-    if tls.cert_data or tls.cert_file:
-        _load_client_cert(context, tls)
-    return context
-
-
-def _load_client_cert(context: ssl.SSLContext, tls: ExtenderTLSConfig) -> None:
-    """ssl only loads certificates from files: inline data goes through a private temp dir."""
-    if not tls.cert_data and not tls.key_data:
-        context.load_cert_chain(tls.cert_file, tls.key_file or None)
-        return
-    cert_pem = tls.cert_data or Path(tls.cert_file).read_bytes()
-    key_pem = tls.key_data or (Path(tls.key_file).read_bytes() if tls.key_file else b"")
-    with tempfile.TemporaryDirectory() as tmp:
-        cert, key = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
-        cert.write_bytes(cert_pem)
-        key.write_bytes(key_pem)
-        context.load_cert_chain(cert, key if key_pem else None)
+    return client_context(ca_file=tls.ca_file or None, ca_data=tls.ca_data or None, cert_file=tls.cert_file or None,
+                          key_file=tls.key_file or None, cert_data=tls.cert_data or None, key_data=tls.key_data or None,
+                          verify=not (tls.insecure or (config.enable_https and not has_ca)))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from kopfsched.framework.diagnosis import FitError
 from kopfsched.framework.interface import NodeToStatus
+from kopfsched.framework.types import rfc3339
 from kopfsched.scheduler.observer import Attempt
 
 MAX_PODS = 20_000
@@ -105,10 +106,6 @@ class PendingPod:
                                              "reasons": list(status.reasons)}
             out[node] = entry
         return out
-
-
-def rfc3339(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 class PendingPods:

@@ -14,7 +14,6 @@ supervised tasks whose failures are logged, never lost.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import random
@@ -36,8 +35,9 @@ from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import PodInfo
+from kopfsched.framework.types import PodInfo, rfc3339
 from kopfsched.queue.scheduling_queue import SchedulingQueue
+from kopfsched.scheduler.broadcaster import EventBroadcaster
 from kopfsched.scheduler.extender import ExtenderError, HTTPExtender
 from kopfsched.scheduler.observer import Attempt, NullObserver, SchedulingObserver
 from kopfsched.scheduler.pending import PendingPods
@@ -48,19 +48,6 @@ from kopfsched.scheduler.tasks import TaskSet
 logger = logging.getLogger(__name__)
 
 EVENT_NOTE_LENGTH_LIMIT = 1024
-EVENT_QUEUE_SIZE = 10_000
-"""Events waiting to be posted before new ones are dropped. Upstream's broadcaster buffers
-maxQueuedEvents (1000) before its dispatcher, which hands each Event to its own goroutine at
-once, so a burst of binds queues no more than that there; ours wait here instead, behind the
-binds (see `record_event_later`), so a burst of a few thousand pods must fit."""
-EVENT_SENDERS = 4
-"""Event requests in flight at most, once no pod waits for a cycle or a bind."""
-EVENT_BACKLOG = 1000
-"""Queued Events past which one sender posts even while pods wait (upstream's maxQueuedEvents:
-as many as its broadcaster buffers)."""
-EVENT_MAX_WAIT = 5.0
-"""Seconds an Event waits for the pods at most: past them one sender posts even while pods
-wait, so a scheduler that never runs out of work still reports what it did."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
@@ -81,10 +68,6 @@ def pod_scheduled_condition(reason: str, message: str, now: str, generation: int
     return condition
 
 
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 class Scheduler:
     def __init__(
         self,
@@ -97,7 +80,7 @@ class Scheduler:
         percentage_of_nodes_to_score: int = 0,
         observer: SchedulingObserver | None = None,
         explain: bool = False,
-        wall_clock: Callable[[], str] = _utc_now,
+        wall_clock: Callable[[], str] = rfc3339,
         pending: PendingPods | None = None,
     ) -> None:
         self.cache = cache
@@ -118,11 +101,10 @@ class Scheduler:
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
         self.unmanaged = UnmanagedPods()
-        self._events: collections.deque[tuple[float, dict[str, Any]]] = collections.deque()
-        """(when queued, the Event's fields), oldest first."""
-        self._event_senders = 0
+        self._shared: dict[str, Any] = {}
+        """Handle.shared: one for every profile's plugins."""
         self._binds_in_flight = 0
-        self.events_dropped = 0
+        self.events = EventBroadcaster(client=client, clock=clock, spawn=self.spawn, busy=self._busy)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -142,6 +124,7 @@ class Scheduler:
             rng=self.rng,
             clock=self.clock,
             spawn=self.spawn,
+            shared=self._shared,
         )
 
     def set_profiles(self, configs: Iterable[ProfileConfig]) -> None:
@@ -176,8 +159,8 @@ class Scheduler:
             if qpi is None:
                 return
             await self.schedule_one(qpi)
-            if self._events:
-                self._start_event_senders()  # the queue may have emptied: queued Events can go
+            if self.events:
+                self.events.start_senders()  # the queue may have emptied: queued Events can go
             await asyncio.sleep(0)  # let binding tasks and watch events in between cycles
 
     async def schedule_one(self, qpi: QueuedPodInfo) -> None:
@@ -313,7 +296,7 @@ class Scheduler:
                 node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts,
                 since_first_queued=self.clock() - qpi.initial_attempt_timestamp
                 if qpi.initial_attempt_timestamp is not None else None))
-            self.record_event_later(
+            self.events.record_later(
                 regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
                 message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name)
             fwk.run_post_bind_plugins(state, assumed, host)
@@ -339,7 +322,7 @@ class Scheduler:
         finally:
             self._binds_in_flight -= 1
             if not self._binds_in_flight:
-                self._start_event_senders()
+                self.events.start_senders()
         if status is not None and status.code is Code.SKIP:
             status = Status.as_error("no Bind plugin bound the pod")
         return status
@@ -425,54 +408,15 @@ class Scheduler:
             regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
             message=truncate_message(message), reporting_controller=fwk.profile_name), "FailedScheduling event")
 
-    def record_event_later(self, **event: Any) -> None:
-        """Queue an Event and return (upstream's event broadcaster): sender tasks post the
-        queue in order, so recording never holds up a binding cycle. Events also never take the
-        API server's time from binds: while pods wait in activeQ or a bind is in flight they
-        stay queued, unless more than EVENT_BACKLOG are or the oldest has waited EVENT_MAX_WAIT
-        seconds (then one sender posts); as soon as no pod waits, EVENT_SENDERS post them.
-        Past EVENT_QUEUE_SIZE queued Events, new ones are dropped, as upstream's broadcaster
-        drops when its channel is full."""
-        if len(self._events) >= EVENT_QUEUE_SIZE:
-            self.events_dropped += 1
-            if self.events_dropped in (1, 10, 100) or self.events_dropped % 1000 == 0:
-                logger.warning("%d Events dropped: more than %d waiting to be posted",
-                               self.events_dropped, EVENT_QUEUE_SIZE)
-            return
-        self._events.append((self.clock(), event))
-        self._start_event_senders()
-
-    def _event_senders_wanted(self) -> int:
-        queued = len(self._events)
-        if not queued:
-            return 0
-        if self._binds_in_flight or self.queue.has_active():
-            overdue = queued > EVENT_BACKLOG or self.clock() - self._events[0][0] >= EVENT_MAX_WAIT
-            return 1 if overdue else 0
-        return min(queued, EVENT_SENDERS)
-
-    def _start_event_senders(self) -> None:
-        while self._event_senders < self._event_senders_wanted():
-            self._event_senders += 1
-            self.spawn(self._send_events(), "events")
-
-    async def _send_events(self) -> None:
-        events, record = self._events, self.client.record_event
-        try:
-            while events and self._event_senders <= self._event_senders_wanted():
-                _, event = events.popleft()
-                try:
-                    await record(**event)
-                except Exception as exc:  # reported, never fatal (as _call_api, without its layer per Event)
-                    logger.warning("failed to write %s event: %s", event["reason"], exc)
-        finally:
-            self._event_senders -= 1
-
     async def _call_api(self, call: Awaitable[Any], what: str) -> None:
         try:
             await call
         except Exception as exc:  # reported, never fatal: the next attempt reports again
             logger.warning("failed to write %s: %s", what, exc)
+
+    def _busy(self) -> bool:
+        """Pods wait in activeQ or a bind is in flight: Events hold back for them."""
+        return bool(self._binds_in_flight) or self.queue.has_active()
 
     # -- supervised tasks -------------------------------------------------------------------
 
@@ -486,7 +430,7 @@ class Scheduler:
 
         Every parked WaitingPod blocks exactly one pending task, so when the counts match
         only parked tasks are left. Tasks of the in-memory client never wait on real I/O."""
-        self._start_event_senders()
+        self.events.start_senders()
         while True:
             if self._tasks.pending() <= self.waiting_pods.parked_count():
                 return
@@ -507,7 +451,7 @@ class Scheduler:
 
     async def wait_for_tasks(self) -> None:
         """Until every binding and reporting task has finished."""
-        self._start_event_senders()
+        self.events.start_senders()
         await self._tasks.wait()
 
     async def shutdown(self) -> None:

@@ -22,11 +22,11 @@ from typing import Any
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import FitError
+from kopfsched.framework.preemption import Evaluator, pick_one_node_for_preemption
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo, pod_key
-from kopfsched.plugins.defaultpreemption.evaluator import Evaluator, pick_one_node_for_preemption
 from kopfsched.plugins.defaultpreemption.plugin import DefaultPreemption
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingError

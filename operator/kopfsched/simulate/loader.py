@@ -23,13 +23,13 @@ from kopfsched.documents import (
     Document,
     Progress,
     describe_type,
-    long_lived,
     problem_line,
     read_documents,
 )
 from kopfsched.framework.quantity import QuantityError
 from kopfsched.framework.resources import quantity_value
 from kopfsched.framework.types import Obj
+from kopfsched.gcpolicy import long_lived
 
 OBJECT_KINDS = (
     "Namespace", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "PodDisruptionBudget",

@@ -18,9 +18,10 @@ from kopfsched.config.defaults import default_profile
 from kopfsched.config.field_checks import profile_conflicts
 from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
-from kopfsched.documents import long_lived, problem_line
+from kopfsched.documents import problem_line
 from kopfsched.framework.registry import Registry
-from kopfsched.framework.types import PodInfo, parse_time, pod_key
+from kopfsched.framework.types import parse_time, pod_key
+from kopfsched.gcpolicy import long_lived
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
@@ -201,10 +202,3 @@ async def drain(scheduler: Scheduler, clock: VirtualClock, *, budget: int, order
         await scheduler.settle_tasks()
         queue.flush_backoff_completed()
     return False
-
-
-def final_pods(sim: Simulation) -> list[tuple[PodInfo, str]]:
-    """(pod, state) for every pod we were responsible for that did not end bound."""
-    queue = sim.scheduler.queue
-    states = [("Gated", queue.gated_pods())]
-    return [(qpi.pod_info, state) for state, pods in states for qpi in pods]

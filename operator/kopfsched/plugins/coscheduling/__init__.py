@@ -6,8 +6,9 @@ from kopfsched.plugins.coscheduling.core import (
     PodGroupManager,
     pod_group_status,
     pod_group_statuses,
+    served_pod_group_statuses,
 )
 from kopfsched.plugins.coscheduling.plugin import NAME, PLUGIN, Coscheduling, CoschedulingArgs
 
 __all__ = ["NAME", "PLUGIN", "POD_GROUP_LABEL", "Coscheduling", "CoschedulingArgs", "PodGroupManager",
-           "pod_group_status", "pod_group_statuses"]
+           "pod_group_status", "pod_group_statuses", "served_pod_group_statuses"]

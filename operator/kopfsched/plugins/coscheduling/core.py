@@ -12,7 +12,7 @@ short-lived memories on the handle's clock, as upstream's TTL caches —
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,11 +288,29 @@ def pod_group_status(pod_group: Obj, members: Iterable[PodInfo], *,
 
 def pod_group_statuses(objects: ObjectLister, pods: PodLister, *,
                        is_assumed: Callable[[str], bool] = lambda uid: False) -> dict[str, dict[str, Any]]:
-    """"namespace/name" → status for every PodGroup in the lister (for the kube layer to
-    write, and for simulate's report)."""
-    out: dict[str, dict[str, Any]] = {}
-    for obj in objects.list(POD_GROUP_KIND):
-        view = PodGroup.from_obj(obj)
-        members = [p for p in pods.list(view.namespace) if pod_group_label(p) == view.name]
-        out[view.full_name] = pod_group_status(obj, members, is_assumed=is_assumed)
-    return dict(sorted(out.items()))
+    """"namespace/name" → status for every PodGroup in the lister (simulate's report)."""
+    found = served_pod_group_statuses(objects, pods, served=None, is_assumed=is_assumed)
+    return {key: status for key, (_, status) in sorted(found.items())}
+
+
+def served_pod_group_statuses(objects: ObjectLister, pods: PodLister, *, served: Container[str] | None,
+                              is_assumed: Callable[[str], bool] = lambda uid: False
+                              ) -> dict[str, tuple[Obj, dict[str, Any]]]:
+    """"namespace/name" → (PodGroup, status) for every PodGroup with at least one member whose
+    schedulerName is in `served` (None: every PodGroup): what the kube layer writes. The pods
+    are grouped in one pass, not one per group."""
+    groups = objects.list(POD_GROUP_KIND)
+    if not groups:
+        return {}
+    members: dict[str, list[PodInfo]] = {}
+    for pod in pods.list():
+        name = pod_group_label(pod)
+        if name:
+            members.setdefault(f"{pod.namespace}/{name}", []).append(pod)
+    out: dict[str, tuple[Obj, dict[str, Any]]] = {}
+    for obj in groups:
+        key = PodGroup.from_obj(obj).full_name
+        group = members.get(key, [])
+        if served is None or any(p.scheduler_name in served for p in group):
+            out[key] = (obj, pod_group_status(obj, group, is_assumed=is_assumed))
+    return out

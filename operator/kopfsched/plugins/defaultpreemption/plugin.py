@@ -6,7 +6,7 @@ Args: minCandidateNodesPercentage (0..100, default 10) and minCandidateNodesAbso
 (>= 0, default 100), not both 0: the dry run stops after
 max(nodes * percentage / 100, absolute) candidates.
 
-The logic lives in `evaluator.Evaluator`; this class adapts it to the framework and
+The logic lives in `kopfsched.framework.preemption.Evaluator`; this class adapts it to the framework and
 prefixes its messages with "preemption: " as upstream.
 """
 
@@ -20,10 +20,10 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ClusterEventWithHint
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.preemption import Evaluator
 from kopfsched.framework.registry import check_known_fields, checked_args, int_field
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
-from kopfsched.plugins.defaultpreemption.evaluator import Evaluator
 
 NAME = "DefaultPreemption"
 

@@ -12,12 +12,11 @@ the watch, or someone else changed it): then the API object is the truth again.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopfsched.framework.handle import ObjectLister
+from kopfsched.framework.handle import Handle, ObjectLister
 from kopfsched.framework.types import Obj
 from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
 
@@ -196,20 +195,11 @@ class DraManager:
         self._hold((namespace, name), allocated_devices(self.objects.get(RESOURCE_CLAIM, name, namespace)))
         return True
 
-    def assumed_claims(self) -> list[Obj]:
-        return [assumed.claim for assumed in self._assumed.values()]
-
-
-_MANAGERS: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
-
-
-def manager_for(objects: ObjectLister) -> DraManager:
-    """The one manager of an object store: profiles that share the store (one scheduler)
-    share the in-flight allocations, so two profiles never hand out one device twice."""
-    try:
-        manager = _MANAGERS.get(objects)
-        if manager is None:
-            manager = _MANAGERS[objects] = DraManager(objects)
-        return manager
-    except TypeError:  # not weak-referenceable: a manager of its own
-        return DraManager(objects)
+def manager_for(handle: Handle, name: str) -> DraManager:
+    """The scheduler's one manager (upstream's SharedDRAManager), kept in `handle.shared` under
+    the plugin's `name`: every profile shares the in-flight allocations, so two profiles never
+    hand out one device twice."""
+    manager = handle.shared.get(name)
+    if not isinstance(manager, DraManager):
+        manager = handle.shared[name] = DraManager(handle.objects)
+    return manager

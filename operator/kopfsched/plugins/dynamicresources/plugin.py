@@ -182,7 +182,7 @@ class DynamicResources:
     def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
         self.args = args or DynamicResourcesArgs()
         self.handle = handle
-        self.manager: DraManager = manager_for(handle.objects)
+        self.manager: DraManager = manager_for(handle, NAME)
 
     def _claims(self, pod: PodInfo) -> list[Obj]:
         """The pod's claims as this scheduler sees them (assumed allocations included);

@@ -1,0 +1,360 @@
+"""Preemption's evaluator: who may preempt, where, and whom (upstream's framework/preemption).
+
+`Evaluator.preempt` runs upstream's five steps for a pod that fits nowhere:
+
+1. eligibility: `preemptionPolicy: Never`, or victims of an earlier preemption still
+   terminating on the pod's nominated node, stop it;
+2. candidates: a dry run over the nodes where removing pods might help (Filter said
+   Unschedulable, not UnschedulableAndUnresolvable), starting at a random offset and
+   stopping once enough candidates were found;
+3. victims per node: remove every lower-priority pod, check the pod fits, then reprieve as
+   many as possible — PDB-protected pods first, most important first;
+4. the best candidate (`candidates.pick_one_node_for_preemption`);
+5. the API side effects (delete victims, reject waiting ones, clear lower-priority
+   nominations), run as a supervised task because PostFilter never awaits.
+
+The dry run has three modes, one module each, with the same outcome: `node_by_node` (when a
+PreFilter extension is active), `batched` (vectorised over many nodes) and `deferred`
+(without PDBs: the reprieves wait until the search has stopped). It works on clones of the
+NodeInfo and the CycleState, so the cycle's snapshot is never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kopfsched.framework.client import NotFoundError
+from kopfsched.framework.cycle_state import CycleState
+from kopfsched.framework.diagnosis import Diagnosis, FitError
+from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.preemption import batched, deferred, node_by_node
+from kopfsched.framework.preemption.candidates import (
+    DISRUPTION_TARGET,
+    MSG_NO_CANDIDATE,
+    MSG_NOT_ELIGIBLE_NEVER,
+    MSG_NOT_ELIGIBLE_TERMINATING,
+    MSG_NOT_HELPFUL,
+    REASON_PREEMPTION_BY_SCHEDULER,
+    Candidate,
+    DisruptionBudget,
+    IsEligiblePod,
+    calculate_num_candidates,
+    pick_one_node_for_preemption,
+    pod_terminating_by_preemption,
+)
+from kopfsched.framework.status import Code, Status
+from kopfsched.framework.types import NodeInfo, PodInfo, rfc3339
+
+logger = logging.getLogger(__name__)
+
+
+class _Victims:
+    """What an extender's ProcessPreemption reads per node (extenderv1.Victims)."""
+
+    __slots__ = ("num_pdb_violations", "pods")
+
+    def __init__(self, pods: list[PodInfo], num_pdb_violations: int) -> None:
+        self.pods = pods
+        self.num_pdb_violations = num_pdb_violations
+
+
+
+@dataclass(slots=True)
+class DryRunResult:
+    candidates: list[Candidate]
+    """Candidates that violate no PDB first, then the others, each in dry-run order."""
+    statuses: NodeToStatus
+    """Why each node checked without success is not a candidate."""
+    errors: list[Status]
+
+
+class Evaluator:
+    """Preemption for one profile, over the handle's snapshot, nominator and client."""
+
+    def __init__(self, *, plugin_name: str, handle: Handle, min_candidate_nodes_percentage: int,
+                 min_candidate_nodes_absolute: int, is_eligible_pod: IsEligiblePod | None = None,
+                 wall_clock: Callable[[], str] = rfc3339) -> None:
+        self.plugin_name = plugin_name
+        self.handle = handle
+        self.min_candidate_nodes_percentage = min_candidate_nodes_percentage
+        self.min_candidate_nodes_absolute = min_candidate_nodes_absolute
+        self.is_eligible_pod: IsEligiblePod = is_eligible_pod or (lambda node, victim, preemptor: True)
+        self.custom_eligibility = is_eligible_pod is not None
+        self.wall_clock = wall_clock
+
+    @property
+    def framework(self) -> Any:
+        fwk = self.handle.framework
+        if fwk is None:
+            raise RuntimeError("preemption needs the profile's framework on the handle")
+        return fwk
+
+    # -- the five steps -----------------------------------------------------------------------
+
+    def preempt(self, state: CycleState, pod: PodInfo,
+                statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        """(result, status) as upstream's Evaluator.Preempt: (None, rejection) keeps the
+        pod's nomination, (result with no node, rejection) clears it, (result, None) nominates."""
+        found = self._find_candidates(state, pod, statuses)
+        if not isinstance(found, list):
+            return found
+        return self._pick(found, pod)
+
+    async def preempt_with_extenders(self, state: CycleState, pod: PodInfo,
+                                     statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
+        """`preempt` with upstream's step 3: the profile's extenders that support preemption
+        (their preempt verb, ProcessPreemption) may drop candidates or change their victims."""
+        found = self._find_candidates(state, pod, statuses)
+        if not isinstance(found, list):
+            return found
+        try:
+            candidates = await self.call_extenders(pod, found)
+        except Exception as exc:  # an extender that is not ignorable failed: the attempt errs
+            return None, Status.as_error(exc)
+        return self._pick(candidates, pod)
+
+    def _find_candidates(self, state: CycleState, pod: PodInfo, statuses: NodeToStatus
+                         ) -> list[Candidate] | tuple[PostFilterResult | None, Status | None]:
+        """Steps 0-2: eligibility, the dry run; the candidates, or the answer when there are none."""
+        nominated = _nominated_node_name(pod)
+        eligible, message = self.pod_eligible_to_preempt_others(pod, statuses.get(nominated) if nominated else None)
+        if not eligible:
+            return None, Status.unschedulable(message)
+
+        all_nodes = self.handle.snapshot.node_infos()
+        if not all_nodes:
+            return None, Status.as_error("no nodes available")
+        potential = self.nodes_where_preemption_might_help(all_nodes, statuses)
+        if potential:
+            pdbs = self.pod_disruption_budgets()
+            offset = self.handle.rng.randrange(len(potential))
+            num_candidates = self.num_candidates(len(potential))
+            dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
+                                              num_candidates=num_candidates)
+        else:
+            dry_run = DryRunResult([], NodeToStatus(), [])
+        if not dry_run.candidates:
+            if dry_run.errors:
+                return None, Status.as_error("; ".join(e.message for e in dry_run.errors))
+            dry_run.statuses.absent = Status.unresolvable(MSG_NOT_HELPFUL)
+            fit = FitError(pod_key=pod.key, num_all_nodes=len(all_nodes),
+                           diagnosis=Diagnosis(node_to_status=dry_run.statuses))
+            return PostFilterResult(nominated_node_name=""), Status.unschedulable(str(fit))
+        return list(dry_run.candidates)
+
+    def _pick(self, candidates: Sequence[Candidate], pod: PodInfo) -> tuple[PostFilterResult | None, Status | None]:
+        """Steps 4-5: the best candidate, its victims prepared for deletion."""
+        best = pick_one_node_for_preemption(candidates)
+        if best is None or not best.name:
+            return None, Status.unschedulable(MSG_NO_CANDIDATE)
+        self.prepare_candidate(best, pod)
+        return PostFilterResult(nominated_node_name=best.name, victims=tuple(v.key for v in best.victims)), None
+
+    async def call_extenders(self, pod: PodInfo, candidates: list[Candidate]) -> list[Candidate]:
+        """Upstream's callExtenders: each interested extender with a preempt verb gets the
+        candidates' victims and answers the nodes (and victims) it accepts; the next one sees
+        that answer. An ignorable extender's failure, or a node it leaves without victims, is
+        skipped; anyone else's is an error."""
+        extenders = [e for e in self.handle.extenders if e.supports_preemption() and e.is_interested(pod)]
+        victims: dict[str, Any] = {c.name: _Victims(list(c.victims), c.num_pdb_violations)
+                                   for c in candidates if c.name}
+        if not extenders or not victims:
+            return candidates
+        nodes = {node.name: node for node in self.handle.snapshot.node_infos()}
+        for extender in extenders:
+            try:
+                answer = dict(await extender.process_preemption(pod, victims, nodes))
+            except Exception:
+                if extender.is_ignorable():
+                    continue
+                raise
+            for node_name, node_victims in list(answer.items()):
+                if node_victims is None or not node_victims.pods:
+                    if extender.is_ignorable():
+                        del answer[node_name]
+                        continue
+                    raise ValueError(f'expected at least one victim pod on node "{node_name}"')
+            victims = answer
+            if not victims:
+                break
+        return [Candidate(name, tuple(v.pods), v.num_pdb_violations) for name, v in victims.items()]
+
+    def pod_eligible_to_preempt_others(self, pod: PodInfo, nominated_node_status: Status | None) -> tuple[bool, str]:
+        if pod.spec.get("preemptionPolicy") == "Never":
+            return False, MSG_NOT_ELIGIBLE_NEVER
+        nominated = _nominated_node_name(pod)
+        if nominated:
+            # A nominated node that no longer fits at all frees the pod to preempt elsewhere
+            # (a node with no status counts as such, as upstream's absent-node default).
+            if nominated_node_status is None or nominated_node_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            node = self.handle.snapshot.get(nominated)
+            if node is not None:
+                for other in node.iter_pods():
+                    if self.is_preemption_allowed(node, other, pod) and pod_terminating_by_preemption(other):
+                        return False, MSG_NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def is_preemption_allowed(self, node: NodeInfo, victim: PodInfo, preemptor: PodInfo) -> bool:
+        return victim.priority < preemptor.priority and self.is_eligible_pod(node, victim, preemptor)
+
+    @staticmethod
+    def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
+        """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
+        get, absent, unschedulable = statuses.statuses.get, statuses.absent, Code.UNSCHEDULABLE
+        return [node for node in nodes
+                if (status := get(node.name, absent)) is not None and status.code is unschedulable]
+
+    def num_candidates(self, num_nodes: int) -> int:
+        return calculate_num_candidates(num_nodes, percentage=self.min_candidate_nodes_percentage,
+                                        absolute=self.min_candidate_nodes_absolute)
+
+    def pod_disruption_budgets(self) -> list[DisruptionBudget]:
+        return [DisruptionBudget.from_obj(pdb) for pdb in self.handle.objects.list("PodDisruptionBudget")]
+
+    def dry_run_preemption(self, state: CycleState, pod: PodInfo, potential: Sequence[NodeInfo],
+                           pdbs: Sequence[DisruptionBudget], *, offset: int, num_candidates: int,
+                           defer: bool = True) -> DryRunResult:
+        """Check the potential nodes from `offset` on, round robin, until `num_candidates`
+        candidates were found including at least one that violates no PDB.
+
+        When no PreFilter extension is active (no node needs state of its own), nodes are
+        judged a batch at a time (the `batched` mode, or without PDBs the `deferred` one);
+        the outcome is the `node_by_node` one, batch results being consumed in the same order
+        and up to the same stopping point."""
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses = NodeToStatus()
+        errors: list[Status] = []
+        n = len(potential)
+        vectorised = not self.framework.has_active_pre_filter_extensions(state)
+        shared_state = state.clone() if vectorised else state
+        deferring = vectorised and not pdbs and defer  # the deferred mode (see `deferred`)
+        pending: dict[int, tuple[NodeInfo, list[PodInfo]]] = {}  # candidate index -> its node and victims
+
+        def done() -> DryRunResult:
+            if pending:
+                chosen = deferred.choose_victims(self, shared_state, pod, pending, pdbs)
+                if chosen is None:
+                    return self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
+                                                   num_candidates=num_candidates, defer=False)
+                for index, candidate in chosen.items():
+                    non_violating[index] = candidate
+            return DryRunResult(non_violating + violating, statuses, errors)
+
+        i = size = 0
+        while i < n:
+            reprieving: dict[int, list[PodInfo]] = {}
+            if vectorised:
+                so_far = len(non_violating) + len(violating)
+                size = min(n - i, batched.batch_size(wanted=max(num_candidates - so_far, 1), found=so_far, judged=i,
+                                             last=size))
+                nodes = [potential[(offset + i + k) % n] for k in range(size)]
+                if deferring:
+                    results, reprieving = batched.judge_batch(self, shared_state, pod, nodes, pdbs)
+                else:
+                    results = self.select_victims_on_nodes(shared_state, pod, nodes, pdbs)
+            else:
+                node = potential[(offset + i) % n].clone()
+                nodes = [node]
+                results = [self.select_victims_on_node(state.clone(), pod, node, pdbs)]
+            i += len(nodes)
+            for k, (node, (victims, num_violations, status)) in enumerate(zip(nodes, results, strict=True)):
+                queued = reprieving.get(k)
+                if queued is not None:
+                    if len(non_violating) < num_candidates:
+                        pending[len(non_violating)] = (node, queued)
+                        non_violating.append(deferred.CHOSEN_LATER)  # replaced in done()
+                    if len(non_violating) + len(violating) >= num_candidates:
+                        return done()
+                    continue
+                if status is None and victims:
+                    found = non_violating if num_violations == 0 else violating
+                    if len(found) < num_candidates:
+                        found.append(Candidate(node.name, tuple(victims), num_violations))
+                    if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                        return done()
+                    continue
+                if status is None:
+                    status = Status.as_error(f'expected at least one victim pod on node "{node.name}"')
+                if status.code is Code.ERROR:
+                    errors.append(status)
+                statuses.statuses[node.name] = status
+        return done()
+
+    def select_victims_on_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                                pdbs: Sequence[DisruptionBudget]) -> list[batched.Victims]:
+        """The batched mode (`batched.select_victims_on_nodes`)."""
+        return batched.select_victims_on_nodes(self, state, pod, nodes, pdbs)
+
+    def select_victims_on_node(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                               pdbs: Sequence[DisruptionBudget]) -> batched.Victims:
+        """The node-by-node mode (`node_by_node.select_victims_on_node`)."""
+        return node_by_node.select_victims_on_node(self, state, pod, node, pdbs)
+
+    def prepare_candidate(self, candidate: Candidate, pod: PodInfo) -> None:
+        """Start evicting the victims and free the node from lower-priority nominations.
+
+        The nominator forgets those pods at once, so the next cycle no longer reserves room
+        for them; the API calls run in one supervised task."""
+        lower = [p for p in self.handle.nominator.nominated_pods_for_node(candidate.name)
+                 if p.priority < pod.priority]
+        for other in lower:
+            self.handle.nominator.delete_nominated_pod(other)
+        victims = [v for v in candidate.victims if not v.is_terminating]
+        if victims or lower:
+            self.handle.spawn(self._preempt(candidate, pod, victims, lower), f"preemption for {pod.key}")
+
+    async def _preempt(self, candidate: Candidate, pod: PodInfo, victims: list[PodInfo],
+                       lower: list[PodInfo]) -> None:
+        client = self.handle.client
+        for other in lower:
+            try:
+                await client.patch_pod_status(pod=other.pod, nominated_node_name="")
+            except NotFoundError:
+                pass
+            except Exception as exc:  # not critical: the pod is retried anyway
+                logger.warning("cannot clear nominatedNodeName of %s: %s", other.key, exc)
+        failed = False
+        for victim in victims:
+            try:
+                await self.preempt_pod(candidate, pod, victim)
+            except Exception as exc:
+                failed = True
+                logger.error("preempting %s for %s on %s failed: %s", victim.key, pod.key, candidate.name, exc)
+        if failed:
+            # The pod could wait forever for a deletion that never comes: retry it now.
+            self.handle.activate([pod])
+
+    async def preempt_pod(self, candidate: Candidate, preemptor: PodInfo, victim: PodInfo) -> None:
+        """Reject a victim waiting at Permit, or mark it DisruptionTarget and delete it;
+        then post the Preempted event."""
+        waiting = self.handle.waiting_pods.get(victim.uid)
+        if waiting is not None:
+            waiting.reject(self.plugin_name, "preempted")
+        else:
+            condition = {
+                "type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
+                "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": self.wall_clock(),
+            }
+            try:
+                await self.handle.client.delete_pod(pod=victim.pod, condition=condition)
+            except NotFoundError:
+                return  # already gone
+        fwk = self.handle.framework
+        try:
+            await self.handle.client.record_event(
+                regarding=victim.pod, type="Normal", reason="Preempted", action="Preempting",
+                message=f"Preempted by pod {preemptor.uid} on node {candidate.name}",
+                reporting_controller=fwk.profile_name if fwk is not None else self.plugin_name)
+        except Exception as exc:  # an event is informational only
+            logger.warning("failed to record the Preempted event for %s: %s", victim.key, exc)
+
+
+def _nominated_node_name(pod: PodInfo) -> str:
+    return (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
