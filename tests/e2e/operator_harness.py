@@ -83,6 +83,12 @@ def binding_statuses(emulator: FastKubernetesEmulator, name: str) -> list[int]:
     return [m.status for m in emulator.mutations('POST', rf'/pods/{name}/binding$')]
 
 
+def events_about(emulator: FastKubernetesEmulator, name: str, reason: str) -> list[dict[str, Any]]:
+    """The events.k8s.io Events about a pod with this reason."""
+    return [e for e in emulator.list_objects('events', group='events.k8s.io')
+            if e['regarding']['name'] == name and e['reason'] == reason]
+
+
 def serve_controller_kinds(emulator: FastKubernetesEmulator) -> None:
     for resource in CONTROLLER_KINDS:
         emulator.register(resource)

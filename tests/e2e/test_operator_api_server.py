@@ -15,12 +15,12 @@ from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod, taint
 from tests.e2e.operator_harness import (
     binding_statuses,
+    events_about,
     eventually,
     node_of,
     post,
     running_operator,
 )
-from tests.e2e.test_operator_scheduling import events_about
 
 PODS = '/api/v1/namespaces/default/pods'
 

@@ -11,7 +11,7 @@ from aiohttp import web
 from kopfsched.framework.events import ActionType, EventResource
 from kopfsched.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod
-from tests.core.harness import Harness, profile_from_spec
+from tests.harness import Harness, profile_from_spec
 
 from .conftest import FakeExtender
 

@@ -9,21 +9,11 @@ from kubernetes_asyncio.client.rest import ApiException
 from kopfsched.framework.client import ClusterError
 from kopfsched.kube.client import KubeClusterClient
 from tests.builders import make_pod
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.fakes import FakeClock
 
 
 class RecordingAPI:
-    def __init__(self, time: FakeTime) -> None:
+    def __init__(self, time: FakeClock) -> None:
         self.time = time
         self.sent: list[tuple[str, str, float]] = []
 
@@ -32,7 +22,7 @@ class RecordingAPI:
         return {}
 
 
-def client_on(time: FakeTime, *, qps: float, burst: int) -> tuple[KubeClusterClient, RecordingAPI]:
+def client_on(time: FakeClock, *, qps: float, burst: int) -> tuple[KubeClusterClient, RecordingAPI]:
     api = RecordingAPI(time)
     client = KubeClusterClient(api, qps=qps, burst=burst, instance='test',  # type: ignore[arg-type]
                                clock=time.clock, sleep=time.sleep)
@@ -46,7 +36,7 @@ async def failed_scheduling(client: KubeClusterClient, name: str) -> None:
 
 async def test_failed_scheduling_events_do_not_hold_binds_back() -> None:
     """As kube-scheduler's separate event client: Events spend tokens of their own."""
-    time = FakeTime()
+    time = FakeClock(0.0)
     client, api = client_on(time, qps=10, burst=1)
     for i in range(5):
         await failed_scheduling(client, f'stuck-{i}')
@@ -58,7 +48,7 @@ async def test_failed_scheduling_events_do_not_hold_binds_back() -> None:
 
 
 async def test_repeats_of_an_event_patch_one_series() -> None:
-    time = FakeTime()
+    time = FakeClock(0.0)
     client, api = client_on(time, qps=100, burst=100)
     for _ in range(3):
         await failed_scheduling(client, 'stuck')
@@ -71,7 +61,7 @@ async def test_repeats_of_an_event_patch_one_series() -> None:
     pytest.param(lambda c, pod: c.patch_pod_status(pod=pod, nominated_node_name='n1'), id='nominate'),
 ])
 async def test_a_fenced_client_sends_no_write(call: Any) -> None:
-    time = FakeTime()
+    time = FakeClock(0.0)
     client, api = client_on(time, qps=100, burst=100)
     client.fence('leader election lost')
     with pytest.raises(ClusterError, match=r'not sent: leader election lost$'):
@@ -90,7 +80,7 @@ class _Response:
 class ThrottlingAPI(RecordingAPI):
     """Answers the first calls with the given (status, Retry-After) failures, then succeeds."""
 
-    def __init__(self, time: FakeTime, failures: list[tuple[int, str | None]]) -> None:
+    def __init__(self, time: FakeClock, failures: list[tuple[int, str | None]]) -> None:
         super().__init__(time)
         self.failures = list(failures)
 
@@ -103,7 +93,7 @@ class ThrottlingAPI(RecordingAPI):
 
 
 async def bind_times(failures: list[tuple[int, str | None]]) -> tuple[list[float], str | None]:
-    time = FakeTime()
+    time = FakeClock(0.0)
     api = ThrottlingAPI(time, failures)
     client = KubeClusterClient(api, qps=1000, burst=1000, instance='test',  # type: ignore[arg-type]
                                clock=time.clock, sleep=time.sleep)

@@ -12,7 +12,7 @@ import pytest
 
 from kopfsched import cli
 from kopfsched.plugins.registry import full_registry
-from tests.outoftree.conftest import EXAMPLE
+from tests.outoftree.example import EXAMPLE
 
 SNAPSHOT = str(EXAMPLE / "examples" / "snapshot.yaml")
 PROFILE = str(EXAMPLE / "examples" / "profile.yaml")

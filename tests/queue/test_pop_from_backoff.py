@@ -18,8 +18,8 @@ from kopfsched.queue import QueueProfile, SchedulingQueue
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
 from tests.builders import make_node
-from tests.queue.conftest import FakeClock, contents, make_profile, pod
-from tests.queue.test_scheduling_queue import HINTS, empty, fail
+from tests.fakes import FakeClock
+from tests.queue.queues import HINTS, contents, empty, fail, make_profile, pod
 
 MakeQueue = Callable[..., SchedulingQueue]
 

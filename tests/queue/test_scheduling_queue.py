@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,60 +17,23 @@ from kopfsched.framework.events import (
     EventResource,
     QueueingHint,
 )
-from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
 from kopfsched.queue import QueueProfile, SchedulingQueue
 from tests.builders import make_node, make_pod, taint
-from tests.queue.conftest import FakeClock, contents, make_profile, names, pod
+from tests.fakes import FakeClock
+from tests.queue.queues import (
+    HINTS,
+    POD_DELETE_OR_SCALE_DOWN,
+    contents,
+    empty,
+    fail,
+    make_profile,
+    names,
+    pod,
+)
 
 MakeQueue = Callable[..., SchedulingQueue]
-
-NODE_TAINT_UPDATE = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT)
-NODE_LABEL_UPDATE = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL)
-POD_DELETE_OR_SCALE_DOWN = ClusterEvent(EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN)
-POD_LABEL_UPDATE = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_LABEL)
-GATES_ELIMINATED = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
-
-
-def untainted_node(pod: Any, old: Any, new: Any) -> QueueingHint:
-    """A TaintToleration-like hint: only a node without taints helps."""
-    return QueueingHint.SKIP if (new.get("spec") or {}).get("taints") else QueueingHint.QUEUE
-
-
-def broken_hint(pod: Any, old: Any, new: Any) -> QueueingHint:
-    raise RuntimeError("hint bug")
-
-
-HINTS = {
-    "NodeResourcesFit": [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
-                         ClusterEventWithHint(POD_DELETE_OR_SCALE_DOWN)],
-    "NodeAffinity": [ClusterEventWithHint(NODE_LABEL_UPDATE)],
-    "TaintToleration": [ClusterEventWithHint(NODE_TAINT_UPDATE, untainted_node)],
-    "Broken": [ClusterEventWithHint(NODE_TAINT_UPDATE, broken_hint)],
-    "InterPodAffinity": [ClusterEventWithHint(POD_LABEL_UPDATE)],
-    "SchedulingGates": [ClusterEventWithHint(GATES_ELIMINATED)],
-    "Coscheduling": [ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ADD))],
-    "Gang": [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))],
-}
-
-
-def fail(queue: SchedulingQueue, *, unschedulable: Iterable[str] = (), pending: Iterable[str] = (),
-         expect: str | None = None) -> QueuedPodInfo:
-    """Pop the head pod and report its attempt failed, rejected by the given plugins."""
-    qpi = queue.pop()
-    assert qpi is not None
-    if expect is not None:
-        assert qpi.pod_info.name == expect
-    qpi.unschedulable_plugins = set(unschedulable)
-    qpi.pending_plugins = set(pending)
-    queue.add_unschedulable_if_not_present(qpi)
-    return qpi
-
-
-def empty(**overrides: list[str]) -> dict[str, list[str]]:
-    return {"active": [], "backoff": [], "unschedulable": [], "gated": [], **overrides}
-
 
 # --- activeQ ordering --------------------------------------------------------------
 
