@@ -29,6 +29,8 @@ ROOT = pathlib.Path(__file__).parents[1]
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line('markers', 'emulator(**options): options of the FastKubernetesEmulator of the test')
+    # pytest-timeout registers it too; declared here so a run without the plugin does not warn.
+    config.addinivalue_line('markers', 'timeout(seconds): the test\'s own limit (pytest-timeout)')
     config.addinivalue_line('markers', 'http(controller_kinds=True, crd=True, profiles=("kopfsched",)): '
                                        'what the `http` fixture sets up in the emulator')
 

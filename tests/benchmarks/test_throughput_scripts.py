@@ -11,6 +11,8 @@ from benchmarks import e2e_throughput
 from kopfsched.emulator.server import emulator_process
 from tests.builders import make_node
 
+pytestmark = pytest.mark.timeout(600)  # the scripts' own subprocess timeouts are 300 s
+
 
 async def test_the_ideal_scheduler_binds_each_pod_once_and_posts_its_scheduled_event() -> None:
     with emulator_process() as remote:

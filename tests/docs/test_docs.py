@@ -160,6 +160,7 @@ def test_documented_offline_command_runs_as_shown(monkeypatch, capsys, where, co
         assert out.rstrip("\n") == shown, f"{where}: the output shown is not the output"
 
 
+@pytest.mark.timeout(600)  # its subprocess is bounded at 300 s
 def test_the_dashboard_cost_script_runs_as_documented(tmp_path) -> None:
     """docs/dashboard.md's measurement, as written but on a small cluster (the full size is a
     benchmark, not a test)."""

@@ -6,7 +6,11 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from tests.tools import tool
+
+pytestmark = pytest.mark.timeout(660)  # each tool's run is bounded at 600 s
 
 ROOT = pathlib.Path(__file__).parents[2]
 

@@ -14,6 +14,8 @@ from kopfsched import cli
 from kopfsched.plugins.registry import full_registry
 from tests.outoftree.example import EXAMPLE
 
+pytestmark = pytest.mark.timeout(600)  # pip in subprocesses of its own, each bounded at 300 s
+
 SNAPSHOT = str(EXAMPLE / "examples" / "snapshot.yaml")
 PROFILE = str(EXAMPLE / "examples" / "profile.yaml")
 

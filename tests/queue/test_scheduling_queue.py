@@ -32,6 +32,7 @@ from tests.queue.queues import (
     names,
     pod,
 )
+from tests.waiting import until
 
 MakeQueue = Callable[..., SchedulingQueue]
 
@@ -674,8 +675,7 @@ async def test_run_flushes_on_the_injected_clock_and_stops(make_queue: MakeQueue
     start = clock.now
     stop = asyncio.Event()
     runner = asyncio.ensure_future(queue.run(stop))
-    while queue.where("uid-leftover") != "active":
-        await asyncio.sleep(0)
+    await until(lambda: queue.where("uid-leftover") == "active", what="the leftover pod flushed")
     stop.set()
     await asyncio.wait_for(runner, 1)
     assert contents(queue) == empty(active=["backoff", "leftover"])

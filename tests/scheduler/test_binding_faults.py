@@ -20,6 +20,7 @@ from kopfsched.plugins.registry import in_tree_registry
 from kopfsched.simulate.client import InMemoryClusterClient
 from tests.builders import make_node, make_pod
 from tests.harness import Harness, profile_from_spec
+from tests.waiting import drain
 
 
 class RecordingReserve:
@@ -189,7 +190,7 @@ async def let_tasks_run(rounds: int = 50) -> None:
 
 async def schedule_queued(h: Harness) -> None:
     """One cycle per pod in activeQ, without waiting for their binds or Events."""
-    while (qpi := h.scheduler.queue.pop()) is not None:
+    for qpi in drain(h.scheduler.queue.pop):
         await h.scheduler.schedule_one(qpi)
 
 
