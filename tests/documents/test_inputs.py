@@ -118,6 +118,31 @@ def test_huge_stdin_is_refused(capsys, monkeypatch):
     assert (code, err.splitlines()) == (1, ["<stdin>: larger than 1000 bytes, the input limit"])
 
 
+def padded_to(size: int) -> bytes:
+    """A valid node document of exactly `size` bytes (a comment line fills it up)."""
+    head = NODE.encode()
+    return head + b"#" * (size - len(head) - 1) + b"\n"
+
+
+@pytest.mark.parametrize(("size", "refused"), [(1000, False), (1001, True)], ids=["at-the-limit", "one-byte-over"])
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_the_input_limit_is_inclusive(tmp_path, capsys, monkeypatch, source, size, refused):
+    """An input of exactly MAX_INPUT_BYTES is read; one byte more is refused."""
+    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", 1000)
+    data = padded_to(size)
+    assert len(data) == size
+    if source == "file":
+        name = path = write(tmp_path, "node.yaml", data)
+    else:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        name, path = "<stdin>", "-"
+    code, _, err = run(capsys, ["simulate", path, "-o", "json"])
+    if refused:
+        assert (code, err.splitlines()) == (1, [f"{name}: larger than 1000 bytes, the input limit"])
+    else:
+        assert (code, err) == (0, "")
+
+
 def test_a_missing_file_and_an_empty_directory(tmp_path, capsys):
     missing, empty = str(tmp_path / "missing.yaml"), tmp_path / "empty"
     empty.mkdir()

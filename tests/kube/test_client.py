@@ -108,6 +108,7 @@ async def bind_times(failures: list[tuple[int, str | None]]) -> tuple[list[float
 @pytest.mark.parametrize(('failures', 'expected'), [
     pytest.param([(429, '2')] * 3, [0.0, 2.0, 4.0, 6.0], id='429-retry-after'),
     pytest.param([(503, '1'), (500, None)], [0.0, 1.0, 1.1], id='503-retry-after-then-500-backoff'),
+    pytest.param([(500, '2')], [0.0, 2.0], id='500-retry-after'),  # every 5xx, from 500 up
     pytest.param([(429, '60')], [0.0, 10.0], id='capped'),
     pytest.param([(429, 'soon'), (429, None)], [0.0, 0.05, 0.15], id='unreadable-or-absent'),
 ])
