@@ -69,10 +69,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import aiohttp
-from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import free_port
 
 from kopfsched.emulator.server import emulator_process, write_kubeconfig
+from tests.builders import make_node, make_pod
+from tests.e2e.operator_harness import free_port
 
 ROOT = pathlib.Path(__file__).parents[1]
 SCHEDULER = 'kopfsched-bench'

@@ -20,9 +20,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from kubernetes_asyncio import client, config
-from tests.builders import make_node, make_pod
 
 from kopfsched.emulator.server import EmulatorThread, FastKubernetesEmulator, emulator_process, write_kubeconfig
+from tests.builders import make_node, make_pod
 
 MODES = ('inloop', 'thread', 'process')
 

@@ -24,11 +24,11 @@ import time
 from typing import Any
 
 import aiohttp
-from tests.builders import make_node, make_pod
 
 from kopfsched.emulator.server import emulator_process, write_kubeconfig
 from kopfsched.kube import informer
 from kopfsched.kube.operator import Operator, OperatorOptions
+from tests.builders import make_node, make_pod
 
 
 def rss_mib() -> float:

@@ -22,9 +22,9 @@ import tempfile
 import time
 
 import aiohttp
-from tests.builders import make_node, make_pod
 
 from kopfsched.emulator.server import emulator_process, write_kubeconfig
+from tests.builders import make_node, make_pod
 
 ROOT = pathlib.Path(__file__).parents[1]
 ZONES = ('zone-a', 'zone-b', 'zone-c')
