@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -109,6 +110,8 @@ async def bind_times(failures: list[tuple[int, str | None]]) -> tuple[list[float
     pytest.param([(429, '2')] * 3, [0.0, 2.0, 4.0, 6.0], id='429-retry-after'),
     pytest.param([(503, '1'), (500, None)], [0.0, 1.0, 1.1], id='503-retry-after-then-500-backoff'),
     pytest.param([(500, '2')], [0.0, 2.0], id='500-retry-after'),  # every 5xx, from 500 up
+    pytest.param([(429, '0')], [0.0, 0.0], id='retry-after-zero-retries-at-once'),
+    pytest.param([(429, '-1')], [0.0, 0.05], id='negative-is-as-absent'),
     pytest.param([(429, '60')], [0.0, 10.0], id='capped'),
     pytest.param([(429, 'soon'), (429, None)], [0.0, 0.05, 0.15], id='unreadable-or-absent'),
 ])
@@ -121,6 +124,33 @@ async def test_a_call_throttled_more_than_ten_times_gives_up() -> None:
     sent, error = await bind_times([(429, '1')] * 11)
     assert sent == [float(i) for i in range(11)]
     assert error is not None and error.startswith('binding default/p to n1: 429 Too Many Requests')
+
+
+class FlakyTransportAPI(RecordingAPI):
+    """Fails the first calls as the network does (no answer at all), then succeeds."""
+
+    def __init__(self, time: FakeClock, failures: list[BaseException]) -> None:
+        super().__init__(time)
+        self.failures = list(failures)
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Any:
+        await super().call_api(path, method, **kwargs)
+        if self.failures:
+            raise self.failures.pop(0)
+        return {}
+
+
+@pytest.mark.parametrize('failure', [
+    pytest.param(aiohttp.ClientConnectionError('connection reset'), id='connection-error'),
+    pytest.param(TimeoutError(), id='timeout'),
+])
+async def test_a_call_the_network_failed_is_retried_after_the_backoff(failure: BaseException) -> None:
+    time = FakeClock(0.0)
+    api = FlakyTransportAPI(time, [failure])
+    client = KubeClusterClient(api, qps=1000, burst=1000, instance='test',  # type: ignore[arg-type]
+                               clock=time.clock, sleep=time.sleep)
+    await client.bind(pod=make_pod('p', uid='uid-p'), node_name='n1')
+    assert [sent for _, _, sent in api.sent] == [0.0, 0.05]
 
 
 async def test_retry_after_on_a_conflict_is_not_a_retry() -> None:
