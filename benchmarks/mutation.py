@@ -14,7 +14,7 @@ machine. Operators it applies, one site at a time:
 - boolean `and` / `or` swapped, `not x` made `x`;
 - arithmetic + -, * /, // % swapped;
 - integer constants n -> n + 1, True / False swapped;
-- `return <expr>` made `return None`.
+- `return <expr>` made `return None` (not for a falsy constant: that one is equivalent).
 
 Each file's tests are the room's test module named after it (plugins/tainttoleration.py ->
 tests/plugins/test_tainttoleration.py), else `--tests`, else the room (tests/plugins). Mutants
@@ -99,7 +99,7 @@ def _describe(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return f'{node.value} -> {node.value + 1}'
     if isinstance(node, ast.Return) and node.value is not None and not (
-            isinstance(node.value, ast.Constant) and node.value.value is None):
+            isinstance(node.value, ast.Constant) and not node.value.value):  # return False -> None: the same
         return 'return x -> return None'
     return None
 

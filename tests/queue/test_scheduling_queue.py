@@ -19,7 +19,7 @@ from kopfsched.framework.events import (
 )
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
-from kopfsched.queue import QueueProfile, SchedulingQueue
+from kopfsched.queue import QueueProfile, SchedulingQueue, scheduling_queue
 from tests.builders import make_node, make_pod, taint
 from tests.fakes import FakeClock
 from tests.queue.queues import (
@@ -752,6 +752,28 @@ def test_pod_deleted_during_binding_is_not_requeued(make_queue: MakeQueue) -> No
     queue.delete(qpi.pod_info)
     queue.add_unschedulable_if_not_present(qpi)  # Bind failed
     assert contents(queue) == empty()
+
+
+def test_the_queue_remembers_exactly_the_last_deleted_memory_deletions(
+        make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A binding cycle failing after its pod's deletion is dropped while the deletion is among
+    the last _DELETED_MEMORY; the oldest is forgotten only when one more comes."""
+    monkeypatch.setattr(scheduling_queue, "_DELETED_MEMORY", 2)
+    queue = make_queue(make_profile(HINTS))
+    attempts = {}
+    for name in ("a", "b", "c"):
+        queue.add(pod(name))
+        qpi = queue.pop()
+        assert qpi is not None
+        queue.done(qpi.uid)
+        attempts[name] = qpi
+    queue.delete(attempts["a"].pod_info)
+    queue.delete(attempts["b"].pod_info)
+    queue.add_unschedulable_if_not_present(attempts["a"])  # two deletions: a is still remembered
+    assert contents(queue) == empty()
+    queue.delete(attempts["c"].pod_info)  # a third: a is forgotten
+    queue.add_unschedulable_if_not_present(attempts["a"])
+    assert contents(queue) == empty(backoff=["a"])
 
 
 def test_pod_bound_elsewhere_during_the_attempt_is_not_requeued(make_queue: MakeQueue) -> None:
