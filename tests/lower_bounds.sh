@@ -7,4 +7,5 @@ lower=$(mktemp -d)
 trap 'rm -rf "$lower"' EXIT
 python -m pip install --quiet --no-deps --target "$lower" "kopf==1.45.0" "kubernetes-asyncio==32.3.2"
 PYTHONPATH="$lower:$(pwd)/operator" python -m pytest -q -p no:cacheprovider \
-    tests/kube tests/e2e tests/test_rbac.py tests/test_cli.py tests/observability
+    tests/kube tests/e2e tests/emulator tests/sandbox tests/manifests/test_rbac.py tests/cli/test_cli.py \
+    tests/observability

@@ -3,12 +3,14 @@ logic is tested apart from the real plugins."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kopfsched.framework.interface import EXTENSION_POINTS, protocol_methods
 from kopfsched.framework.registry import ArgsError, PluginFactory, Registry
+from kopfsched.plugins.registry import IN_TREE_MODULES
 
 SCORING = ("preFilter", "filter", "preScore", "score")
 
@@ -82,3 +84,14 @@ def scheduler_profile(spec: dict[str, Any] | None = None, name: str = "test") ->
     if spec is not None:
         obj["spec"] = spec
     return obj
+
+
+def every_in_tree_plugin() -> Registry:
+    """The real plugins, each module IN_TREE_MODULES names imported now: a module that is missing
+    or has no PLUGIN fails the test instead of leaving its plugin out."""
+    registry = Registry()
+    for name, module in IN_TREE_MODULES.items():
+        factory = importlib.import_module(module).PLUGIN
+        assert factory.name == name, f"{module}.PLUGIN is {factory.name!r}, registered as {name!r}"
+        registry.register(factory)
+    return registry

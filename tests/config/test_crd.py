@@ -12,8 +12,7 @@ import yaml
 
 from kopfsched.config import parse_scheduler_profile
 from kopfsched.framework.registry import Registry
-from tests.config.fakes import scheduler_profile
-from tests.config.test_defaults import loadable_in_tree_registry
+from tests.config.fakes import every_in_tree_plugin, scheduler_profile
 from tests.crd_schema import crd_json_schema
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -51,7 +50,7 @@ def test_there_are_examples():
 
 @pytest.fixture(scope="module")
 def registry() -> Registry:
-    return loadable_in_tree_registry()
+    return every_in_tree_plugin()
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.stem)

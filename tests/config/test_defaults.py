@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from kopfsched.config import UPSTREAM_DEFAULT_PLUGINS, UPSTREAM_DEFAULTS_NOT_IMPLEMENTED, PluginRef, default_profile
 from kopfsched.framework.interface import EXTENSION_POINTS
-from kopfsched.framework.registry import Registry
 from kopfsched.plugins.registry import IN_TREE_MODULES
-from tests.config.fakes import FAKE_POINTS, fake_registry
+from tests.config.fakes import FAKE_POINTS, every_in_tree_plugin, fake_registry
 
 # kube-scheduler v1 getDefaultPlugins (multiPoint), DynamicResources inserted before
 # DefaultPreemption by the DynamicResourceAllocation gate (on by default).
@@ -88,28 +85,15 @@ def test_default_profile_without_a_binder_is_a_bug():
         default_profile(fake_registry(["PrioritySort", "NodeName"]))
 
 
-def loadable_in_tree_registry() -> Registry:
-    """The in-tree plugins whose modules exist already (others are being written)."""
-    registry = Registry()
-    for module in IN_TREE_MODULES.values():
-        try:
-            registry.register(importlib.import_module(module).PLUGIN)
-        except (ImportError, AttributeError):
-            continue
-    return registry
-
-
 def test_default_profile_with_real_plugins_matches_upstream_expansion():
-    registry = loadable_in_tree_registry()
+    registry = every_in_tree_plugin()
     profile = default_profile(registry)
-    present = set(registry.names())
-    expected = {point: [name for name in names if name in present] for point, names in EXPANDED.items()}
-    assert {point: profile.enabled(point) for point in EXTENSION_POINTS} == expected
-    assert profile.score_weights() == {name: w for name, w in SCORE_WEIGHTS.items() if name in present}
+    assert {point: profile.enabled(point) for point in EXTENSION_POINTS} == EXPANDED
+    assert profile.score_weights() == SCORE_WEIGHTS
 
 
 def test_node_resources_fit_args_default_to_least_allocated_cpu_and_memory():
-    registry = loadable_in_tree_registry()
+    registry = every_in_tree_plugin()
     args = default_profile(registry).plugin_args["NodeResourcesFit"]
     strategy = args.scoring_strategy
     assert strategy.type == "LeastAllocated"

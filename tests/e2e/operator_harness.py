@@ -83,6 +83,19 @@ def binding_statuses(emulator: FastKubernetesEmulator, name: str) -> list[int]:
     return [m.status for m in emulator.mutations('POST', rf'/pods/{name}/binding$')]
 
 
+def events_about(emulator: FastKubernetesEmulator, name: str, reason: str) -> list[dict[str, Any]]:
+    """The events.k8s.io Events about a pod with this reason."""
+    return [e for e in emulator.list_objects('events', group='events.k8s.io')
+            if e['regarding']['name'] == name and e['reason'] == reason]
+
+
+def stop_failing(emulator: FastKubernetesEmulator, path_regex: str) -> None:
+    """Drop what `fail_next(..., path_regex)` still has queued: the requests it matched are
+    answered again. (The emulator has no public hook for this; the one place reaching in.)"""
+    with emulator._guard:
+        emulator._failures[:] = [f for f in emulator._failures if f.pattern.pattern != path_regex]
+
+
 def serve_controller_kinds(emulator: FastKubernetesEmulator) -> None:
     for resource in CONTROLLER_KINDS:
         emulator.register(resource)

@@ -15,12 +15,12 @@ from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod, taint
 from tests.e2e.operator_harness import (
     binding_statuses,
+    events_about,
     eventually,
     node_of,
     post,
     running_operator,
 )
-from tests.e2e.test_operator_scheduling import events_about
 
 PODS = '/api/v1/namespaces/default/pods'
 
@@ -126,7 +126,9 @@ async def test_a_gated_pod_is_never_bound_and_binds_once_its_gates_are_removed(
     async with running_operator(kubeconfig) as operator:
         await post(http, PODS, make_pod('gated', scheduler_name='kopfsched', scheduling_gates=['example.com/wait']))
         await eventually(lambda: operator.scheduler.queue.pending_counts().get('gated') == 1, what='gated')
-        await asyncio.sleep(0.5)
+        # A pod created after it binds: the scheduler has had its chance at the gated one.
+        await post(http, PODS, make_pod('later', scheduler_name='kopfsched'))
+        await eventually(lambda: node_of(emulator, 'later'), what='the later pod bound')
         before = binding_statuses(emulator, 'gated')
         async with http.patch(f'{PODS}/gated', json=[{'op': 'remove', 'path': '/spec/schedulingGates'}],
                               headers={'Content-Type': 'application/json-patch+json'}) as patched:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.browser import async_page
 from tests.builders import make_node, make_pod, taint
-from tests.e2e.operator_harness import eventually, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import eventually, post, running_operator
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -22,18 +20,12 @@ MESSAGE = ('0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerat
            'preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.')
 
 
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
-        await post(session, '/apis/kopfsched.dev/v1alpha1/schedulerprofiles', profile('kopfsched'))
-        for node in (make_node('small', cpu='1', labels=zone('zone-a')),
-                     make_node('gpu-1', labels=zone('zone-b'), taints=[taint('dedicated', 'gpu')]),
-                     make_node('gpu-2', labels=zone('zone-b'), taints=[taint('dedicated', 'gpu')])):
-            await post(session, '/api/v1/nodes', node)
-        yield session
+@pytest.fixture(autouse=True)
+async def nodes(http: aiohttp.ClientSession) -> None:
+    for node in (make_node('small', cpu='1', labels=zone('zone-a')),
+                 make_node('gpu-1', labels=zone('zone-b'), taints=[taint('dedicated', 'gpu')]),
+                 make_node('gpu-2', labels=zone('zone-b'), taints=[taint('dedicated', 'gpu')])):
+        await post(http, '/api/v1/nodes', node)
 
 
 def zone(name: str) -> dict[str, str]:

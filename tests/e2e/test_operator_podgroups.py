@@ -5,9 +5,6 @@ from __future__ import annotations
 import itertools
 import logging
 import pathlib
-import shutil
-import subprocess
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -22,8 +19,11 @@ from tests.e2e.operator_harness import (
     post,
     profile,
     running_operator,
-    serve_controller_kinds,
 )
+from tests.kubectl import apply
+
+pytestmark = pytest.mark.http(crd=False, profiles=())
+
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
@@ -33,25 +33,6 @@ GANG_PROFILE = profile('gang', plugins={'multiPoint': {'enabled': [{'name': 'Cos
                                         'queueSort': {'disabled': [{'name': 'PrioritySort'}]}},
                        pluginConfig=[{'name': 'Coscheduling', 'args': {'permitWaitingTimeSeconds': 10,
                                                                        'podGroupBackoffSeconds': 60}}])
-
-
-def kubectl(kubeconfig: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([shutil.which('kubectl') or 'kubectl', '--kubeconfig', str(kubeconfig), *args],
-                          capture_output=True, text=True, timeout=60, check=False)
-
-
-def apply(kubeconfig: pathlib.Path, *paths: pathlib.Path) -> None:
-    """As a user would (the emulator serves no OpenAPI document, hence --validate=false)."""
-    args = [arg for path in paths for arg in ('-f', str(path))]
-    applied = kubectl(kubeconfig, 'apply', '--validate=false', *args)
-    assert applied.returncode == 0, applied.stderr
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        yield session
 
 
 def pod_group(name: str, *, min_member: int) -> dict[str, Any]:
@@ -132,6 +113,8 @@ async def test_without_the_crd_the_operator_schedules_and_serves_pod_groups_once
     await post(http, PROFILES, GANG_PROFILE)
     await post(http, '/api/v1/nodes', make_node('node-0', cpu='4'))
     caplog.set_level(logging.WARNING)
+    # kopf's own logger too: an in-process `kopfsched sandbox` earlier in the run leaves it at ERROR.
+    caplog.set_level(logging.WARNING, logger='kopf')
 
     async with running_operator(kubeconfig) as operator:
         await post(http, PODS, make_pod('solo', scheduler_name='gang', requests={'cpu': '1'}))

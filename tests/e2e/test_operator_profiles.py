@@ -3,12 +3,10 @@ one is reported while the last valid spec keeps serving; clashing scheduler name
 from __future__ import annotations
 
 import pathlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
@@ -21,21 +19,14 @@ from tests.e2e.operator_harness import (
     profile,
     running_operator,
     scoring_strategy,
-    serve_controller_kinds,
 )
+
+pytestmark = pytest.mark.http(profiles=())
+
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
 ONLY_FIT_SCORES = {'score': {'disabled': [{'name': '*'}], 'enabled': [{'name': 'NodeResourcesFit'}]}}
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        await post(session, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-                   yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text()))
-        yield session
 
 
 def status_of(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from tests.e2e.operator_harness import (
     post,
     profile,
     running_operator,
+    stop_failing,
 )
 
 PODS = '/api/v1/namespaces/default/pods'
@@ -60,11 +61,14 @@ async def test_a_binding_in_flight_when_the_lease_is_lost_does_not_bind(
     async with Operator.connected(options) as operator:
         task = asyncio.create_task(operator.run(asyncio.Event()))
         await eventually(lambda: operator.leading or task.done(), what='a leads')
-        # The 6th attempt would succeed, 1.55 s after the first (the client's backoff).
-        emulator.fail_next('POST', r'/pods/late/binding$', status=500, times=5)
+        # The binding fails (and its client retries) until the lease is lost; from then on the API
+        # would accept it, so only the lost lease can keep a retry from binding.
+        emulator.fail_next('POST', r'/pods/late/binding$', status=500, times=1_000_000)
         await post(http, PODS, make_pod('late', scheduler_name='kopfsched'))
         await eventually(lambda: binding_statuses(emulator, 'late'), what='the binding in flight')
         emulator.fail_next('*', r'/leases/kopfsched', status=500, times=1_000_000)
+        await eventually(lambda: not operator.leading or task.done(), what='the lease lost')
+        stop_failing(emulator, r'/pods/late/binding$')
         code = await asyncio.wait_for(task, timeout=20)
     assert (code, operator.failure) == (1, 'leader election lost')
     assert 201 not in binding_statuses(emulator, 'late')

@@ -4,46 +4,19 @@ from __future__ import annotations
 import collections
 import json
 import pathlib
-import shutil
-import subprocess
-from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 
 from kopfsched.emulator.server import FastKubernetesEmulator
 from tests.builders import make_node, make_pod
-from tests.e2e.operator_harness import eventually, node_of, post, profile, running_operator, serve_controller_kinds
+from tests.e2e.operator_harness import events_about, eventually, node_of, post, running_operator
+from tests.kubectl import install, kubectl
+
+pytestmark = pytest.mark.http(crd=False, profiles=())
 
 ROOT = pathlib.Path(__file__).parents[2]
 PODS = '/api/v1/namespaces/default/pods'
-
-
-def kubectl(kubeconfig: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([shutil.which('kubectl') or 'kubectl', '--kubeconfig', str(kubeconfig), *args],
-                          capture_output=True, text=True, timeout=60, check=False)
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    serve_controller_kinds(emulator)
-    async with aiohttp.ClientSession(emulator.url) as session:
-        yield session
-
-
-def install(kubeconfig: pathlib.Path, tmp_path: pathlib.Path, scheduler_name: str = 'kopfsched') -> None:
-    """As a user would: kubectl applies the CRD, then a SchedulerProfile."""
-    manifest = tmp_path / 'profile.json'
-    manifest.write_text(json.dumps(profile(scheduler_name)))
-    crds = kubectl(kubeconfig, 'apply', '--validate=false', '-f', str(ROOT / 'crds'))
-    applied = kubectl(kubeconfig, 'apply', '--validate=false', '-f', str(manifest))
-    assert crds.returncode == 0, crds.stderr
-    assert applied.stdout.strip() == f'schedulerprofile.kopfsched.dev/{scheduler_name} created', applied.stderr
-
-
-def events_about(emulator: FastKubernetesEmulator, name: str, reason: str) -> list[dict]:
-    return [e for e in emulator.list_objects('events', group='events.k8s.io')
-            if e['regarding']['name'] == name and e['reason'] == reason]
 
 
 async def test_pods_of_our_scheduler_are_bound_exactly_once_and_nothing_else_is_touched(

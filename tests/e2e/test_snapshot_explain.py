@@ -7,7 +7,6 @@ import contextlib
 import io
 import json
 import pathlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -22,19 +21,15 @@ from kopfsched.kube.operator import load_configuration
 from kopfsched.kube.snapshot import LAST_APPLIED, write_snapshot
 from tests.builders import make_node, make_pod, taint
 from tests.e2e.operator_harness import eventually, post, running_operator
-from tests.e2e.test_operator_scheduling import install
+from tests.kubectl import install
+
+pytestmark = pytest.mark.http(controller_kinds=False, crd=False, profiles=())
 
 PODS = '/api/v1/namespaces/default/pods'
 FITS = [f'web-{i}' for i in range(5)]
 PENDING = {'huge': dict(requests={'cpu': '3'}),
            'picky': dict(node_selector={'disk': 'ssd'}),
            'crowded': dict(requests={'cpu': '1500m'})}
-
-
-@pytest.fixture
-async def http(emulator: FastKubernetesEmulator) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(emulator.url) as session:
-        yield session
 
 
 def condition(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any] | None:

@@ -3,27 +3,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
 from kopfsched.framework.client import ClusterError
 from kopfsched.kube.client import KubeClusterClient
 from tests.builders import make_pod
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.fakes import FakeClock
 
 
 class RecordingAPI:
-    def __init__(self, time: FakeTime) -> None:
+    def __init__(self, time: FakeClock) -> None:
         self.time = time
         self.sent: list[tuple[str, str, float]] = []
 
@@ -32,7 +23,7 @@ class RecordingAPI:
         return {}
 
 
-def client_on(time: FakeTime, *, qps: float, burst: int) -> tuple[KubeClusterClient, RecordingAPI]:
+def client_on(time: FakeClock, *, qps: float, burst: int) -> tuple[KubeClusterClient, RecordingAPI]:
     api = RecordingAPI(time)
     client = KubeClusterClient(api, qps=qps, burst=burst, instance='test',  # type: ignore[arg-type]
                                clock=time.clock, sleep=time.sleep)
@@ -46,7 +37,7 @@ async def failed_scheduling(client: KubeClusterClient, name: str) -> None:
 
 async def test_failed_scheduling_events_do_not_hold_binds_back() -> None:
     """As kube-scheduler's separate event client: Events spend tokens of their own."""
-    time = FakeTime()
+    time = FakeClock(0.0)
     client, api = client_on(time, qps=10, burst=1)
     for i in range(5):
         await failed_scheduling(client, f'stuck-{i}')
@@ -58,7 +49,7 @@ async def test_failed_scheduling_events_do_not_hold_binds_back() -> None:
 
 
 async def test_repeats_of_an_event_patch_one_series() -> None:
-    time = FakeTime()
+    time = FakeClock(0.0)
     client, api = client_on(time, qps=100, burst=100)
     for _ in range(3):
         await failed_scheduling(client, 'stuck')
@@ -71,7 +62,7 @@ async def test_repeats_of_an_event_patch_one_series() -> None:
     pytest.param(lambda c, pod: c.patch_pod_status(pod=pod, nominated_node_name='n1'), id='nominate'),
 ])
 async def test_a_fenced_client_sends_no_write(call: Any) -> None:
-    time = FakeTime()
+    time = FakeClock(0.0)
     client, api = client_on(time, qps=100, burst=100)
     client.fence('leader election lost')
     with pytest.raises(ClusterError, match=r'not sent: leader election lost$'):
@@ -90,7 +81,7 @@ class _Response:
 class ThrottlingAPI(RecordingAPI):
     """Answers the first calls with the given (status, Retry-After) failures, then succeeds."""
 
-    def __init__(self, time: FakeTime, failures: list[tuple[int, str | None]]) -> None:
+    def __init__(self, time: FakeClock, failures: list[tuple[int, str | None]]) -> None:
         super().__init__(time)
         self.failures = list(failures)
 
@@ -103,7 +94,7 @@ class ThrottlingAPI(RecordingAPI):
 
 
 async def bind_times(failures: list[tuple[int, str | None]]) -> tuple[list[float], str | None]:
-    time = FakeTime()
+    time = FakeClock(0.0)
     api = ThrottlingAPI(time, failures)
     client = KubeClusterClient(api, qps=1000, burst=1000, instance='test',  # type: ignore[arg-type]
                                clock=time.clock, sleep=time.sleep)
@@ -118,6 +109,9 @@ async def bind_times(failures: list[tuple[int, str | None]]) -> tuple[list[float
 @pytest.mark.parametrize(('failures', 'expected'), [
     pytest.param([(429, '2')] * 3, [0.0, 2.0, 4.0, 6.0], id='429-retry-after'),
     pytest.param([(503, '1'), (500, None)], [0.0, 1.0, 1.1], id='503-retry-after-then-500-backoff'),
+    pytest.param([(500, '2')], [0.0, 2.0], id='500-retry-after'),  # every 5xx, from 500 up
+    pytest.param([(429, '0')], [0.0, 0.0], id='retry-after-zero-retries-at-once'),
+    pytest.param([(429, '-1')], [0.0, 0.05], id='negative-is-as-absent'),
     pytest.param([(429, '60')], [0.0, 10.0], id='capped'),
     pytest.param([(429, 'soon'), (429, None)], [0.0, 0.05, 0.15], id='unreadable-or-absent'),
 ])
@@ -130,6 +124,33 @@ async def test_a_call_throttled_more_than_ten_times_gives_up() -> None:
     sent, error = await bind_times([(429, '1')] * 11)
     assert sent == [float(i) for i in range(11)]
     assert error is not None and error.startswith('binding default/p to n1: 429 Too Many Requests')
+
+
+class FlakyTransportAPI(RecordingAPI):
+    """Fails the first calls as the network does (no answer at all), then succeeds."""
+
+    def __init__(self, time: FakeClock, failures: list[BaseException]) -> None:
+        super().__init__(time)
+        self.failures = list(failures)
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Any:
+        await super().call_api(path, method, **kwargs)
+        if self.failures:
+            raise self.failures.pop(0)
+        return {}
+
+
+@pytest.mark.parametrize('failure', [
+    pytest.param(aiohttp.ClientConnectionError('connection reset'), id='connection-error'),
+    pytest.param(TimeoutError(), id='timeout'),
+])
+async def test_a_call_the_network_failed_is_retried_after_the_backoff(failure: BaseException) -> None:
+    time = FakeClock(0.0)
+    api = FlakyTransportAPI(time, [failure])
+    client = KubeClusterClient(api, qps=1000, burst=1000, instance='test',  # type: ignore[arg-type]
+                               clock=time.clock, sleep=time.sleep)
+    await client.bind(pod=make_pod('p', uid='uid-p'), node_name='n1')
+    assert [sent for _, _, sent in api.sent] == [0.0, 0.05]
 
 
 async def test_retry_after_on_a_conflict_is_not_a_retry() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from kopfsched.kube.feed import NODE, ClusterFeed
 from tests.builders import make_node
-from tests.kube.test_kube_units import RecordingHandlers
+from tests.fakes import RecordingHandlers
 
 
 def _node(rv: int) -> dict[str, Any]:

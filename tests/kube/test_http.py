@@ -20,6 +20,7 @@ from kubernetes_asyncio import client as k8s
 from kopfsched.framework.client import ClusterError, NotFoundError
 from kopfsched.kube.client import KubeClusterClient
 from kopfsched.kube.http import HttpPool
+from tests.waiting import until
 
 Answer = Callable[[bytes], bytes | None]
 """The request's bytes -> what to write back (None: close the connection without answering)."""
@@ -141,9 +142,10 @@ async def test_a_server_closing_mid_request_is_a_disconnection_the_client_retrie
 async def test_an_idle_connection_the_server_closed_is_not_used_again(server: ScriptedServer, pool: HttpPool) -> None:
     server.answers = [lambda _: ok(b"1")]
     await get(pool)
-    for connection in list(pool._idle):
+    idle = list(pool._idle)
+    for connection in idle:
         connection.transport.close()  # as a server's idle timeout would
-    await asyncio.sleep(0.01)
+    await until(lambda: all(connection.closed for connection in idle), what='the pool seeing the close')
     assert await get(pool) == (200, b"{}")
 
 
@@ -158,16 +160,17 @@ async def test_a_slow_answer_times_out_and_its_connection_is_dropped(server: Scr
 async def test_at_most_limit_requests_at_once_served_in_arrival_order(server: ScriptedServer) -> None:
     """Past `limit`, requests wait their turn in order; one cancelled while waiting passes it on."""
     pool = HttpPool(server.url, limit=2)
-    server.answers = [lambda _: b"", lambda _: b""]  # the first two are held until they time out
-    held = [asyncio.ensure_future(get(pool, "/held", timeout=0.3)) for _ in range(2)]
-    await asyncio.sleep(0.05)
+    server.answers = [lambda _: b"", lambda _: b""]  # the first two are held until given up
+    held = [asyncio.ensure_future(get(pool, "/held", timeout=30.0)) for _ in range(2)]
+    await until(lambda: len(server.requests) == 2, what='the two held requests sent')
     cancelled = asyncio.ensure_future(get(pool, "/cancelled"))
     waiting = [asyncio.ensure_future(get(pool, f"/w{i}")) for i in range(3)]
-    await asyncio.sleep(0.05)
+    await until(lambda: len(pool._slot_waiters) == 4, what='four requests waiting for a slot')
     assert len(server.requests) == 2 and not any(task.done() for task in waiting)
     cancelled.cancel()
-    for task in held:
-        with pytest.raises(TimeoutError):
+    for task in held:  # given up by their callers: each frees its slot
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
             await task
     assert [await task for task in waiting] == [(200, b"{}")] * 3
     assert [request.split(b" ")[1] for request in server.requests[2:]] == [b"/w0", b"/w1", b"/w2"]
@@ -206,7 +209,7 @@ async def test_each_request_times_out_on_its_own_deadline(server: ScriptedServer
     and a request answered in time is not failed by a sweep."""
     server.answers = [lambda _: b"", lambda _: b""]  # two requests left unanswered
     slow = asyncio.ensure_future(get(pool, timeout=30.0))
-    await asyncio.sleep(0.05)
+    await until(lambda: len(server.requests) == 1, what='the slow request sent')
     started = asyncio.get_running_loop().time()
     with pytest.raises(TimeoutError):
         await get(pool, timeout=0.2)

@@ -12,6 +12,7 @@ from kopfsched.kube.ratelimit import TokenBucket
 from kopfsched.scheduler.observer import Attempt
 from kopfsched.scheduler.stats import SchedulingStats
 from tests.builders import make_node, make_pod
+from tests.fakes import FakeClock, RecordingHandlers
 
 
 def test_an_invalid_config_exits_1_with_one_line(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,21 +30,8 @@ def test_an_invalid_config_exits_1_with_one_line(tmp_path: pathlib.Path, capsys:
     ]
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(round(seconds, 6))
-        self.now += seconds
-
-
 async def test_the_token_bucket_allows_a_burst_then_paces_at_qps() -> None:
-    fake = FakeTime()
+    fake = FakeClock(0.0)
     bucket = TokenBucket(qps=10, burst=3, clock=fake.clock, sleep=fake.sleep)
     for _ in range(5):
         await bucket.acquire()
@@ -54,23 +42,6 @@ def _pod(rv: int, node: str | None = None) -> dict[str, Any]:
     pod = make_pod('p', uid='uid-p', node_name=node)
     pod['metadata']['resourceVersion'] = str(rv)
     return pod
-
-
-class RecordingHandlers:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str | None]] = []
-
-    def on_pod_upsert(self, pod: dict[str, Any], old: dict[str, Any] | None = None) -> None:
-        self.calls.append(('upsert', pod['spec'].get('nodeName')))
-
-    def on_pod_delete(self, pod: dict[str, Any]) -> None:
-        self.calls.append(('delete', pod['spec'].get('nodeName')))
-
-    def on_node_upsert(self, node: dict[str, Any], old: dict[str, Any] | None = None) -> None:
-        self.calls.append(('node', node['metadata']['name']))
-
-    def on_node_delete(self, node: dict[str, Any]) -> None:
-        self.calls.append(('node-delete', node['metadata']['name']))
 
 
 @pytest.mark.parametrize(('events', 'expected'), [

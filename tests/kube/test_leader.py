@@ -5,6 +5,7 @@ import asyncio
 from typing import Any
 
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
+from tests.waiting import until
 
 CONFIG = LeaseConfig(name='l', namespace='ns', lease_duration=15.0, renew_deadline=0.3, retry_period=0.01)
 
@@ -58,8 +59,7 @@ async def test_renewals_that_succeed_keep_the_lease_until_stopped() -> None:
     elector.is_leader = True
     stop = asyncio.Event()
     task = asyncio.create_task(elector.hold(stop))
-    while api.requests < 10:  # 5 renewals: a GET and a PUT each
-        await asyncio.sleep(0.01)
+    await until(lambda: api.requests >= 10, what='5 renewals (a GET and a PUT each)', interval=0.01)
     stop.set()
     await asyncio.wait_for(task, timeout=5)
     assert elector.is_leader

@@ -10,6 +10,7 @@ from kubernetes_asyncio import client as k8s
 
 from kopfsched.kube.client import without_env_lookups
 from kopfsched.kube.kopf_thread import Inbox
+from tests.waiting import until
 
 
 async def test_inbox_delivers_in_order_with_few_wakeups() -> None:
@@ -19,8 +20,7 @@ async def test_inbox_delivers_in_order_with_few_wakeups() -> None:
     putter = threading.Thread(target=lambda: [inbox.put(i) for i in range(5000)])
     putter.start()
     await asyncio.to_thread(putter.join)
-    while len(delivered) < 5000:
-        await asyncio.sleep(0)
+    await until(lambda: len(delivered) >= 5000, what='5000 items delivered')
     assert delivered == list(range(5000))
     assert inbox.wakeups < 5000
 
@@ -83,8 +83,7 @@ async def test_inbox_wakes_the_loop_once_per_iteration_of_the_putting_loop() -> 
     putter = threading.Thread(target=lambda: asyncio.run(produce()))
     putter.start()
     await asyncio.to_thread(putter.join)
-    while len(delivered) < 1000:
-        await asyncio.sleep(0)
+    await until(lambda: len(delivered) >= 1000, what='1000 items delivered')
     assert delivered == list(range(1000))
     assert inbox.wakeups == 1
 

@@ -10,7 +10,7 @@ from kopfsched.framework.client import ClusterError, NotFoundError
 from kopfsched.kube.podgroups import PodGroupStatusWriter
 from kopfsched.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod
-from tests.core.harness import Harness, profile_from_spec
+from tests.harness import Harness, profile_from_spec
 
 GANG_SPEC = {'plugins': {'multiPoint': {'enabled': [{'name': 'Coscheduling'}]},
                          'queueSort': {'disabled': [{'name': 'PrioritySort'}]}}}

@@ -17,8 +17,8 @@ from kopfsched.kube.status_writer import StatusWriter
 from kopfsched.plugins.registry import in_tree_registry
 from kopfsched.scheduler.stats import SchedulingStats
 from tests.builders import make_node
-from tests.core.harness import Harness
 from tests.crd_schema import crd_json_schema
+from tests.harness import Harness
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((ROOT / 'crds' / 'schedulerprofile.yaml').read_text())

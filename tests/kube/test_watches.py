@@ -4,14 +4,7 @@ from __future__ import annotations
 import pytest
 
 from kopfsched.kube.watches import Backoff, WatchHealth
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import FakeClock
 
 
 def test_backoff_doubles_to_its_cap_and_starts_over_after_two_quiet_minutes() -> None:

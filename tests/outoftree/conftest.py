@@ -26,8 +26,7 @@ from collections.abc import Iterator
 
 import pytest
 
-EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "qos-sort-plugin"
-DISTRIBUTION = "kopfsched-qos-sort"
+from tests.outoftree.example import DISTRIBUTION, EXAMPLE
 
 
 @pytest.fixture(scope="session")

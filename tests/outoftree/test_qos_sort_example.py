@@ -12,7 +12,9 @@ import pytest
 
 from kopfsched import cli
 from kopfsched.plugins.registry import full_registry
-from tests.outoftree.conftest import EXAMPLE
+from tests.outoftree.example import EXAMPLE
+
+pytestmark = pytest.mark.timeout(600)  # pip in subprocesses of its own, each bounded at 300 s
 
 SNAPSHOT = str(EXAMPLE / "examples" / "snapshot.yaml")
 PROFILE = str(EXAMPLE / "examples" / "profile.yaml")

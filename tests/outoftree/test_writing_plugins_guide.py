@@ -30,6 +30,8 @@ from kopfsched.framework import Registry
 from kopfsched.plugins.entry_points import ENTRY_POINT_GROUP, as_factory
 from kopfsched.plugins.registry import full_registry
 
+pytestmark = pytest.mark.timeout(600)  # pip in subprocesses of its own, each bounded at 300 s
+
 GUIDE = pathlib.Path(__file__).parents[2] / "docs" / "writing-plugins.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 

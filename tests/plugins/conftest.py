@@ -1,14 +1,12 @@
-"""Shared fakes for plugin tests, from kopfsched.testing (the helpers plugin authors use
-too): a snapshot over a fixed node list, a recording client, and a Handle built from them."""
+"""Fixtures of the plugin tests. The fakes themselves are kopfsched.testing's (the ones plugin
+authors use): a snapshot over a fixed node list, object lister, recording client, Handle."""
 
 from __future__ import annotations
 
 import pytest
 
 from kopfsched.framework.handle import Handle
-from kopfsched.testing import FakeSnapshot, RecordingClient, make_handle
-
-__all__ = ["FakeSnapshot", "RecordingClient", "make_handle"]
+from kopfsched.testing import make_handle
 
 
 @pytest.fixture

@@ -13,9 +13,8 @@ from kopfsched.framework.registry import ArgsError
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.coscheduling import POD_GROUP_LABEL, CoschedulingArgs, pod_group_statuses
 from kopfsched.plugins.registry import in_tree_registry
-from tests.builders import make_node, make_pod
-from tests.core.harness import Harness, profile_from_spec
-from tests.plugins.test_coscheduling_manager import pod_group
+from tests.builders import make_node, make_pod, pod_group
+from tests.harness import Harness, profile_from_spec
 
 SCHEDULER = "gang-scheduler"
 

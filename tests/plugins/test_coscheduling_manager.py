@@ -15,21 +15,9 @@ from kopfsched.plugins.coscheduling.core import (
     pod_group_status,
     pod_group_statuses,
 )
-from tests.builders import make_node, make_pod, node_info
-from tests.plugins.conftest import FakeSnapshot
-
-
-def pod_group(name: str, min_member: int, *, namespace: str = "default", timeout: int | None = None,
-              min_resources: dict[str, Any] | None = None, created: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"minMember": min_member}
-    if timeout is not None:
-        spec["scheduleTimeoutSeconds"] = timeout
-    if min_resources is not None:
-        spec["minResources"] = min_resources
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if created:
-        meta["creationTimestamp"] = created
-    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": meta, "spec": spec}
+from kopfsched.testing import FakeObjects, FakeSnapshot
+from tests.builders import make_node, make_pod, node_info, pod_group
+from tests.fakes import FakeClock
 
 
 def member(name: str, group: str, *, node: str | None = None, cpu: str = "1", phase: str | None = None,
@@ -40,19 +28,6 @@ def member(name: str, group: str, *, node: str | None = None, cpu: str = "1", ph
     return PodInfo(pod)
 
 
-class Objects:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.objs = list(objs)
-
-    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
-        return next((o for o in self.objs if o["kind"] == kind and o["metadata"]["name"] == name
-                     and o["metadata"].get("namespace", "") == namespace), None)
-
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [o for o in self.objs if o["kind"] == kind
-                and (namespace is None or o["metadata"].get("namespace") == namespace)]
-
-
 class Pods:
     def __init__(self, *pods: PodInfo) -> None:
         self.pods = list(pods)
@@ -61,18 +36,10 @@ class Pods:
         return [p for p in self.pods if namespace is None or p.namespace == namespace]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def manager(groups: list[dict[str, Any]], pods: list[PodInfo], *, nodes: list[Any] | None = None,
-            clock: Clock | None = None, timeout: float = 60.0) -> PodGroupManager:
-    return PodGroupManager(objects=Objects(*groups), pods=Pods(*pods), snapshot=FakeSnapshot(nodes or []),
-                           clock=clock or Clock(), schedule_timeout=timeout)
+            clock: FakeClock | None = None, timeout: float = 60.0) -> PodGroupManager:
+    return PodGroupManager(objects=FakeObjects(groups), pods=Pods(*pods), snapshot=FakeSnapshot(nodes or []),
+                           clock=clock or FakeClock(100.0), schedule_timeout=timeout)
 
 
 @pytest.mark.parametrize(("groups", "pods", "reason"), [
@@ -90,7 +57,7 @@ def test_pre_filter_reasons(groups, pods, reason):
 
 
 def test_pre_filter_refuses_a_backed_off_group_until_the_backoff_ends():
-    clock = Clock()
+    clock = FakeClock(100.0)
     pods = [member("p1", "g"), member("p2", "g")]
     mgr = manager([pod_group("g", 2)], pods, clock=clock)
     mgr.backoff_pod_group("default/g", 10)
@@ -138,7 +105,7 @@ def test_min_resources_pods_limit_is_min_member():
 
 
 def test_permitted_group_skips_the_resource_check_until_it_expires_or_is_deleted():
-    clock = Clock()
+    clock = FakeClock(100.0)
     n1 = node_info(make_node("n1", cpu="4"))
     pods = [member("p1", "g"), member("p2", "g")]
     mgr = manager([pod_group("g", 2, min_resources={"cpu": "4"})], pods, nodes=[n1], clock=clock, timeout=30)
@@ -199,7 +166,7 @@ def test_pod_group_status(pods, assumed, expected):
 
 
 def test_pod_group_statuses_cover_every_group():
-    objects = Objects(pod_group("b", 1), pod_group("a", 2, namespace="ns"))
+    objects = FakeObjects([pod_group("b", 1), pod_group("a", 2, namespace="ns")])
     pods = Pods(member("x", "b", node="n1"), member("y", "a", namespace="ns"))
     assert pod_group_statuses(objects, pods) == {
         "default/b": {"phase": "Scheduled", "scheduled": 1, "running": 0, "succeeded": 0, "failed": 0},

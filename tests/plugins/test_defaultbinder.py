@@ -5,8 +5,8 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.status import Code
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.defaultbinder import PLUGIN, DefaultBinder
+from kopfsched.testing import RecordingClient, make_handle
 from tests.builders import make_pod
-from tests.plugins.conftest import RecordingClient, make_handle
 
 
 async def test_bind_posts_binding() -> None:

@@ -30,8 +30,8 @@ from kopfsched.plugins.registry import in_tree_registry
 from kopfsched.queue.nominator import Nominator
 from kopfsched.scheduler.framework_builder import build_framework
 from kopfsched.simulate.client import InMemoryClusterClient
+from kopfsched.testing import FakeObjects, FakeSnapshot
 from tests.builders import make_node, make_pod, node_info, taint
-from tests.plugins.conftest import FakeSnapshot
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -55,17 +55,6 @@ def pdb(name: str, labels: dict[str, str], allowed: int, *, namespace: str = "de
     return {"kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace},
             "spec": {"selector": {"matchLabels": labels}},
             "status": {"disruptionsAllowed": allowed, "disruptedPods": {p: T0 for p in disrupted}}}
-
-
-class Objects:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.objs = list(objs)
-
-    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
-        return None
-
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [o for o in self.objs if o["kind"] == kind]
 
 
 class FixedRng(random.Random):
@@ -122,7 +111,7 @@ class Env:
         self.spawned: list[Any] = []
         _ENVS.append(self)
         self.nominator = Nominator()
-        self.handle = Handle(snapshot=FakeSnapshot(nodes), client=self.client, objects=Objects(*pdbs),
+        self.handle = Handle(snapshot=FakeSnapshot(nodes), client=self.client, objects=FakeObjects(pdbs),
                              nominator=self.nominator, rng=FixedRng(offset),
                              spawn=lambda coro, name: self.spawned.append(coro))
         registry = in_tree_registry()

@@ -4,8 +4,8 @@ import pytest
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.types import ImageStateSummary, NodeInfo, PodInfo
 from kopfsched.plugins.imagelocality import PLUGIN, ImageLocality, normalized_image_name
+from kopfsched.testing import make_handle
 from tests.builders import make_node, make_pod
-from tests.plugins.conftest import make_handle
 
 MB = 1024 * 1024
 

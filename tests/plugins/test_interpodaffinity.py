@@ -9,63 +9,13 @@ import pytest
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.registry import ArgsError
 from kopfsched.framework.status import Code
-from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.interpodaffinity import PLUGIN, InterPodAffinity, InterPodAffinityArgs
+from kopfsched.framework.types import PodInfo
+from kopfsched.plugins.interpodaffinity import PLUGIN, InterPodAffinityArgs
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE
-from tests.builders import make_node, make_pod, node_info
-from tests.plugins.conftest import make_handle
+from kopfsched.testing import FakeObjects
+from tests.builders import make_node, make_pod
+from tests.plugins.affinity import AFF, ANTI, EXISTING, ZONE, build, namespace, preferred, required, term
 from tests.plugins.outcomes import filter_outcomes, score_outcomes
-
-AFF = "node(s) didn't match pod affinity rules"
-ANTI = "node(s) didn't match pod anti-affinity rules"
-EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
-ZONE = "topology.kubernetes.io/zone"
-HOST = "kubernetes.io/hostname"
-
-
-class FakeObjects:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.objs = list(objs)
-
-    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
-        return next((o for o in self.list(kind, namespace or None) if o["metadata"]["name"] == name), None)
-
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [o for o in self.objs if o["kind"] == kind
-                and (namespace is None or o["metadata"].get("namespace", "") in ("", namespace))]
-
-
-def namespace(name: str, **labels: str) -> dict[str, Any]:
-    return {"kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-
-
-def term(labels: dict[str, str], key: str = HOST, **extra: Any) -> dict[str, Any]:
-    return {"labelSelector": {"matchLabels": labels}, "topologyKey": key, **extra}
-
-
-def required(kind: str, *terms: dict[str, Any]) -> dict[str, Any]:
-    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}}
-
-
-def preferred(kind: str, *weighted: tuple[int, dict[str, Any]]) -> dict[str, Any]:
-    return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": w, "podAffinityTerm": t} for w, t in weighted]}}
-
-
-def cluster() -> list[dict[str, Any]]:
-    return [make_node("n1", labels={ZONE: "z1"}), make_node("n2", labels={ZONE: "z1"}),
-            make_node("n3", labels={ZONE: "z2"})]
-
-
-def build(pods_by_node: dict[str, list[dict[str, Any]]], nodes: list[dict[str, Any]] | None = None,
-          objects: FakeObjects | None = None, args: InterPodAffinityArgs | None = None,
-          ) -> tuple[InterPodAffinity, list[NodeInfo]]:
-    infos = [node_info(n, *pods_by_node.get(n["metadata"]["name"], [])) for n in nodes or cluster()]
-    handle = make_handle(infos)
-    if objects is not None:
-        handle.objects = objects
-    return InterPodAffinity(args, handle), infos
-
 
 U, UU = "UNSCHEDULABLE", "UNSCHEDULABLE_AND_UNRESOLVABLE"
 
@@ -130,7 +80,7 @@ def test_affinity_rejection_code_is_unresolvable_and_anti_is_unschedulable() -> 
     pytest.param({}, {"n1": (U, (ANTI,)), "n2": (U, (ANTI,)), "n3": (U, (ANTI,))}, id="empty-selects-all"),
 ])
 def test_namespace_selector(ns_selector: dict[str, Any], expected: dict[str, tuple]) -> None:
-    objects = FakeObjects(namespace("ns-a", team="a"), namespace("ns-b", team="b"), namespace("default"))
+    objects = FakeObjects([namespace("ns-a", team="a"), namespace("ns-b", team="b"), namespace("default")])
     plugin, infos = build({"n1": [make_pod("a", "ns-a", labels={"app": "db"})],
                            "n3": [make_pod("b", "ns-b", labels={"app": "db"})]}, objects=objects)
     pod = make_pod("p", affinity=required("podAntiAffinity", term({"app": "db"}, ZONE, namespaceSelector=ns_selector)))
@@ -138,7 +88,7 @@ def test_namespace_selector(ns_selector: dict[str, Any], expected: dict[str, tup
 
 
 def test_existing_pod_namespace_selector_uses_incoming_namespace_labels() -> None:
-    objects = FakeObjects(namespace("ns-a", team="a"))
+    objects = FakeObjects([namespace("ns-a", team="a")])
     guard = make_pod("a", "other", labels={"app": "db"}, affinity=required(
         "podAntiAffinity", term({"app": "web"}, namespaceSelector={"matchLabels": {"team": "a"}})))
     plugin, infos = build({"n2": [guard]}, objects=objects)

@@ -13,13 +13,13 @@ from kopfsched.framework.status import Code
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.interpodaffinity import filtering
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE
+from kopfsched.testing import FakeObjects
 from tests.builders import make_node, make_pod
-from tests.plugins.test_interpodaffinity import (
+from tests.plugins.affinity import (
     ANTI,
     EXISTING,
     HOST,
     ZONE,
-    FakeObjects,
     build,
     namespace,
     preferred,
@@ -57,7 +57,7 @@ CASES = [
 @pytest.mark.parametrize(("existing", "pod", "want_existing", "want_affinity", "want_anti"), CASES)
 def test_column_counts_equal_the_pod_walk(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any],
                                           want_existing: dict, want_affinity: dict, want_anti: dict) -> None:
-    objects = FakeObjects(namespace("ns-a", team="a"), namespace("default"), namespace("other"))
+    objects = FakeObjects([namespace("ns-a", team="a"), namespace("default"), namespace("other")])
     plugin, infos = build(existing, nodes=zoned_cluster(), objects=objects)
     info = PodInfo(pod)
     state = CycleState()
@@ -108,7 +108,7 @@ def test_add_pod_drops_cached_lookups() -> None:
 
 def test_rejections_name_the_plugin() -> None:
     plugin, infos = build({"n0": [GUARD]}, nodes=zoned_cluster(),
-                          objects=FakeObjects(namespace("ns-a", team="a")))
+                          objects=FakeObjects([namespace("ns-a", team="a")]))
     state, pod = CycleState(), PodInfo(make_pod("p", "ns-a", labels={"app": "web"}))
     plugin.pre_filter(state, pod, infos)
     status = plugin.filter(state, pod, infos[0])

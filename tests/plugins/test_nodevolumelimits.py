@@ -273,7 +273,7 @@ def test_hint_volume_attachment_deleted(pod: dict, expected: QueueingHint) -> No
 
 
 async def test_end_to_end_node_at_its_csi_limit_is_skipped() -> None:
-    from tests.core.harness import Harness
+    from tests.harness import Harness
 
     h = Harness([make_node("n1"), make_node("n2")])
     h.add_objects("PersistentVolume", *(o for o in OBJECTS if o["kind"] == "PersistentVolume"))

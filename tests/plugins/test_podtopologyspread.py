@@ -11,10 +11,9 @@ from kopfsched.framework.registry import ArgsError
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.podtopologyspread import PLUGIN, PodTopologySpread, PodTopologySpreadArgs
 from kopfsched.plugins.podtopologyspread.plugin import PRE_FILTER_STATE
+from kopfsched.testing import FakeObjects, make_handle
 from tests.builders import make_node, make_pod, node_info, taint
-from tests.plugins.conftest import make_handle
 from tests.plugins.outcomes import filter_outcomes, score_outcomes
-from tests.plugins.test_interpodaffinity import FakeObjects
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
 MISSING = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -140,7 +139,7 @@ SCORE_CASES = [
                  id="ignored-node-scores-0"),
     pytest.param({}, incoming(constraint()), None, None, None, "SKIP", id="only-hard-constraints"),
     # System: hostname (w ln5, skew 3) + zone (w ln4, skew 5); raw n1=9, n2=7, n3=6.
-    pytest.param({"n1": [web("a")]}, web("p"), None, PodTopologySpreadArgs(), FakeObjects(service(WEB)),
+    pytest.param({"n1": [web("a")]}, web("p"), None, PodTopologySpreadArgs(), FakeObjects([service(WEB)]),
                  {"n1": 66, "n2": 88, "n3": 100}, id="system-defaulting-with-service"),
     pytest.param({"n1": [web("a")]}, web("p"), None, PodTopologySpreadArgs(), FakeObjects(), "SKIP",
                  id="system-defaulting-without-selector"),
@@ -155,7 +154,7 @@ def test_score(existing: dict[str, list[dict[str, Any]]], pod: dict[str, Any], n
 
 
 def test_filter_with_system_defaults_skips() -> None:
-    plugin, infos = build({}, args=PodTopologySpreadArgs(), objects=FakeObjects(service(WEB)))
+    plugin, infos = build({}, args=PodTopologySpreadArgs(), objects=FakeObjects([service(WEB)]))
     assert filter_outcomes(plugin, web("p"), infos) == {"<prefilter>": ("SKIP", ())}
 
 

@@ -57,7 +57,11 @@ def test_tolerates_taint(toleration: dict, tainted: dict, tolerated: bool) -> No
         pytest.param("Gt", "5", "9", True, id="gt-greater"),
         pytest.param("Gt", "5", "5", False, id="gt-equal"),
         pytest.param("Lt", "5", "3", True, id="lt-less"),
+        pytest.param("Lt", "5", "5", False, id="lt-equal"),
+        pytest.param("Lt", "5", "7", False, id="lt-greater"),
+        pytest.param("Gt", "5", "3", False, id="gt-less"),
         pytest.param("Lt", "5", "x", False, id="lt-not-a-number"),
+        pytest.param("Gt", "x", "5", False, id="gt-toleration-not-a-number"),
     ],
 )
 def test_comparison_operators_behind_feature_gate(operator: str, toleration_value: str, taint_value: str,

@@ -179,7 +179,7 @@ def test_hint_pvc_added(added: dict, expected: QueueingHint) -> None:
 
 
 async def test_end_to_end_disk_and_read_write_once_pod_conflicts() -> None:
-    from tests.core.harness import Harness
+    from tests.harness import Harness
 
     h = Harness([make_node("n1"), make_node("n2")])
     h.add_objects("PersistentVolume", pv("pv-rwop"))

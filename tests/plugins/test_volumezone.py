@@ -183,7 +183,7 @@ def test_hint_storage_class_added(new: dict, expected: QueueingHint) -> None:
 
 
 async def test_end_to_end_pod_lands_in_its_volumes_zone() -> None:
-    from tests.core.harness import Harness
+    from tests.harness import Harness
 
     h = Harness([make_node("node-a", labels={ZONE: "zone-a"}), make_node("node-b", labels={ZONE: "zone-b"})])
     h.add_objects("PersistentVolume", pv("pv-b", labels={ZONE: "zone-b"}), pv("pv-c", labels={ZONE: "zone-c"}))

@@ -7,8 +7,7 @@ from typing import Any
 from kopfsched.cache.objects import ObjectStore
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.types import NodeInfo
-from kopfsched.testing import make_pod
-from tests.plugins.conftest import FakeSnapshot, RecordingClient
+from kopfsched.testing import FakeSnapshot, RecordingClient, make_pod
 
 
 def pvc(name: str, namespace: str = "default", *, volume_name: str = "", storage_class: str | None = None,

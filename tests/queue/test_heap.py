@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from kopfsched.queue.heap import Heap
+from tests.waiting import drain
 
 
 @dataclass
@@ -20,11 +21,9 @@ def make_heap() -> Heap[Item]:
     return Heap(less=lambda a, b: a.value < b.value, key=lambda i: i.key)
 
 
-def drain(heap: Heap[Item]) -> list[str]:
-    out = []
-    while (item := heap.pop()) is not None:
-        out.append(item.key)
-    return out
+def keys(heap: Heap[Item]) -> list[str]:
+    """Pop until empty: the keys in pop order."""
+    return [item.key for item in drain(heap.pop)]
 
 
 def test_pops_in_order_and_equals_first_in_first_out() -> None:
@@ -32,7 +31,7 @@ def test_pops_in_order_and_equals_first_in_first_out() -> None:
     for key, value in [("c", 3), ("a1", 1), ("b", 2), ("a2", 1), ("a3", 1)]:
         heap.add_or_update(Item(key, value))
     assert [i.key for i in heap.sorted()] == ["a1", "a2", "a3", "b", "c"]
-    assert drain(heap) == ["a1", "a2", "a3", "b", "c"]
+    assert keys(heap) == ["a1", "a2", "a3", "b", "c"]
     assert heap.pop() is None and heap.peek() is None
 
 
@@ -50,7 +49,7 @@ def test_update_reorders(key: str, value: int, expected: list[str]) -> None:
         heap.add_or_update(Item(k, v))
     heap.add_or_update(Item(key, value))
     assert len(heap) == 4
-    assert drain(heap) == expected
+    assert keys(heap) == expected
 
 
 def test_delete_anywhere() -> None:
@@ -61,7 +60,7 @@ def test_delete_anywhere() -> None:
     assert heap.delete("c") is None
     assert "c" not in heap and "d" in heap
     assert heap.get("d") == Item("d", 4)
-    assert drain(heap) == ["a", "b", "d", "e"]
+    assert keys(heap) == ["a", "b", "d", "e"]
 
 
 def test_random_operations_match_a_sorted_reference() -> None:

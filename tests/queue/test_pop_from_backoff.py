@@ -18,8 +18,9 @@ from kopfsched.queue import QueueProfile, SchedulingQueue
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
 from tests.builders import make_node
-from tests.queue.conftest import FakeClock, contents, make_profile, pod
-from tests.queue.test_scheduling_queue import HINTS, empty, fail
+from tests.fakes import FakeClock
+from tests.queue.queues import HINTS, contents, empty, fail, make_profile, pod
+from tests.waiting import drain, until
 
 MakeQueue = Callable[..., SchedulingQueue]
 
@@ -42,10 +43,7 @@ def rejected_at(queue: SchedulingQueue, clock: FakeClock, name: str, at: float, 
 
 def popped(queue: SchedulingQueue) -> list[str]:
     """Pop until nothing comes; the pods' names in pop order (each left in flight)."""
-    order = []
-    while (qpi := queue.pop()) is not None:
-        order.append(qpi.pod_info.name)
-    return order
+    return [qpi.pod_info.name for qpi in drain(queue.pop)]
 
 
 def test_empty_activeq_pops_backoffq_by_window_then_queuesort(gated_queue: SchedulingQueue,
@@ -175,8 +173,7 @@ async def test_run_flushes_at_window_boundaries(make_queue: MakeQueue, clock: Fa
     queue.node_added(make_node("n"))  # expiry 1001.25: window 1001, over at 1002
     stop = asyncio.Event()
     runner = asyncio.ensure_future(queue.run(stop))
-    while queue.where("uid-p") != "active":
-        await asyncio.sleep(0)
+    await until(lambda: queue.where("uid-p") == "active", what="p moved to activeQ")
     stop.set()
     await asyncio.wait_for(runner, 1)
     assert sleeps[:3] == [0.75, 1.0, 1.0]  # to the next boundary, then a window at a time

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,60 +17,24 @@ from kopfsched.framework.events import (
     EventResource,
     QueueingHint,
 )
-from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
-from kopfsched.queue import QueueProfile, SchedulingQueue
+from kopfsched.queue import QueueProfile, SchedulingQueue, scheduling_queue
 from tests.builders import make_node, make_pod, taint
-from tests.queue.conftest import FakeClock, contents, make_profile, names, pod
+from tests.fakes import FakeClock
+from tests.queue.queues import (
+    HINTS,
+    POD_DELETE_OR_SCALE_DOWN,
+    contents,
+    empty,
+    fail,
+    make_profile,
+    names,
+    pod,
+)
+from tests.waiting import until
 
 MakeQueue = Callable[..., SchedulingQueue]
-
-NODE_TAINT_UPDATE = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT)
-NODE_LABEL_UPDATE = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL)
-POD_DELETE_OR_SCALE_DOWN = ClusterEvent(EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN)
-POD_LABEL_UPDATE = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_LABEL)
-GATES_ELIMINATED = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
-
-
-def untainted_node(pod: Any, old: Any, new: Any) -> QueueingHint:
-    """A TaintToleration-like hint: only a node without taints helps."""
-    return QueueingHint.SKIP if (new.get("spec") or {}).get("taints") else QueueingHint.QUEUE
-
-
-def broken_hint(pod: Any, old: Any, new: Any) -> QueueingHint:
-    raise RuntimeError("hint bug")
-
-
-HINTS = {
-    "NodeResourcesFit": [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
-                         ClusterEventWithHint(POD_DELETE_OR_SCALE_DOWN)],
-    "NodeAffinity": [ClusterEventWithHint(NODE_LABEL_UPDATE)],
-    "TaintToleration": [ClusterEventWithHint(NODE_TAINT_UPDATE, untainted_node)],
-    "Broken": [ClusterEventWithHint(NODE_TAINT_UPDATE, broken_hint)],
-    "InterPodAffinity": [ClusterEventWithHint(POD_LABEL_UPDATE)],
-    "SchedulingGates": [ClusterEventWithHint(GATES_ELIMINATED)],
-    "Coscheduling": [ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ADD))],
-    "Gang": [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))],
-}
-
-
-def fail(queue: SchedulingQueue, *, unschedulable: Iterable[str] = (), pending: Iterable[str] = (),
-         expect: str | None = None) -> QueuedPodInfo:
-    """Pop the head pod and report its attempt failed, rejected by the given plugins."""
-    qpi = queue.pop()
-    assert qpi is not None
-    if expect is not None:
-        assert qpi.pod_info.name == expect
-    qpi.unschedulable_plugins = set(unschedulable)
-    qpi.pending_plugins = set(pending)
-    queue.add_unschedulable_if_not_present(qpi)
-    return qpi
-
-
-def empty(**overrides: list[str]) -> dict[str, list[str]]:
-    return {"active": [], "backoff": [], "unschedulable": [], "gated": [], **overrides}
-
 
 # --- activeQ ordering --------------------------------------------------------------
 
@@ -711,8 +675,7 @@ async def test_run_flushes_on_the_injected_clock_and_stops(make_queue: MakeQueue
     start = clock.now
     stop = asyncio.Event()
     runner = asyncio.ensure_future(queue.run(stop))
-    while queue.where("uid-leftover") != "active":
-        await asyncio.sleep(0)
+    await until(lambda: queue.where("uid-leftover") == "active", what="the leftover pod flushed")
     stop.set()
     await asyncio.wait_for(runner, 1)
     assert contents(queue) == empty(active=["backoff", "leftover"])
@@ -789,6 +752,28 @@ def test_pod_deleted_during_binding_is_not_requeued(make_queue: MakeQueue) -> No
     queue.delete(qpi.pod_info)
     queue.add_unschedulable_if_not_present(qpi)  # Bind failed
     assert contents(queue) == empty()
+
+
+def test_the_queue_remembers_exactly_the_last_deleted_memory_deletions(
+        make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A binding cycle failing after its pod's deletion is dropped while the deletion is among
+    the last _DELETED_MEMORY; the oldest is forgotten only when one more comes."""
+    monkeypatch.setattr(scheduling_queue, "_DELETED_MEMORY", 2)
+    queue = make_queue(make_profile(HINTS))
+    attempts = {}
+    for name in ("a", "b", "c"):
+        queue.add(pod(name))
+        qpi = queue.pop()
+        assert qpi is not None
+        queue.done(qpi.uid)
+        attempts[name] = qpi
+    queue.delete(attempts["a"].pod_info)
+    queue.delete(attempts["b"].pod_info)
+    queue.add_unschedulable_if_not_present(attempts["a"])  # two deletions: a is still remembered
+    assert contents(queue) == empty()
+    queue.delete(attempts["c"].pod_info)  # a third: a is forgotten
+    queue.add_unschedulable_if_not_present(attempts["a"])
+    assert contents(queue) == empty(backoff=["a"])
 
 
 def test_pod_bound_elsewhere_during_the_attempt_is_not_requeued(make_queue: MakeQueue) -> None:

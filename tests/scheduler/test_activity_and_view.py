@@ -8,7 +8,7 @@ from kopfsched.scheduler import view
 from kopfsched.scheduler.activity import Activity
 from kopfsched.scheduler.observer import Attempt
 from tests.builders import make_node, make_pod
-from tests.core.harness import Harness
+from tests.harness import Harness
 
 
 class Clock:

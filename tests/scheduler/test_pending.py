@@ -12,18 +12,11 @@ from kopfsched.framework.types import PodInfo
 from kopfsched.scheduler.observer import Attempt
 from kopfsched.scheduler.pending import MESSAGE_LIMIT, OTHER_REASONS, PendingPods
 from tests.builders import make_node, make_pod, taint
-from tests.core.harness import Harness
+from tests.fakes import FakeClock
+from tests.harness import Harness
 
 MESSAGE = ("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). "
            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
-
-
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def three_nodes() -> list[dict]:

@@ -9,7 +9,7 @@ from kopfsched.simulate.loader import ClusterInput, Loaded
 from kopfsched.simulate.output import to_json
 from kopfsched.simulate.runner import simulate
 from tests.builders import make_node, make_pod
-from tests.core.harness import Harness
+from tests.harness import Harness
 
 T0 = "2024-01-01T00:00:00Z"
 

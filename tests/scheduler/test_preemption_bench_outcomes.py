@@ -1,6 +1,6 @@
 """Preemption's exact outcomes on a small PreemptionBasic, pinned: speed work must not change them.
 
-The recording (`tests/perf/preemption_outcomes.py`, virtual time) was made before the dry
+The recording (`benchmarks/preemption_outcomes.py`, virtual time) was made before the dry
 run was optimised; every attempt's result, node, nominated node and victims must stay the
 same. 120 nodes and 130 preemptors: the dry run stops at 100 candidates early on, visits
 every node late, and the last ten preemptors find no candidate at all.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.perf.preemption_outcomes import record
+from benchmarks.preemption_outcomes import record
 
 RECORDED = Path(__file__).with_name("preemption_bench_outcomes.jsonl")
 

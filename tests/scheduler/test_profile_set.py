@@ -7,7 +7,7 @@ from kopfsched.framework.registry import PluginFactory, Registry
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.registry import in_tree_registry
 from tests.builders import make_node, make_pod
-from tests.core.harness import Harness, profile_from_spec
+from tests.harness import Harness, profile_from_spec
 
 EXTENDER = {"urlPrefix": "http://127.0.0.1:1/ext", "filterVerb": "filter"}
 OTHER_EXTENDER = {"urlPrefix": "http://127.0.0.1:1/other", "filterVerb": "filter"}
