@@ -319,5 +319,9 @@
     showPod(p || {key, result: "Absent"}, ["before", before ? `${before.result} ${before.node || ""}` : "absent", "after", after ? `${after.result} ${after.node || ""}` : "absent"]);
   }
 
-  ({simulate: simulatePage, explain: explainPage, compare: comparePage})[D.kind]();
+  // Other commands' pages (report/<kind>.js, inlined before this file) register in
+  // window.KOPFSCHED_PAGES and draw with this file's helpers.
+  const pages = {simulate: simulatePage, explain: explainPage, compare: comparePage, ...(window.KOPFSCHED_PAGES || {})};
+  pages[D.kind]({D, app, el, chip, header, detail, showNode, zonesCard, colorUtil, pagedList, selectIn, bar, cores, gib,
+    pct, utilColor, tip});
 })();
