@@ -95,15 +95,30 @@ def test_allocation_and_fragmentation_series_exact() -> None:
     assert series["allocated"]["nvidia.com/gpu"] == [2, 2, 2, 4, 4, 0]
     assert series["pending"] == [0, 1, 1, 0, 0, 0]
     assert series["running"] == [1, 2, 2, 1, 1, 0]
-    # g2 (4 GPUs) fits on no node while g1 holds two: every free amount it asks for is stranded.
+    # g2 (4 GPUs) could run on gpu-node were it empty, but g1 holds two GPUs (and x, spread
+    # there, 2 CPUs): gpu-node's free amounts are stranded; cpu-node, where g2 can never run, is not.
+    assert pods(report)["x"]["node"] == "gpu-node"
     assert series["fragmented"]["nvidia.com/gpu"] == [0, 2, 2, 0, 0, 0]
-    assert series["fragmented"]["cpu"] == [0.0, 9.0, 9.0, 0.0, 0.0, 0.0]
-    assert series["fragmented"]["memory"] == [0, 22 * 2**30, 22 * 2**30, 0, 0, 0]
+    assert series["fragmented"]["cpu"] == [0.0, 5.0, 5.0, 0.0, 0.0, 0.0]
+    assert series["fragmented"]["memory"] == [0, 14 * 2**30, 14 * 2**30, 0, 0, 0]
     assert series["waitMax"] == [0.0, 0.0, None, 2.0, None, None]
     assert pods(report)["g2"]["scheduled"] == 3.0
     assert report["allocation"]["nvidia.com/gpu"] == {"mean": round(14 / 6 / 4, 4), "peak": 1.0}
     assert report["fragmentation"]["nvidia.com/gpu"] == {"mean": round(4 / (2 + 2 + 2 + 0 + 0 + 4), 4),
                                                          "peak": 1.0}
+
+
+def test_fragmentation_counts_only_nodes_a_pending_pod_could_use() -> None:
+    nodes = [make_node("a", cpu=4), make_node("b", cpu=4, taints=[{"key": "dedicated", "value": "gpu",
+                                                                  "effect": "NoSchedule"}])]
+    report = run(nodes, "name,arrival,cpu,tolerations\n"
+                 "p1,0,3,\n"
+                 "p2,1,2,\n"  # a has 1 CPU free, b's taint keeps it off: pending
+                 "huge,2,8,dedicated=gpu:NoSchedule\n")  # bigger than any node: it strands nothing
+    assert pods(report)["p1"]["node"] == "a"
+    assert report["series"]["pending"] == [0, 1, 2]
+    # a's free CPU is stranded (p2 would run there were a empty); b's is idle, not fragmented.
+    assert report["series"]["fragmented"]["cpu"] == [0.0, 1.0, 1.0]
 
 
 def test_a_preemption_is_counted_and_its_victim_does_not_come_back() -> None:

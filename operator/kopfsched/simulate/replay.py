@@ -51,6 +51,8 @@ PROGRESS_ABOVE = 5000
 """Histories of more pods than this report progress on stderr."""
 
 RUNNING, DEPARTED, PREEMPTED, PENDING, WITHDRAWN = "Running", "Departed", "Preempted", "Pending", "Withdrawn"
+NOT_HANDLED = "NotHandled"
+"""Its schedulerName has no profile: nobody schedules it (as simulate says of such pods)."""
 
 
 def choose_step(span: float) -> float:
@@ -298,8 +300,11 @@ class _Run:
             if kind == _ARRIVE:
                 obj = self._objects.pop(key)
                 client.add_pod(obj)
-                self.pending[key] = record
                 self.arrived += 1
+                if self.sim.scheduler.profiles.responsible_for(PodInfo(obj)):
+                    self.pending[key] = record
+                else:
+                    record.state = NOT_HANDLED
                 handlers.on_pod_upsert(obj, timestamp=clock.now)
                 continue
             if record.state not in (RUNNING, PENDING) or record.ended is not None:
@@ -342,8 +347,9 @@ class _Run:
         self._waits = []
 
     def _fragmented(self, nodes: list[Any]) -> dict[str, int]:
-        """Per resource: the free amount on the nodes where no pending pod asking for it fits, by
-        requests and by the pod's placement constraints (see `_allowed`)."""
+        """Per resource r: the free r of the nodes where a pending pod asking for r could run were
+        the node empty (its constraints allow the node, its requests are within the allocatable)
+        but where no such pod fits now. docs/replay.md defines it."""
         resources = self.replay.resources
         if not self.pending:
             return dict.fromkeys(resources, 0)
@@ -355,25 +361,21 @@ class _Run:
         if not groups:
             return dict.fromkeys(resources, 0)
         fit = self.replay.fit_resources
-        free = np.array([[info.allocatable.get(r) - info.requested.get(r) for r in fit[:-1]]
-                         + [info.allocatable.get(PODS) - len(info.pods)] for info in nodes], dtype=np.int64)
-        free = np.maximum(free, 0)
-        usable = {r: np.zeros(len(free), dtype=bool) for r in resources}
-        asked = dict.fromkeys(resources, False)
+        allocatable = np.array([[info.allocatable.get(r) for r in fit] for info in nodes], dtype=np.int64)
+        used = np.array([[info.requested.get(r) for r in fit[:-1]] + [len(info.pods)] for info in nodes],
+                        dtype=np.int64)
+        free = np.maximum(allocatable - used, 0)
+        wanted_here = {r: np.zeros(len(nodes), dtype=bool) for r in resources}
+        usable = {r: np.zeros(len(nodes), dtype=bool) for r in resources}
         for constraints, shapes in groups.items():
             allowed = self._allowed(constraints, nodes)
             wanted = np.array(sorted(shapes), dtype=np.int64)
             for index, resource in enumerate(resources):
                 asking = _minimal(wanted[wanted[:, index] > 0])
-                if not len(asking):
-                    continue
-                asked[resource] = True
-                fits = np.zeros(len(free), dtype=bool)
-                for chunk in range(0, len(asking), 64):
-                    part = asking[chunk:chunk + 64]
-                    fits |= (part[None, :, :] <= free[:, None, :]).all(axis=2).any(axis=1)
-                usable[resource] |= fits & allowed
-        return {r: int(free[~usable[r], i].sum()) if asked[r] else 0 for i, r in enumerate(resources)}
+                if len(asking):
+                    wanted_here[resource] |= allowed & _any_fits(asking, allocatable)
+                    usable[resource] |= allowed & _any_fits(asking, free)
+        return {r: int(free[wanted_here[r] & ~usable[r], i].sum()) for i, r in enumerate(resources)}
 
     def _allowed(self, constraints: str, nodes: list[Any]) -> Any:
         """The nodes a pod with these placement constraints may use (cached: nodes do not change)."""
@@ -408,6 +410,15 @@ def allowed_nodes(constraints: list[Any], nodes: list[Any]) -> Any:
         and all(any(tolerates_taint(t, taint) for t in tolerations)
                 for taint in info.taints if taint.get("effect") in ("NoSchedule", "NoExecute"))
         for info in nodes], dtype=bool)
+
+
+def _any_fits(shapes: Any, room: Any) -> Any:
+    """Per node (a row of `room`): whether any of `shapes` is within it in every resource."""
+    fits = np.zeros(len(room), dtype=bool)
+    for chunk in range(0, len(shapes), 64):
+        part = shapes[chunk:chunk + 64]
+        fits |= (part[None, :, :] <= room[:, None, :]).all(axis=2).any(axis=1)
+    return fits
 
 
 def _minimal(shapes: Any) -> Any:

@@ -7,7 +7,16 @@ from typing import Any
 
 from kopfsched.framework.resources import CPU
 from kopfsched.simulate.output import _table, node_results
-from kopfsched.simulate.replay import DEPARTED, PENDING, PREEMPTED, RUNNING, WITHDRAWN, Replay, percentile
+from kopfsched.simulate.replay import (
+    DEPARTED,
+    NOT_HANDLED,
+    PENDING,
+    PREEMPTED,
+    RUNNING,
+    WITHDRAWN,
+    Replay,
+    percentile,
+)
 
 TABLE_ROWS = 12
 """Rows of the terminal's time table (evenly picked from the samples)."""
@@ -38,7 +47,7 @@ def to_json(replay: Replay) -> dict[str, Any]:
     records = list(replay.records.values())
     waits = [r.wait for r in records if r.wait is not None and not r.at_start]
     states = {state: sum(1 for r in records if r.state == state)
-              for state in (RUNNING, DEPARTED, PREEMPTED, PENDING, WITHDRAWN)}
+              for state in (RUNNING, DEPARTED, PREEMPTED, PENDING, WITHDRAWN, NOT_HANDLED)}
     free = {r: [capacity[r] - s.allocated[r] for s in samples] for r in resources}
     series = {
         "t": [s.t for s in samples],
@@ -76,7 +85,7 @@ def to_json(replay: Replay) -> dict[str, Any]:
             "arrived": sum(1 for r in records if not r.at_start),
             "scheduled": len(waits),
             "running": states[RUNNING], "departed": states[DEPARTED], "preempted": states[PREEMPTED],
-            "pending": states[PENDING], "withdrawn": states[WITHDRAWN],
+            "pending": states[PENDING], "withdrawn": states[WITHDRAWN], "notHandled": states[NOT_HANDLED],
             "peakPending": max((s.pending for s in samples), default=0),
             "attempts": replay.attempts, "nodes": len(replay.sim.scheduler.cache.node_names()),
             "attemptBudgetExhausted": replay.budget_exhausted,
@@ -135,7 +144,8 @@ def to_table(report: dict[str, Any]) -> str:
              f"attempts" + (f", origin {report['origin']}" if report["origin"] else ""),
              f"pods: {s['arrived']} arrived, {s['scheduled']} scheduled, {s['departed']} departed, "
              f"{s['preempted']} preempted, {s['running']} running and {s['pending']} pending at the end, "
-             f"{s['withdrawn']} withdrawn while pending (peak pending {s['peakPending']})",
+             f"{s['withdrawn']} withdrawn while pending (peak pending {s['peakPending']})"
+             + (f", {s['notHandled']} with no profile for their schedulerName" if s["notHandled"] else ""),
              f"wait until bound ({w['count']} pods): p50 {_seconds(w['p50'])}, p90 {_seconds(w['p90'])}, "
              f"p99 {_seconds(w['p99'])}, max {_seconds(w['max'])}",
              "allocation (mean, peak): " + ", ".join(

@@ -25,7 +25,7 @@ window.KOPFSCHED_PAGES = Object.assign(window.KOPFSCHED_PAGES || {}, {replay: fu
   // One chart: lines over the run's time axis; hovering shows every line's value at that moment.
   function chart({t, lines, max, fmt, id, height}) {
     const W = 560, H = height || 150, L = 46, R = 10, T = 8, B = 22;
-    const t0 = t[0], t1 = t[t.length - 1] > t0 ? t[t.length - 1] : t0 + 1;
+    const t0 = START, t1 = END > t0 ? END : t0 + 1;  // one time axis for every run
     const x = (v) => L + ((v - t0) / (t1 - t0)) * (W - L - R);
     const top = max > 0 ? max : 1;
     const y = (v) => T + (1 - v / top) * (H - T - B);
@@ -75,12 +75,13 @@ window.KOPFSCHED_PAGES = Object.assign(window.KOPFSCHED_PAGES || {}, {replay: fu
 
   const runs = D.runs;
   const compare = runs.length > 1;
+  const START = Math.min(...runs.map((r) => r.report.start)), END = Math.max(...runs.map((r) => r.report.end));
   const maxOf = (get) => Math.max(0, ...runs.flatMap((r) => get(r.report).filter((v) => v !== null)));
   const slug = (s) => s.replace(/[^a-z0-9]+/gi, "-");
 
   function column(run) {
     const R = run.report, S = R.series, s = R.summary, w = R.wait, tag = run.label ? `-${run.label}` : "";
-    const parts = [];
+    const parts = [];  // the charts' cards: two a row for one run, one a row in each column of two
     for (const r of R.resources) {
       const cap = R.capacity[r];
       const alloc = S.allocated[r].map((v) => cap ? v / cap : 0), frag = S.fragmented[r].map((v) => cap ? v / cap : 0);
@@ -105,15 +106,17 @@ window.KOPFSCHED_PAGES = Object.assign(window.KOPFSCHED_PAGES || {}, {replay: fu
         events.length ? el("table", {}, el("thead", {}, el("tr", {}, ["time", "preemptor", "node", "victims"].map((x) => el("th", {}, x)))), el("tbody", {}, events)) : null],
       `preemptions-card${tag}`));
     const extended = run.view.extended || {};
-    parts.push(zonesCard(`Nodes at the end${run.label ? " · " + run.label : ""}`, run.view, colorUtil, (n) => showNode(n,
+    const whole = [];
+    whole.push(zonesCard(`Nodes at the end${run.label ? " · " + run.label : ""}`, run.view, colorUtil, (n) => showNode(n,
       el("div", {}, (extended[n[0]] || []).map(([r, used, total]) => bar(r, used, total, String))))));
     if (run.pending.length) {
       const list = el("ul", {class: "list", id: `pending-list${tag}`}, run.pending.map(([key, since]) =>
         el("li", {}, el("div", {}, el("span", {class: "badge Unschedulable"}, "Pending"), " ", el("span", {class: "k"}, key)),
           el("div", {class: "m"}, `arrived at ${dur(since)}, waiting ${dur(R.end - since)} when the replay ended`))));
-      parts.push(card("Pending at the end", `${run.pendingCount} pod(s), the longest waiting first${run.pendingCount > run.pending.length ? ` (the first ${run.pending.length})` : ""}`, list, `pending-card${tag}`));
+      whole.push(card("Pending at the end", `${run.pendingCount} pod(s), the longest waiting first${run.pendingCount > run.pending.length ? ` (the first ${run.pending.length})` : ""}`, list, `pending-card${tag}`));
     }
-    return el("section", {class: "run", "data-run": run.label || "replay"}, compare ? el("h2", {class: "runlabel"}, run.label) : null, parts);
+    return el("section", {class: "run", "data-run": run.label || "replay"}, compare ? el("h2", {class: "runlabel"}, run.label) : null,
+      compare ? parts : el("div", {class: "cols"}, parts), whole);
   }
 
   const first = runs[0].report, last = runs[runs.length - 1].report;
@@ -128,6 +131,7 @@ window.KOPFSCHED_PAGES = Object.assign(window.KOPFSCHED_PAGES || {}, {replay: fu
   app.appendChild(el("main", {class: "layout"},
     el("section", {}, el("div", {class: compare ? "cols" : ""}, runs.map(column))),
     el("aside", {}, detail, card("How to read this", "", el("div", {class: "note"},
+      (first.summary.notHandled ? `${first.summary.notHandled} pod(s) name a schedulerName with no profile: nobody schedules them, and they count nowhere. ` : "") +
       "Allocation is what the bound pods request, as a share of the nodes' allocatable. Fragmented is free capacity on nodes where " +
       "no pending pod asking for that resource fits (by requests): free, wanted, and unusable. Hover a chart for its values; click a node cell for its pods.")))));
 }});
