@@ -44,7 +44,7 @@ def test_relative_links_resolve(doc: Path) -> None:
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PROGRAMS = ("kopfsched", "kubectl", "pip", "python", "docker", "curl", "export", "PYTHONPATH=", "cd")
-OFFLINE = ("simulate", "explain", "validate")
+OFFLINE = ("simulate", "explain", "validate", "replay")
 """kopfsched subcommands that need no cluster: their commands in the docs are run here."""
 
 ELSEWHERE = {

@@ -56,6 +56,9 @@ def test_a_pod_waits_until_another_departs() -> None:
             summary["pending"], summary["peakPending"]) == (3, 3, 2, 1, 0, 1)
     series = report["series"]
     assert series["pending"][9:12] == [0, 1, 1] and series["pending"][99:101] == [1, 0]
+    # The allocation kept as pods bind and leave is the cache's own sum over the nodes.
+    assert [series["allocated"][r][-1] for r in ("cpu", "memory")] == [1.0, 2**30]
+    assert report["nodes"][0]["requested"] == {"cpu": "1", "memory": "1Gi"}
 
 
 @pytest.mark.parametrize(("gates", "backoff", "bound_at"), [

@@ -86,6 +86,7 @@ class PodRecord:
     uid: str = ""
     constraints: str = ""
     """constraints_of(pod): pending pods with the same one may use the same nodes."""
+    scheduler_name: str = ""
     at_start: bool = False
     """Bound in the snapshot: running when the replay begins (no arrival, no wait)."""
 
@@ -189,6 +190,9 @@ class _Run:
         clock.now = start
         for entry in entries:
             self._add(entry, fit, start)
+        self.allocated = _totals(nodes, self.replay.resources, allocatable=False)
+        """What the bound pods request, kept as they bind and leave (the cache's sums, without a
+        pass over every node per sample)."""
 
     def _add(self, entry: Entry, fit: list[str], start: float) -> None:
         key = entry.key
@@ -196,6 +200,7 @@ class _Run:
         arrival = start if entry.arrival is None else entry.arrival
         info = PodInfo(obj)
         record = PodRecord(key, arrival, entry.duration, entry.departure, uid=info.uid, constraints=constraints_of(obj),
+                           scheduler_name=info.scheduler_name,
                            requests=(*(info.requests.get(r) for r in fit[:-1]), 1))
         self.replay.records[key] = record
         if entry.departure is not None:
@@ -224,9 +229,14 @@ class _Run:
         self.pending.pop(record.key, None)
         self.running += 1
         self.scheduled += 1
+        self._account(record, 1)
         self._waits.append(now - record.arrival)
         if record.duration is not None:
             self._push(now + record.duration, _DEPART, record.key)
+
+    def _account(self, record: PodRecord, sign: int) -> None:
+        for resource, amount in zip(self.replay.resources, record.requests, strict=False):
+            self.allocated[resource] += sign * amount
 
     def _preempting(self, attempt: Attempt) -> None:
         self.replay.preemptions.append({"t": self.clock.now, "preemptor": attempt.pod.key,
@@ -240,6 +250,7 @@ class _Run:
             record.state, record.ended = PREEMPTED, self.clock.now
             self.running -= 1
             self.preempted += 1
+            self._account(record, -1)
         if self._forward_delete is not None:
             self._forward_delete(pod)
 
@@ -301,7 +312,7 @@ class _Run:
                 obj = self._objects.pop(key)
                 client.add_pod(obj)
                 self.arrived += 1
-                if self.sim.scheduler.profiles.responsible_for(PodInfo(obj)):
+                if record.scheduler_name in self.sim.scheduler.profiles:
                     self.pending[key] = record
                 else:
                     record.state = NOT_HANDLED
@@ -317,6 +328,7 @@ class _Run:
             if record.state == RUNNING:
                 record.state = DEPARTED
                 self.running -= 1
+                self._account(record, -1)
             else:
                 record.state = WITHDRAWN
                 self.pending.pop(key, None)
@@ -339,10 +351,10 @@ class _Run:
 
     def _sample(self, t: float) -> None:
         replay = self.replay
-        nodes = self.sim.scheduler.cache.node_infos()
-        allocated = _totals(nodes, replay.resources, allocatable=False)
-        fragmented = self._fragmented(nodes)
-        replay.samples.append(Sample(t, len(self.pending), self.running, allocated, fragmented, self.scheduled,
+        fragmented = self._fragmented(self.sim.scheduler.cache.node_infos()) if self.pending else dict.fromkeys(
+            replay.resources, 0)
+        replay.samples.append(Sample(t, len(self.pending), self.running, dict(self.allocated), fragmented,
+                                     self.scheduled,
                                      self.preempted, self._waits))
         self._waits = []
 

@@ -122,11 +122,16 @@ def compare_json(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
 
 
 def _seconds(value: float | None) -> str:
+    """90s, 22m58s, 6h24m23s: seconds as a person reads them."""
     if value is None:
         return "-"
-    if value >= 3600 and value % 60 == 0:
-        return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
-    return f"{value:g}s" if value < 100 else f"{value:.0f}s"
+    if value < 100:
+        return f"{value:g}s"
+    whole = round(value)
+    hours, minutes, seconds = whole // 3600, whole % 3600 // 60, whole % 60
+    if not hours:
+        return f"{minutes}m{seconds:02d}s"
+    return f"{hours}h{minutes:02d}m" + (f"{seconds:02d}s" if seconds else "")
 
 
 def _percent(value: float) -> str:

@@ -86,7 +86,7 @@ window.KOPFSCHED_PAGES = Object.assign(window.KOPFSCHED_PAGES || {}, {replay: fu
       const cap = R.capacity[r];
       const alloc = S.allocated[r].map((v) => cap ? v / cap : 0), frag = S.fragmented[r].map((v) => cap ? v / cap : 0);
       const lines = [{name: "allocated", values: alloc, color: COLORS.alloc, area: true},
-        {name: "fragmented (free, no pending pod fits)", values: frag, color: COLORS.frag, dash: "4 3"}];
+        {name: "fragmented (free, wanted, no pending pod fits)", values: frag, color: COLORS.frag, dash: "4 3"}];
       parts.push(card(r, `capacity ${amountText(r, cap)} · mean ${pctText(R.allocation[r].mean)} allocated, ${pctText(R.fragmentation[r].mean)} of the free fragmented`,
         [chart({t: S.t, lines, max: 1, fmt: pctText, id: `alloc-${slug(r)}${tag}`}), legend(lines)], `resource-${slug(r)}${tag}`));
     }
@@ -132,6 +132,7 @@ window.KOPFSCHED_PAGES = Object.assign(window.KOPFSCHED_PAGES || {}, {replay: fu
     el("section", {}, el("div", {class: compare ? "cols" : ""}, runs.map(column))),
     el("aside", {}, detail, card("How to read this", "", el("div", {class: "note"},
       (first.summary.notHandled ? `${first.summary.notHandled} pod(s) name a schedulerName with no profile: nobody schedules them, and they count nowhere. ` : "") +
-      "Allocation is what the bound pods request, as a share of the nodes' allocatable. Fragmented is free capacity on nodes where " +
-      "no pending pod asking for that resource fits (by requests): free, wanted, and unusable. Hover a chart for its values; click a node cell for its pods.")))));
+      "Allocation is what the bound pods request, as a share of the nodes' allocatable. Fragmented is the free capacity of the nodes " +
+      "where a pending pod asking for it could run were the node empty, but none fits now: free, wanted, and unusable (docs/replay.md). " +
+      "Hover a chart for its values; click a node cell for its pods.")))));
 }});
