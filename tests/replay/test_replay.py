@@ -148,6 +148,14 @@ def test_a_pod_still_pending_at_its_departure_is_withdrawn() -> None:
     assert report["wait"]["count"] == 0
 
 
+def test_a_pod_leaving_as_it_arrives_never_arrives() -> None:
+    report = run([make_node("n1", cpu=2)], "name,arrival,departure,cpu\nflash,3,3,1\nother,0,5,1\n")
+    assert pods(report)["flash"] == {"namespace": "default", "name": "flash", "state": "Withdrawn", "arrival": 3.0,
+                                     "scheduled": None, "node": None, "end": 3.0, "wait": None}
+    assert report["series"]["running"] == [1, 1, 1, 1, 1, 0]
+    assert (report["summary"]["arrived"], report["summary"]["withdrawn"]) == (1, 1)
+
+
 COMPARE_NODES = [make_node("n1", cpu=4), make_node("n2", cpu=4)]
 COMPARE_TRACE = "name,arrival,cpu,memory\na,0,2,1Gi\nb,1,2,1Gi\nc,2,4,1Gi\n"
 

@@ -123,6 +123,7 @@ class Replay:
     samples: list[Sample] = field(default_factory=list)
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     attempts: int = 0
+    arrived: int = 0
     end: float = 0.0
     seconds: float = 0.0
     budget_exhausted: bool = False
@@ -165,7 +166,7 @@ class _Run:
         self._deleting: set[str] = set()
         self._forward_delete = sim.client.on_pod_delete
         sim.client.on_pod_delete = self._deleted
-        entries = [e for e in history.entries]
+        entries = list(history.entries)
         arrivals = [e.arrival for e in entries if e.arrival is not None and not e.bound]
         start = min(arrivals, default=0.0)
         ends = [t for e in entries for t in (e.arrival, e.departure,
@@ -295,6 +296,7 @@ class _Run:
             self._sample(replay.end)
         replay.samples = _thin(replay.samples)
         replay.attempts = self.watcher.attempts
+        replay.arrived = self.arrived
         replay.seconds = time.perf_counter() - began
         replay.capacity = _totals(scheduler.cache.node_infos(), replay.resources, allocatable=True)
         if self.progress:
@@ -309,7 +311,9 @@ class _Run:
             _, kind, _, key = heapq.heappop(self.timeline)
             record = self.replay.records[key]
             if kind == _ARRIVE:
-                obj = self._objects.pop(key)
+                obj = self._objects.pop(key, None)
+                if obj is None:
+                    continue  # its departure came at the same moment, first: it never arrives
                 client.add_pod(obj)
                 self.arrived += 1
                 if record.scheduler_name in self.sim.scheduler.profiles:
@@ -320,8 +324,8 @@ class _Run:
                 continue
             if record.state not in (RUNNING, PENDING) or record.ended is not None:
                 continue  # preempted, or gone already (its departure and its duration's end both came)
-            if record.state == PENDING and key in self._objects:
-                # Leaves before it arrived: cannot happen (checked), but never strand the event.
+            if self._objects.pop(key, None) is not None:
+                record.state, record.ended = WITHDRAWN, clock.now  # leaves as it arrives
                 continue
             current = client.pods.get(key)
             record.ended = clock.now

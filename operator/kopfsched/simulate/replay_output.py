@@ -82,7 +82,7 @@ def to_json(replay: Replay) -> dict[str, Any]:
         "nodes": node_results(replay.sim),
         "summary": {
             "pods": len(records),
-            "arrived": sum(1 for r in records if not r.at_start),
+            "arrived": replay.arrived,
             "scheduled": len(waits),
             "running": states[RUNNING], "departed": states[DEPARTED], "preempted": states[PREEMPTED],
             "pending": states[PENDING], "withdrawn": states[WITHDRAWN], "notHandled": states[NOT_HANDLED],
