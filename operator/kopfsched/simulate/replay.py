@@ -32,7 +32,7 @@ import numpy as np
 from kopfsched.config.types import ProfileConfig
 from kopfsched.framework.labels import SelectorError, node_selector
 from kopfsched.framework.registry import Registry
-from kopfsched.framework.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resource
+from kopfsched.framework.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from kopfsched.framework.types import Obj, PodInfo, pod_key
 from kopfsched.plugins.helper.tolerations import tolerates_taint
 from kopfsched.plugins.nodeunschedulable import tolerates_unschedulable
@@ -173,8 +173,8 @@ class _Run:
                                              (e.arrival or start) + e.duration if e.duration is not None else None)
                 if t is not None]
         nodes = sim.scheduler.cache.node_infos()
-        self.replay = Replay(sim, clock, history, _resources(nodes, entries), choose_step(max(ends) - start),
-                             start)
+        infos = [PodInfo(e.loaded.obj) for e in entries]
+        self.replay = Replay(sim, clock, history, _resources(nodes, infos), choose_step(max(ends) - start), start)
         self.timeline: list[tuple[float, int, int, str]] = []
         self._seq = itertools.count()
         self._objects: dict[str, Obj] = {}
@@ -189,17 +189,16 @@ class _Run:
         self.arrived = 0
         fit = self.replay.fit_resources
         clock.now = start
-        for entry in entries:
-            self._add(entry, fit, start)
+        for entry, info in zip(entries, infos, strict=True):
+            self._add(entry, info, fit, start)
         self.allocated = _totals(nodes, self.replay.resources, allocatable=False)
         """What the bound pods request, kept as they bind and leave (the cache's sums, without a
         pass over every node per sample)."""
 
-    def _add(self, entry: Entry, fit: list[str], start: float) -> None:
+    def _add(self, entry: Entry, info: PodInfo, fit: list[str], start: float) -> None:
         key = entry.key
         obj = entry.loaded.obj
         arrival = start if entry.arrival is None else entry.arrival
-        info = PodInfo(obj)
         record = PodRecord(key, arrival, entry.duration, entry.departure, uid=info.uid, constraints=constraints_of(obj),
                            scheduler_name=info.scheduler_name,
                            requests=(*(info.requests.get(r) for r in fit[:-1]), 1))
@@ -449,20 +448,16 @@ def _minimal(shapes: Any) -> Any:
     return np.array(kept)
 
 
-def _resources(nodes: list[Any], entries: list[Entry]) -> list[str]:
+def _resources(nodes: list[Any], pods: list[PodInfo]) -> list[str]:
     offered: set[str] = set()
     for info in nodes:
         offered.update(info.allocatable.names())
     asked: set[str] = set()
-    for entry in entries:
-        asked.update(Resource.from_list(_requests(entry.loaded.obj)).names())
+    for pod in pods:
+        asked.update(pod.requests.names())
     extended = sorted((offered | asked) - {CPU, MEMORY, EPHEMERAL_STORAGE, PODS})
     storage = [EPHEMERAL_STORAGE] if EPHEMERAL_STORAGE in offered | asked else []
     return [CPU, MEMORY, *storage, *extended]
-
-
-def _requests(pod: Obj) -> dict[str, int]:
-    return {name: 1 for name in PodInfo(pod).requests.names()}
 
 
 def _totals(nodes: list[Any], resources: list[str], *, allocatable: bool) -> dict[str, int]:
