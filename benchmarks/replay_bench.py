@@ -95,7 +95,8 @@ def main() -> int:
         "scheduled": summary["scheduled"], "pendingAtEnd": summary["pending"], "peakPending": summary["peakPending"],
         "virtualSeconds": round(report["end"] - report["start"], 1), "samples": len(report["series"]["t"]),
         "waitP90": wait["p90"], "waitMax": wait["max"],
-        "cpuAllocationMean": report["allocation"]["cpu"]["mean"], "cpuAllocationPeak": report["allocation"]["cpu"]["peak"],
+        "cpuAllocationMean": report["allocation"]["cpu"]["mean"],
+        "cpuAllocationPeak": report["allocation"]["cpu"]["peak"],
         "peakRssMiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }))
     return 0
