@@ -1,4 +1,4 @@
-"""The `kopfsched` command: run, sandbox, simulate, explain, snapshot, bench, validate.
+"""The `kopfsched` command: run, sandbox, simulate, explain, snapshot, bench, validate, replay.
 
 Exit status: 0 success, 1 invalid input (one line per problem, no traceback), 2 usage.
 Every input problem is worded the same in every subcommand (kopfsched.documents.problem_line):
@@ -152,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
                                           "would load them, together (one scheduler name per profile, one "
                                           "queueSort). Exit status 1 when anything is invalid.")
     validate.add_argument("files", nargs="+", metavar="FILE", help=INPUT_HELP)
+    _replay_parser(sub)
     return parser
 
 
@@ -542,8 +543,78 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return main(options)
 
 
+# -- replay ------------------------------------------------------------------------------------
+
+
+def _replay_parser(sub) -> None:
+    replay = sub.add_parser("replay", help="run a history of arrivals and departures through the scheduler",
+                            description="Run a time-ordered workload (pods arriving at their creationTimestamp or "
+                                        "a CSV trace's arrival, leaving at their departure or after their duration) "
+                                        "on the virtual clock through the real queue, cycles, preemption and binding. "
+                                        "See docs/replay.md.")
+    replay.add_argument("files", nargs="+", metavar="FILE",
+                        help=f"{INPUT_HELP}, or a CSV trace (a file ending in .csv; docs/replay.md)")
+    replay.add_argument("--profile", action="append", default=[], metavar="F",
+                        help="SchedulerProfile or KubeSchedulerConfiguration file, directory or - (repeatable; "
+                             "default: only the profiles in FILE, plus upstream's default profile)")
+    replay.add_argument("--compare", metavar="F", help="replay again with the profiles of F replacing those of the "
+                                                        "same schedulerName, and show both (default: no comparison)")
+    replay.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
+                        help="output format (default: table)")
+    replay.add_argument("--feature-gates", type=_feature_gates, metavar="GATES", help=FEATURE_GATES_HELP)
+    replay.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="seed for breaking score ties; equal seeds give equal runs (default: 0)")
+
+
+def _read_history(files: list[str]):
+    """The history of FILEs: YAML snapshots and CSV traces, checked as a whole."""
+    from kopfsched.documents import Progress
+    from kopfsched.simulate import history
+    from kopfsched.simulate.loader import ClusterInput, load_files
+
+    yaml_paths, csv_paths = history.trace_paths(files)
+    inputs = load_files(yaml_paths, progress=Progress()) if yaml_paths else ClusterInput()
+    return history.build(inputs, csv_paths)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from kopfsched.simulate.replay import replay
+    from kopfsched.simulate.replay_output import compare_json, compare_table, to_json, to_table
+
+    hist = _read_history(list(args.files))
+    profile_inputs = load_profile_files(list(args.profile))
+    hist.problems.extend(profile_inputs.problems)
+    hist.inputs.configs.extend(profile_inputs.configs)
+    registry = _plugin_registry()
+    overrides = _override_profiles([args.compare], registry, hist.problems) if args.compare else None
+    if hist.problems:
+        _print_problems(hist.warnings)
+        _print_problems(hist.problems)
+        return EXIT_INVALID
+    runs = [asyncio.run(replay(hist, registry=registry, seed=args.seed))]
+    if hist.problems:  # the profiles of FILE, found invalid as the scheduler loaded them
+        _print_problems(hist.problems)
+        return EXIT_INVALID
+    if overrides is not None:
+        runs.append(asyncio.run(replay(hist, registry=registry, seed=args.seed, overrides=overrides)))
+    reports = [to_json(run) for run in runs]
+    report = compare_json(*reports) if overrides is not None else reports[0]
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    elif args.output == "html":
+        from kopfsched.simulate.html import replay_html, replay_view
+
+        labels = ["before", "after"] if overrides is not None else [""]
+        sys.stdout.write(replay_html([(label, rep, replay_view(run.sim, run.resources))
+                                      for label, rep, run in zip(labels, reports, runs, strict=True)]))
+    else:
+        sys.stdout.write(compare_table(report) if overrides is not None else to_table(report))
+    _print_problems(hist.warnings)
+    return EXIT_OK
+
+
 COMMANDS = {"run": cmd_run, "sandbox": cmd_sandbox, "simulate": cmd_simulate, "explain": cmd_explain,
-            "snapshot": cmd_snapshot, "bench": cmd_bench, "validate": cmd_validate}
+            "snapshot": cmd_snapshot, "bench": cmd_bench, "validate": cmd_validate, "replay": cmd_replay}
 
 
 # -- plan ------------------------------------------------------------------------------------

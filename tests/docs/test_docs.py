@@ -45,7 +45,7 @@ def test_relative_links_resolve(doc: Path) -> None:
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PROGRAMS = ("kopfsched", "kubectl", "pip", "python", "docker", "curl", "export", "PYTHONPATH=", "cd")
-OFFLINE = ("simulate", "explain", "validate", "plan")
+OFFLINE = ("simulate", "explain", "validate", "plan", "replay")
 """kopfsched subcommands that need no cluster: their commands in the docs are run here."""
 
 ELSEWHERE = {

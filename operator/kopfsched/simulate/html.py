@@ -83,7 +83,37 @@ def _asset(name: str) -> str:
     return resources.files("kopfsched.simulate").joinpath("report", name).read_text(encoding="utf-8")
 
 
-def page(data: dict[str, Any]) -> str:
+def replay_view(sim: Simulation, resources: list[str]) -> dict[str, Any]:
+    """cluster_view at the end of a replay, plus each node's extended resources
+    (`extended`: {node: [[resource, requested, allocatable]]}) for the node panel."""
+    view = cluster_view(sim, [])
+    extended: dict[str, list[list[Any]]] = {}
+    for info in sim.scheduler.cache.node_infos():
+        amounts = [[r, info.requested.get(r), info.allocatable.get(r)] for r in resources
+                   if r not in (CPU, MEMORY) and info.allocatable.get(r)]
+        if amounts:
+            extended[info.name] = amounts
+    view["extended"] = extended
+    return view
+
+
+def replay_html(runs: list[tuple[str, dict[str, Any], dict[str, Any]]], *, title: str = "") -> str:
+    """replay's page: (label, replay JSON, cluster_view) per run, one run or --compare's two. The
+    per-pod list stays out (a long history has a hundred thousand); the pods pending at the end
+    go in, the longest waiting first."""
+    shown = []
+    for label, report, view in runs:
+        pending = sorted((p for p in report["pods"] if p["state"] == "Pending"), key=lambda p: p["arrival"])
+        shown.append({"label": label, "report": {k: v for k, v in report.items() if k != "pods"},
+                      "pending": [[f"{p['namespace']}/{p['name']}", p["arrival"]] for p in pending[:500]],
+                      "pendingCount": len(pending), "view": view})
+    return page({"kind": "replay", "title": title or ("kopfsched replay --compare" if len(runs) > 1
+                                                        else "kopfsched replay"), "runs": shown},
+                scripts=("replay.js",))
+
+
+def page(data: dict[str, Any], *, scripts: tuple[str, ...] = ()) -> str:
+    """`scripts`: assets of other pages (report/<name>.js) inlined before report.js, which draws them."""
     data = {**data, "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     # "</" cannot end the script element early once escaped; JSON reads "<\/" as "</".
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
@@ -93,5 +123,6 @@ def page(data: dict[str, Any]) -> str:
         f"<title>{html.escape(data['title'])}</title>\n<style>\n{_asset('report.css')}</style></head>\n"
         "<body><div id=\"app\"></div>\n"
         f"<script type=\"application/json\" id=\"data\">{payload}</script>\n"
-        f"<script>\n{_asset('report.js')}</script>\n</body></html>\n"
+        + "".join(f"<script>\n{_asset(name)}</script>\n" for name in scripts)
+        + f"<script>\n{_asset('report.js')}</script>\n</body></html>\n"
     )

@@ -75,6 +75,8 @@ class Simulation:
     """Pod keys in the order of their first attempt."""
     input_order: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    handlers: EventHandlers | None = None
+    """What the cluster's watch events go through (replay delivers pods' arrivals to it)."""
 
 
 def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConfig]:
@@ -107,16 +109,21 @@ def build_profiles(inputs: ClusterInput, registry: Registry) -> list[ProfileConf
 
 
 def load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None = None, explain: bool = False,
-                   overrides: list[ProfileConfig] | None = None) -> tuple[Simulation, VirtualClock, int]:
+                   overrides: list[ProfileConfig] | None = None, queue_pending: bool = True,
+                   record_events: bool = True) -> tuple[Simulation, VirtualClock, int]:
     """A scheduler holding the input as a cluster would show it to a starting scheduler:
     nodes, objects and bound pods in the cache, pending pods queued by creation time.
-    Returns (the simulation, its clock, how many pods are pending); nothing is scheduled yet."""
+    Returns (the simulation, its clock, how many pods are pending); nothing is scheduled yet.
+    With `queue_pending` False the pending pods are left out (not even in the client): the
+    caller creates each one later through `sim.handlers`, as replay does at its arrival."""
     with long_lived():
-        return _load_scheduler(inputs, registry=registry, seed=seed, explain=explain, overrides=overrides)
+        return _load_scheduler(inputs, registry=registry, seed=seed, explain=explain, overrides=overrides,
+                               queue_pending=queue_pending, record_events=record_events)
 
 
 def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | None, explain: bool,
-                    overrides: list[ProfileConfig] | None) -> tuple[Simulation, VirtualClock, int]:
+                    overrides: list[ProfileConfig] | None, queue_pending: bool,
+                    record_events: bool) -> tuple[Simulation, VirtualClock, int]:
     expand_workloads(inputs)
     apply_priority_classes(inputs)
     generate_resource_claims(inputs)
@@ -125,7 +132,7 @@ def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | Non
     stamps = [parse_time((p.obj.get("metadata") or {}).get("creationTimestamp")) for p in pending]
     start = max((s for s in stamps if s is not None), default=0.0)
     clock = VirtualClock(start)
-    client = InMemoryClusterClient()
+    client = InMemoryClusterClient(record_events=record_events)
     log = AttemptLog()
     scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=clock,
                           rng=random.Random(seed), observer=log, explain=explain)
@@ -140,13 +147,17 @@ def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | Non
     for loaded in inputs.nodes:
         handlers.on_node_upsert(loaded.obj)
     for loaded in inputs.pods:
-        client.add_pod(loaded.obj)
-        if (loaded.obj.get("spec") or {}).get("nodeName"):
+        bound = bool((loaded.obj.get("spec") or {}).get("nodeName"))
+        if bound or queue_pending:
+            client.add_pod(loaded.obj)
+        if bound:
             handlers.on_pod_upsert(loaded.obj)
     ordered = sorted(zip(pending, stamps, strict=True), key=lambda item: item[1] if item[1] is not None else start)
+    if not queue_pending:
+        ordered = []
     for loaded, stamp in ordered:
         handlers.on_pod_upsert(loaded.obj, timestamp=stamp if stamp is not None else start)
-    sim = Simulation(scheduler, client, log, input_order=[pod_key(p.obj) for p, _ in ordered])
+    sim = Simulation(scheduler, client, log, input_order=[pod_key(p.obj) for p, _ in ordered], handlers=handlers)
     return sim, clock, len(pending)
 
 

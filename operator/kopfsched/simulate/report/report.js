@@ -367,5 +367,9 @@
       el("aside", {}, detail, pendingCard(a.pods, "Pending after the plan"))));
   }
 
-  ({simulate: simulatePage, explain: explainPage, compare: comparePage, plan: planPage})[D.kind]();
+  // Other commands' pages (report/<kind>.js, inlined before this file) register in
+  // window.KOPFSCHED_PAGES and draw with this file's helpers.
+  const pages = {simulate: simulatePage, explain: explainPage, compare: comparePage, plan: planPage, ...(window.KOPFSCHED_PAGES || {})};
+  pages[D.kind]({D, app, el, chip, header, detail, showNode, zonesCard, colorUtil, pagedList, selectIn, bar, cores, gib,
+    pct, utilColor, tip});
 })();
