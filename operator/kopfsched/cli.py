@@ -216,12 +216,24 @@ def _explain_parser(sub) -> None:
     explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
                          help="output format (default: table)")
     explain.add_argument("--seed", type=int, default=0, metavar="N",
-                         help="seed for breaking score ties (default: 0)")
+                         help="seed for breaking score ties, as simulate's (default: 0)")
+    explain.add_argument("--as-given", action="store_true",
+                         help="evaluate the pod alone against the input as it stands (default: off: replay "
+                              "simulate, so the pods queued ahead of it are placed first, and evaluate its "
+                              "first attempt)")
 
 
-def _print_problems(problems: Sequence[str]) -> None:
-    for problem in problems:
+PROBLEMS_SHOWN = 20
+"""Problems of a simulate or explain input printed before the rest are only counted: a
+generated file with one mistake per object must not bury the terminal."""
+
+
+def _print_problems(problems: Sequence[str], *, limit: int | None = None) -> None:
+    shown = problems if limit is None or len(problems) <= limit + 1 else problems[:limit]
+    for problem in shown:
         print(problem, file=sys.stderr)
+    if len(shown) < len(problems):
+        print(f"... and {len(problems) - len(shown)} more problem(s) (the first {len(shown)} shown)", file=sys.stderr)
 
 
 def _plugin_registry():
@@ -268,7 +280,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if inputs.problems and not inputs.nodes and not inputs.pods and not inputs.workloads:
         # Nothing usable was read: the problems are the whole answer, not an empty table.
         _print_problems(inputs.warnings)
-        _print_problems(inputs.problems)
+        _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
         return EXIT_INVALID
     profile_inputs = load_profile_files(list(args.profile))
     inputs.problems.extend(profile_inputs.problems)
@@ -291,7 +303,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_table(report, explain=args.explain))
     _print_problems(inputs.warnings)
-    _print_problems(inputs.problems)
+    _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
@@ -347,16 +359,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     inputs = _read_input(list(args.files), args.kubeconfig)
     if inputs.problems and not (inputs.nodes or inputs.pods):
-        _print_problems(inputs.problems)
+        _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
         return EXIT_INVALID
     target = next((p for p in inputs.pods if f"{p.obj['metadata']['namespace']}/{p.obj['metadata']['name']}" == key),
                   None)
     scheduler_name = ((target.obj.get("spec") or {}).get("schedulerName") if target else None) or "default-scheduler"
     profile = next((p for p in overrides if p.scheduler_name == scheduler_name), overrides[0] if overrides else None)
     try:
-        explanation = asyncio.run(explain_pod(inputs, key, registry=registry, profile=profile, seed=args.seed))
+        explanation = asyncio.run(explain_pod(inputs, key, registry=registry, profile=profile, seed=args.seed,
+                                                    as_given=args.as_given))
     except ExplainError as exc:
-        _print_problems([*inputs.problems, str(exc)])
+        _print_problems([*inputs.problems, str(exc)], limit=PROBLEMS_SHOWN)
         return EXIT_INVALID
     entry = explanation.entry
     if args.node is not None and args.node not in {n["name"] for n in explanation.nodes}:
@@ -371,7 +384,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_table(entry, node=args.node))
     _print_problems(inputs.warnings)
-    _print_problems(inputs.problems)
+    _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
@@ -430,7 +443,7 @@ def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
     else:
         sys.stdout.write(compare.to_table(comparison.report))
     _print_problems(inputs.warnings)
-    _print_problems(inputs.problems)
+    _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 

@@ -126,12 +126,15 @@ async def measure(*, nodes: int, pods: int, keep_managed_fields: bool, concurren
             gc.collect()
             rss = rss_mib()
             cached = sum(1 for _ in operator.cache.pods())
+            result = {'nodes': nodes, 'pods': pods, 'containers': containers, 'long_labels': long_labels,
+                      'managed_fields_kept': keep_managed_fields, 'cached_pods': cached,
+                      'load_s': round(loaded, 1), 'initial_listing_s': round(listed, 1),
+                      'rss_before_operator_mib': round(baseline, 1), 'rss_mib': round(rss, 1)}
+            # Printed now: on a busy machine the emulator's shutdown can time out afterwards.
+            print(json.dumps(result), flush=True)
             stop.set()
             await asyncio.wait_for(task, timeout=120)
-    return {'nodes': nodes, 'pods': pods, 'containers': containers, 'long_labels': long_labels,
-            'managed_fields_kept': keep_managed_fields, 'cached_pods': cached,
-            'load_s': round(loaded, 1), 'initial_listing_s': round(listed, 1),
-            'rss_before_operator_mib': round(baseline, 1), 'rss_mib': round(rss, 1)}
+    return result
 
 
 def main() -> None:
@@ -144,9 +147,9 @@ def main() -> None:
     parser.add_argument('--long-labels', action='store_true', help='app.kubernetes.io labels and annotations')
     parser.add_argument('--keep-managed-fields', action='store_true', help='switch the trimming off (as before)')
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(measure(nodes=args.nodes, pods=args.pods, keep_managed_fields=args.keep_managed_fields,
+    asyncio.run(measure(nodes=args.nodes, pods=args.pods, keep_managed_fields=args.keep_managed_fields,
                                          concurrency=args.concurrency, containers=args.containers,
-                                         long_labels=args.long_labels))))
+                                         long_labels=args.long_labels))
 
 
 if __name__ == '__main__':
