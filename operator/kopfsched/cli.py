@@ -180,8 +180,9 @@ def _sandbox_parser(sub) -> None:
                                          "stops it. See docs/sandbox.md.")
     sandbox.add_argument("files", nargs="*", metavar="FILE",
                          help="cluster snapshot files to preload (default: examples/cluster.yaml)")
-    sandbox.add_argument("--kubeconfig-out", metavar="F", default="kopfsched-sandbox.kubeconfig",
-                         help="where to write the kubeconfig for kubectl (default: %(default)s)")
+    sandbox.add_argument("--kubeconfig-out", metavar="F", default=None,
+                         help="where to write the kubeconfig for kubectl, once the sandbox serves "
+                              "(default: ~/.kube/kopfsched-sandbox.kubeconfig)")
     sandbox.add_argument("--metrics-port", type=_port, default=None, metavar="N",
                          help="port of the dashboard, /debug/pending and /metrics (default: kopfsched run's; "
                               "0 picks a free one)")
@@ -530,13 +531,16 @@ def _unwritable(path: str) -> str | None:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from kopfsched.sandbox import SandboxOptions, main
+    from kopfsched.sandbox import DEFAULT_KUBECONFIG, SandboxOptions, main
 
-    problem = _unwritable(args.kubeconfig_out)
+    kubeconfig_out = args.kubeconfig_out or os.path.expanduser(DEFAULT_KUBECONFIG)
+    if args.kubeconfig_out is None:
+        os.makedirs(os.path.dirname(kubeconfig_out), exist_ok=True)  # kubectl's own directory
+    problem = _unwritable(kubeconfig_out)
     if problem:  # found now, not after the cluster has started
         print(problem, file=sys.stderr)
         return EXIT_INVALID
-    options = SandboxOptions(files=list(args.files), kubeconfig_out=args.kubeconfig_out)
+    options = SandboxOptions(files=list(args.files), kubeconfig_out=kubeconfig_out)
     if args.metrics_port is not None:
         options.metrics_port = args.metrics_port
     return main(options)
