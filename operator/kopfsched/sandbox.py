@@ -217,6 +217,10 @@ def usage(*, kubeconfig: str, dashboard: str, api: str, counts: dict[str, int], 
 kopfsched sandbox: an emulated Kubernetes API at {api} ({loaded}),
 with the kopfsched operator scheduling pods of `schedulerName: kopfsched` and of no schedulerName.
 Nodes are objects only: bound pods are not started.
+Placements may differ from `kopfsched simulate` on the same file: here the API server stamps
+each pod's creationTimestamp as the sandbox creates it (file order, not the file's times) and
+score ties are broken at random, as kube-scheduler does; simulate queues by the file's
+creationTimestamp and breaks ties with --seed.
 
   dashboard     {dashboard}
   pending pods  {dashboard}debug/pending

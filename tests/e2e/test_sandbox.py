@@ -124,6 +124,17 @@ def test_a_kubectl_session_against_the_sandbox(sandbox: tuple[str, pathlib.Path]
     assert kubeconfig.read_text() == before
 
 
+def test_the_sandbox_says_why_its_placements_may_differ_from_simulate() -> None:
+    from kopfsched.sandbox import usage
+
+    text = " ".join(usage(kubeconfig="k", dashboard="http://127.0.0.1:1/", api="http://127.0.0.1:2",
+                          counts={}, example=True).split())
+    assert ("Placements may differ from `kopfsched simulate` on the same file: here the API server stamps each "
+            "pod's creationTimestamp as the sandbox creates it (file order, not the file's times) and score ties "
+            "are broken at random, as kube-scheduler does; simulate queues by the file's creationTimestamp and "
+            "breaks ties with --seed.") in text
+
+
 def test_a_missing_snapshot_is_one_line_and_status_1(tmp_path: pathlib.Path) -> None:
     result = subprocess.run(sandbox_command('missing.yaml'), cwd=tmp_path, env=environment(), capture_output=True,
                             text=True, timeout=60, check=False)
