@@ -166,7 +166,7 @@ async def test_the_page_counts_bound_and_pending_pods_and_marks_tainted_nodes_an
     from tests.builders import make_node, make_pod
     from tests.core.harness import Harness
 
-    h = Harness([make_node("a", cpu="2"), make_node("gpu", cpu="2", taints=[
+    h = Harness([make_node("a", cpu="2"), make_node("gpu", cpu="2", extended={"nvidia.com/gpu": "4"}, taints=[
         {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])])
     h.add_pods(make_pod("web", requests={"cpu": "1"}), make_pod("huge", requests={"cpu": "8"}),
                make_pod("held", scheduling_gates=["example.com/quota"]))
@@ -199,6 +199,7 @@ async def test_the_page_counts_bound_and_pending_pods_and_marks_tainted_nodes_an
             await page.locator("tr.pod").nth(1).wait_for(timeout=15_000)
             assert await page.locator("#cluster").inner_text() == "2 nodes · 1 pod bound · 2 pending"
             assert await page.locator(".tainted").all_inner_texts() == ["tainted dedicated=gpu:NoSchedule"]
+            assert await page.locator(".ext").all_inner_texts() == ["nvidia.com/gpu 0 / 4"]
             rows = await page.locator("tr.pod").all_inner_texts()
             assert rows[0].startswith("default/huge") and rows[1].startswith("default/held")
             assert "SchedulingGated · gates: example.com/quota" in rows[1]

@@ -107,11 +107,14 @@ async def test_the_dashboards_pending_list_has_gated_pods_with_the_api_servers_c
     assert [p["name"] for p in overview["pending"]["pods"]] == ["big", "gated"]
 
 
-async def test_node_rows_name_their_taints():
+async def test_node_rows_name_their_taints_and_extended_resources():
     cache = Cache()
-    cache.add_node(make_node("gpu", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
-                                            {"key": "spot", "effect": "PreferNoSchedule"}]))
+    cache.add_node(make_node("gpu", extended={"nvidia.com/gpu": "8"},
+                             taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                                     {"key": "spot", "effect": "PreferNoSchedule"}]))
     cache.add_node(make_node("plain"))
+    cache.add_pod(make_pod("trainer", uid="trainer", node_name="gpu", requests={"nvidia.com/gpu": "2"}))
     rows = {r["name"]: r for z in (await view.node_utilization(cache))["zones"] for r in z["rows"]}
     assert rows["gpu"]["taints"] == ["dedicated=gpu:NoSchedule", "spot:PreferNoSchedule"]
     assert rows["plain"]["taints"] == []
+    assert (rows["gpu"]["extended"], rows["plain"]["extended"]) == ({"nvidia.com/gpu": [2, 8]}, {})

@@ -60,7 +60,9 @@ def _node_row(node: NodeInfo) -> dict[str, Any]:
     req, alloc = node.requested, node.allocatable
     return {"name": node.name, "cpu": [req.milli_cpu, alloc.milli_cpu], "memory": [req.memory, alloc.memory],
             "pods": [len(node.pods), alloc.allowed_pod_number], "unschedulable": node.unschedulable,
-            "taints": [_taint_text(t) for t in node.taints]}
+            "taints": [_taint_text(t) for t in node.taints],
+            # Extended resources the node offers (nvidia.com/gpu, ...): [requested, allocatable].
+            "extended": {r: [req.get(r), amount] for r, amount in sorted(alloc.scalar.items()) if amount > 0}}
 
 
 def _taint_text(taint: dict[str, Any]) -> str:
