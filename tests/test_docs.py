@@ -52,8 +52,8 @@ ELSEWHERE = {
     r"pip install (-e )?(\.|'\.\[test\]')": "tests/outoftree/test_writing_plugins_guide.py::"
                                              "test_a_reader_installs_the_plugin_and_uses_it",
     r"python -m pytest|pytest": "tests/test_docs.py::test_every_documented_command_is_run_somewhere",
-    r"kopfsched sandbox|export KUBECONFIG=kopfsched-sandbox\.kubeconfig|"
-    r"kubectl (--kubeconfig kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
+    r"kopfsched sandbox|export KUBECONFIG=(~/\.kube/)?kopfsched-sandbox\.kubeconfig|"
+    r"kubectl (--kubeconfig (~/\.kube/)?kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
         "tests/e2e/test_sandbox_docs.py::test_the_readme_and_sandbox_doc_commands_run_as_shown",
     r"kubectl apply -f crds/ -f manifests/": "tests/e2e/test_operator_scheduling.py::"
                                             "test_whole_install_in_one_apply_then_the_default_profile_serves",
@@ -64,6 +64,8 @@ ELSEWHERE = {
     r"kubectl -n kopfsched-system port-forward deploy/kopfsched .*|curl -s http://127\.0\.0\.1:\d+/debug/pending .*":
         "tests/e2e/test_operator_dashboard.py::"
         "test_debug_pending_reports_the_last_attempt_and_forgets_bound_and_deleted_pods",
+    r"python -m tests\.e2e\.rss_benchmark( --[\w-]+( \d+)?)*": "tests/e2e/test_throughput_scripts.py::"
+                                                               "test_the_rss_benchmark_runs_as_documented",
     r"PYTHONPATH=operator python -m tests\.observability\.dashboard_cost":
         "tests/test_docs.py::test_the_dashboard_cost_script_runs_as_documented",
     r"pip install (-e )?\./examples/qos-sort-plugin|cd examples/qos-sort-plugin|"

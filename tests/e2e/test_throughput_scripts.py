@@ -40,3 +40,18 @@ async def test_the_script_reports_the_operators_ratio_next_to_the_ceiling(capsys
         run['raw']['emulator_cpu_ms_per_pod'] / run['emulator_cpu_ms_per_pod'], 2)
     assert run['ideal']['emulator_ceiling'] == round(
         run['raw']['emulator_cpu_ms_per_pod'] / run['ideal']['emulator_cpu_ms_per_pod'], 2)
+
+
+async def test_the_rss_benchmark_runs_as_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/operations.md's commands, on a small cluster: every pod cached, one JSON line with the RSS."""
+    from tests.e2e import rss_benchmark
+
+    result = await rss_benchmark.measure(nodes=4, pods=20, keep_managed_fields=False, concurrency=4,
+                                         containers=4, long_labels=True)
+    printed = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert printed == result
+    assert (result["cached_pods"], result["containers"], result["long_labels"]) == (20, 4, True)
+    assert result["rss_mib"] > 0
+    pod = rss_benchmark.running_pod("p", "n", 7, containers=4, long_labels=True)
+    assert len(pod["spec"]["containers"]) == 4 and len(pod["metadata"]["labels"]) == 8
+    assert all(len(c["env"]) == 12 for c in pod["spec"]["containers"])
