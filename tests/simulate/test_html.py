@@ -85,6 +85,7 @@ def test_explain_report_groups_grid_and_reasons(capsys, tmp_path: pathlib.Path) 
     path = render(capsys, tmp_path, "explain", "explain", "ml/inference-0", CLUSTER)
     with sync_page(width=1400, height=1000) as raw:
         page = Page(raw, path)
+        assert raw.inner_text("#explain-mode") == "Mode: " + entry["modeText"]
         raw.click('[data-pod="ml/inference-0"]')
         assert raw.inner_text("#pod-message") == entry["message"]
         assert page.reasons()[0] == "Insufficient nvidia.com/gpu (NodeResourcesFit) 17 nodes"

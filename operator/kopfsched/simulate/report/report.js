@@ -252,6 +252,7 @@
       el("div", {}, el("div", {class: "muted"}, "Pod"), el("div", {class: "big mono"}, key)),
       el("div", {}, el("div", {class: "muted"}, "Result"), el("span", {class: "badge " + e.result}, e.result)),
       e.node ? el("div", {}, el("div", {class: "muted"}, "Would be placed on"), el("div", {class: "big mono"}, e.node)) : null),
+      e.modeText ? el("div", {class: "note", id: "explain-mode"}, "Mode: " + e.modeText) : null,
       e.note ? el("div", {class: "note"}, e.note) : null,
       e.message ? el("div", {class: "msg"}, e.message) : null);
     app.appendChild(el("main", {class: "layout"},
