@@ -182,8 +182,9 @@ def _sandbox_parser(sub) -> None:
                                          "stops it. See docs/sandbox.md.")
     sandbox.add_argument("files", nargs="*", metavar="FILE",
                          help="cluster snapshot files to preload (default: examples/cluster.yaml)")
-    sandbox.add_argument("--kubeconfig-out", metavar="F", default="kopfsched-sandbox.kubeconfig",
-                         help="where to write the kubeconfig for kubectl (default: %(default)s)")
+    sandbox.add_argument("--kubeconfig-out", metavar="F", default=None,
+                         help="where to write the kubeconfig for kubectl, once the sandbox serves "
+                              "(default: ~/.kube/kopfsched-sandbox.kubeconfig)")
     sandbox.add_argument("--metrics-port", type=_port, default=None, metavar="N",
                          help="port of the dashboard, /debug/pending and /metrics (default: kopfsched run's; "
                               "0 picks a free one)")
@@ -218,12 +219,24 @@ def _explain_parser(sub) -> None:
     explain.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
                          help="output format (default: table)")
     explain.add_argument("--seed", type=int, default=0, metavar="N",
-                         help="seed for breaking score ties (default: 0)")
+                         help="seed for breaking score ties, as simulate's (default: 0)")
+    explain.add_argument("--as-given", action="store_true",
+                         help="evaluate the pod alone against the input as it stands (default: off: replay "
+                              "simulate, so the pods queued ahead of it are placed first, and evaluate its "
+                              "first attempt)")
 
 
-def _print_problems(problems: Sequence[str]) -> None:
-    for problem in problems:
+PROBLEMS_SHOWN = 20
+"""Problems of a simulate or explain input printed before the rest are only counted: a
+generated file with one mistake per object must not bury the terminal."""
+
+
+def _print_problems(problems: Sequence[str], *, limit: int | None = None) -> None:
+    shown = problems if limit is None or len(problems) <= limit + 1 else problems[:limit]
+    for problem in shown:
         print(problem, file=sys.stderr)
+    if len(shown) < len(problems):
+        print(f"... and {len(problems) - len(shown)} more problem(s) (the first {len(shown)} shown)", file=sys.stderr)
 
 
 def _plugin_registry():
@@ -270,7 +283,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if inputs.problems and not inputs.nodes and not inputs.pods and not inputs.workloads:
         # Nothing usable was read: the problems are the whole answer, not an empty table.
         _print_problems(inputs.warnings)
-        _print_problems(inputs.problems)
+        _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
         return EXIT_INVALID
     profile_inputs = load_profile_files(list(args.profile))
     inputs.problems.extend(profile_inputs.problems)
@@ -293,7 +306,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_table(report, explain=args.explain))
     _print_problems(inputs.warnings)
-    _print_problems(inputs.problems)
+    _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
@@ -356,16 +369,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     inputs = _read_input(list(args.files), args.kubeconfig)
     if inputs.problems and not (inputs.nodes or inputs.pods):
-        _print_problems(inputs.problems)
+        _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
         return EXIT_INVALID
     target = next((p for p in inputs.pods if f"{p.obj['metadata']['namespace']}/{p.obj['metadata']['name']}" == key),
                   None)
     scheduler_name = ((target.obj.get("spec") or {}).get("schedulerName") if target else None) or "default-scheduler"
     profile = next((p for p in overrides if p.scheduler_name == scheduler_name), overrides[0] if overrides else None)
     try:
-        explanation = asyncio.run(explain_pod(inputs, key, registry=registry, profile=profile, seed=args.seed))
+        explanation = asyncio.run(explain_pod(inputs, key, registry=registry, profile=profile, seed=args.seed,
+                                                    as_given=args.as_given))
     except ExplainError as exc:
-        _print_problems([*inputs.problems, str(exc)])
+        _print_problems([*inputs.problems, str(exc)], limit=PROBLEMS_SHOWN)
         return EXIT_INVALID
     entry = explanation.entry
     if args.node is not None and args.node not in {n["name"] for n in explanation.nodes}:
@@ -380,7 +394,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_table(entry, node=args.node))
     _print_problems(inputs.warnings)
-    _print_problems(inputs.problems)
+    _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
@@ -439,7 +453,7 @@ def _simulate_compare(args: argparse.Namespace, inputs, registry) -> int:
     else:
         sys.stdout.write(compare.to_table(comparison.report))
     _print_problems(inputs.warnings)
-    _print_problems(inputs.problems)
+    _print_problems(inputs.problems, limit=PROBLEMS_SHOWN)
     return EXIT_INVALID if inputs.problems else EXIT_OK
 
 
@@ -531,13 +545,16 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     except ImportError:
         print("kopfsched sandbox needs the API emulator: pip install 'kopfsched[sandbox]'", file=sys.stderr)
         return EXIT_INVALID
-    from kopfsched.sandbox import SandboxOptions, main
+    from kopfsched.sandbox import DEFAULT_KUBECONFIG, SandboxOptions, main
 
-    problem = _unwritable(args.kubeconfig_out)
+    kubeconfig_out = args.kubeconfig_out or os.path.expanduser(DEFAULT_KUBECONFIG)
+    if args.kubeconfig_out is None:
+        os.makedirs(os.path.dirname(kubeconfig_out), exist_ok=True)  # kubectl's own directory
+    problem = _unwritable(kubeconfig_out)
     if problem:  # found now, not after the cluster has started
         print(problem, file=sys.stderr)
         return EXIT_INVALID
-    options = SandboxOptions(files=list(args.files), kubeconfig_out=args.kubeconfig_out)
+    options = SandboxOptions(files=list(args.files), kubeconfig_out=kubeconfig_out)
     if args.metrics_port is not None:
         options.metrics_port = args.metrics_port
     return main(options)

@@ -19,6 +19,7 @@ import logging
 import pathlib
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,10 @@ MINIMAL_CRD: dict[str, Any] = {
 """Used only when the repository's crds/ is not next to the package (an installed wheel)."""
 
 
+DEFAULT_KUBECONFIG = "~/.kube/kopfsched-sandbox.kubeconfig"
+"""Beside kubectl's own config, not in the directory the sandbox was started from (a checkout)."""
+
+
 class SandboxError(Exception):
     """Bad input or a port in use: one line for the user."""
 
@@ -72,6 +77,7 @@ class SandboxOptions:
     files: list[str] = dataclasses.field(default_factory=list)
     """Snapshot files (YAML); none: the example cluster."""
     kubeconfig_out: str = "kopfsched-sandbox.kubeconfig"
+    """Written once the sandbox serves: a sandbox that fails to start leaves another's file alone."""
     metrics_port: int = DEFAULT_METRICS_PORT
     api_port: int = 0
     """The emulator's port; 0 picks a free one."""
@@ -211,6 +217,10 @@ def usage(*, kubeconfig: str, dashboard: str, api: str, counts: dict[str, int], 
 kopfsched sandbox: an emulated Kubernetes API at {api} ({loaded}),
 with the kopfsched operator scheduling pods of `schedulerName: kopfsched` and of no schedulerName.
 Nodes are objects only: bound pods are not started.
+Placements may differ from `kopfsched simulate` on the same file: here the API server stamps
+each pod's creationTimestamp as the sandbox creates it (file order, not the file's times) and
+score ties are broken at random, as kube-scheduler does; simulate queues by the file's
+creationTimestamp and breaks ties with --seed.
 
   dashboard     {dashboard}
   pending pods  {dashboard}debug/pending
@@ -234,12 +244,14 @@ async def run_sandbox(options: SandboxOptions, stop: asyncio.Event, *,
         url = await emulator.start(host="127.0.0.1", port=options.api_port)
     except OSError as exc:
         raise SandboxError(f"cannot serve the API on 127.0.0.1:{options.api_port}: {exc.strerror or exc}") from exc
+    private = tempfile.TemporaryDirectory(prefix="kopfsched-sandbox-")
     try:
         counts = await preload(emulator, objects, warn)
         kubeconfig = pathlib.Path(options.kubeconfig_out).resolve()
-        write_kubeconfig(kubeconfig, url=url)
+        # The operator's own copy: the user's file is written only once the sandbox serves.
+        operator_kubeconfig = write_kubeconfig(pathlib.Path(private.name) / "kubeconfig", url=url)
         operator_options = OperatorOptions(
-            kubeconfig=str(kubeconfig), leader_elect=False, metrics_port=options.metrics_port,
+            kubeconfig=str(operator_kubeconfig), leader_elect=False, metrics_port=options.metrics_port,
             metrics_host="127.0.0.1", identity="kopfsched-sandbox", status_interval=options.status_interval,
             seed_default_profile=False)
         try:
@@ -248,6 +260,7 @@ async def run_sandbox(options: SandboxOptions, stop: asyncio.Event, *,
                 while not operator.ready() and not task.done():
                     await asyncio.wait([task], timeout=0.1)
                 if not task.done():
+                    write_kubeconfig(kubeconfig, url=url)
                     port = operator.health.port if operator.health is not None else options.metrics_port
                     announce(usage(kubeconfig=_shown(kubeconfig), dashboard=f"http://127.0.0.1:{port}/", api=url,
                                    counts=counts, example=not options.files))
@@ -258,14 +271,17 @@ async def run_sandbox(options: SandboxOptions, stop: asyncio.Event, *,
             raise SandboxError(str(exc)) from exc
     finally:
         await emulator.stop()
+        private.cleanup()
 
 
 def _shown(path: pathlib.Path) -> str:
     """The kubeconfig's path as short as the user can type it from here."""
-    try:
-        return str(path.relative_to(pathlib.Path.cwd()))
-    except ValueError:
-        return str(path)
+    for base, prefix in ((pathlib.Path.cwd(), ""), (pathlib.Path.home(), "~/")):
+        try:
+            return prefix + str(path.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
 
 
 def main(options: SandboxOptions) -> int:

@@ -377,7 +377,9 @@ def schedule(*, nodes: Iterable[Obj], pods: Iterable[Obj], profile: Mapping[str,
     `profile` is a SchedulerProfile `spec` (or a whole SchedulerProfile); without a
     `schedulerName` it serves "default-scheduler", i.e. every pod that names no scheduler.
     `plugins` are plugin classes or PluginFactories to make available by name for this run
-    without installing them; `registry` replaces the built-in plus installed plugins.
+    without installing them (they replace an installed plugin of the same name, so a
+    package's tests run the same before and after `pip install .`); `registry` replaces the
+    built-in plus installed plugins.
     Raises ValueError listing every problem when the profile or the input is invalid."""
     return asyncio.run(schedule_async(nodes=nodes, pods=pods, profile=profile, plugins=plugins, registry=registry,
                                       objects=objects, seed=seed))
@@ -419,7 +421,7 @@ def _with_plugins(registry: Registry, plugins: Iterable[Any]) -> Registry:
     extra = Registry()
     for plugin in plugins:
         extra.register(plugin if isinstance(plugin, PluginFactory) else as_factory(plugin.name, plugin))
-    return registry.merged(extra) if len(list(extra.names())) else registry
+    return registry.overridden_by(extra) if len(list(extra.names())) else registry
 
 
 def _profile_object(profile: Mapping[str, Any]) -> Obj:

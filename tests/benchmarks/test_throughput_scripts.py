@@ -77,3 +77,18 @@ async def test_the_ratios_are_the_operators_rate_over_the_raw_and_ideal_ones(
     assert run['emulator_ceiling'] == 0.5  # 2 / 4
     assert (run['ideal']['cpu_ratio'], run['ideal']['emulator_ceiling']) == (0.5, 0.67)  # 3 / 6, 2 / 3
     assert run['operator_rss_mb_after_run'] == 123.0
+
+
+async def test_the_rss_benchmark_runs_as_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/operations.md's commands, on a small cluster: every pod cached, one JSON line with the RSS."""
+    from benchmarks import rss_benchmark
+
+    result = await rss_benchmark.measure(nodes=4, pods=20, keep_managed_fields=False, concurrency=4,
+                                         containers=4, long_labels=True)
+    printed = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert printed == result
+    assert (result["cached_pods"], result["containers"], result["long_labels"]) == (20, 4, True)
+    assert result["rss_mib"] > 0
+    pod = rss_benchmark.running_pod("p", "n", 7, containers=4, long_labels=True)
+    assert len(pod["spec"]["containers"]) == 4 and len(pod["metadata"]["labels"]) == 8
+    assert all(len(c["env"]) == 12 for c in pod["spec"]["containers"])

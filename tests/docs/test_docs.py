@@ -58,8 +58,8 @@ ELSEWHERE = {
         "tests/scheduler/test_preemption_bench_outcomes.py::test_preemption_bench_outcomes_unchanged",
     r"python -m benchmarks\.e2e_throughput .*":
         "tests/benchmarks/test_throughput_scripts.py::test_the_script_reports_the_operators_ratio_next_to_the_ceiling",
-    r"kopfsched sandbox|export KUBECONFIG=kopfsched-sandbox\.kubeconfig|"
-    r"kubectl (--kubeconfig kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
+    r"kopfsched sandbox|export KUBECONFIG=(~/\.kube/)?kopfsched-sandbox\.kubeconfig|"
+    r"kubectl (--kubeconfig (~/\.kube/)?kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
         "tests/sandbox/test_sandbox_docs.py::test_the_readme_and_sandbox_doc_commands_run_as_shown",
     r"kubectl apply -f crds/ -f manifests/": "tests/e2e/test_operator_scheduling.py::"
                                             "test_whole_install_in_one_apply_then_the_default_profile_serves",
@@ -70,6 +70,8 @@ ELSEWHERE = {
     r"kubectl -n kopfsched-system port-forward deploy/kopfsched .*|curl -s http://127\.0\.0\.1:\d+/debug/pending .*":
         "tests/e2e/test_operator_dashboard.py::"
         "test_debug_pending_reports_the_last_attempt_and_forgets_bound_and_deleted_pods",
+    r"python -m benchmarks\.rss_benchmark( --[\w-]+( \d+)?)*": "tests/benchmarks/test_throughput_scripts.py::"
+                                                                "test_the_rss_benchmark_runs_as_documented",
     r"PYTHONPATH=operator python -m benchmarks\.dashboard_cost":
         "tests/docs/test_docs.py::test_the_dashboard_cost_script_runs_as_documented",
     r"pip install (-e )?\./examples/qos-sort-plugin|cd examples/qos-sort-plugin|"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -279,9 +280,58 @@ def test_progress_lines_for_a_long_load(tmp_path):
     assert len(list(read_documents([path], [], progress=progress))) == 3000
     lines = out.getvalue().splitlines()
     assert len(lines) >= 2
-    assert lines[0].startswith(f"kopfsched: reading {path}: ")
-    assert "% of " in lines[0]
+    assert lines[0].startswith(f"kopfsched: reading {path} (")
+    assert re.search(r"\): (checking it before parsing|\d+(\.\d)?% parsed)", lines[0]), lines[0]
     assert lines[-1].startswith("kopfsched: read 3000 objects from 1 file(s) in ")
+
+
+class SlowStart:
+    """A clock where the first reading comes 3 s in: what a 20 MB file's check before parsing takes."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 3.0 if self.now == 0.5 else 0.5
+        return self.now
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-yaml", "libyaml"])
+def test_the_first_progress_line_says_what_is_happening(tmp_path, monkeypatch, fast):
+    """Never "0% of 21 MB" after seconds of work: either the check before parsing, or how much is parsed."""
+    from kopfsched import fast_yaml
+
+    if not fast:
+        monkeypatch.setattr(fast_yaml, "available", lambda: False)
+    path = write(tmp_path, "a.yaml", "---\n".join([NODE] * 40_000))  # 5 MB: big enough for a slow check
+    out = io.StringIO()
+    assert len(list(read_documents([path], [], progress=Progress(stream=out, clock=SlowStart())))) == 40_000
+    first = out.getvalue().splitlines()[0]
+    assert "% of " not in first
+    if fast:
+        assert first.startswith(f"kopfsched: reading {path} (") and ": checking it before parsing (" in first
+    else:
+        share = re.search(r"\): (\d+(?:\.\d)?)% parsed", first)
+        assert share is not None and float(share.group(1)) > 0, first
+
+
+def test_more_problems_than_a_screen_are_counted_not_printed(tmp_path, capsys):
+    bad = "---\n".join(f"kind: Node\nmetadata: {{name: bad{i}}}\nstatus: {{allocatable: {{cpu: x}}}}\n"
+                       for i in range(30))
+    code, _, err = run(capsys, ["simulate", write(tmp_path, "nodes.yaml", NODE + "---\n" + bad)])
+    lines = err.splitlines()
+    assert code == 1 and len(lines) == 21
+    assert lines[0].endswith("Node/bad0: status.allocatable.cpu: invalid quantity 'x'")
+    assert lines[-1] == "... and 10 more problem(s) (the first 20 shown)"
+
+
+@pytest.mark.parametrize("field", ["allocatable", "capacity"])
+def test_a_negative_node_quantity_is_refused_as_the_api_server_does(tmp_path, capsys, field):
+    node = f"kind: Node\nmetadata: {{name: neg}}\nstatus: {{{field}: {{cpu: '-3', pods: '10'}}}}\n"
+    code, _, err = run(capsys, ["simulate", write(tmp_path, "n.yaml", node + "---\n" + NODE)])
+    assert code == 1
+    assert err.splitlines() == [f'{tmp_path}/n.yaml: document 1: Node/neg: status.{field}.cpu: Invalid value: "-3": '
+                                "must be greater than or equal to 0"]
 
 
 def test_no_progress_for_a_quick_load(tmp_path):

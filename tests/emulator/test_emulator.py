@@ -94,6 +94,17 @@ async def test_create_get_list_patch_delete(api: client.ApiClient) -> None:
     assert (err.value.status, json.loads(err.value.body)['reason']) == (409, 'AlreadyExists')
 
 
+async def test_a_pod_created_with_scheduling_gates_gets_the_scheduling_gated_condition(api: client.ApiClient) -> None:
+    """As the API server's applySchedulingGatedCondition: PodScheduled=False, reason SchedulingGated."""
+    core = client.CoreV1Api(api)
+    gated = await core.create_namespaced_pod('default', make_pod('held', scheduling_gates=['example.com/quota']))
+    [condition] = gated.status.conditions
+    assert (condition.type, condition.status, condition.reason, condition.message) == (
+        'PodScheduled', 'False', 'SchedulingGated', 'Scheduling is blocked due to non-empty scheduling gates')
+    plain = await core.create_namespaced_pod('default', make_pod('free'))
+    assert plain.status.conditions is None
+
+
 async def test_generation_bumps_on_spec_changes_only(widgets: client.CustomObjectsApi) -> None:
     body = {'apiVersion': f'{GROUP}/{VERSION}', 'kind': 'Widget', 'metadata': {'name': 'w'}, 'spec': {'size': 1}}
     created = await widgets.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)

@@ -78,7 +78,8 @@ def test_cluster_unschedulable_pods(cluster: dict[str, dict[str, Any]], pod: str
 
 def test_cluster_gated_pod(cluster: dict[str, dict[str, Any]]) -> None:
     gated = cluster["batch/quota-job-0"]
-    assert (gated["result"], gated["message"]) == ("Gated", "waiting for scheduling gates: [example.com/quota-check]")
+    # What the pod shows in a cluster (PodScheduled=False, reason SchedulingGated), not the plugin's words.
+    assert (gated["result"], gated["message"]) == ("Gated", "Scheduling is blocked due to non-empty scheduling gates")
 
 
 def test_cluster_placements(cluster: dict[str, dict[str, Any]]) -> None:
@@ -124,6 +125,17 @@ def test_topology_spread_places_two_web_pods_per_zone(affinity_report: dict[str,
     web = [pods[f"default/web-{i}"] for i in range(6)]
     assert {p["result"] for p in web} == {"Scheduled"}
     assert Counter(labels[p["node"]][ZONE] for p in web) == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
+
+
+def test_a_preemptor_keeps_its_first_failed_scheduling_message(affinity_report: dict[str, Any]) -> None:
+    """The FailedScheduling message a user sees on the pod before it preempts, in JSON and table."""
+    from kopfsched.simulate.output import to_table
+
+    payments = pods_by_key(affinity_report)["default/payments-0"]
+    assert (payments["result"], payments["node"], payments["victims"]) == ("Scheduled", "node-b2", ["default/batch-b2"])
+    assert payments["message"] == "0/6 nodes are available: 6 Insufficient cpu."
+    [row] = [line for line in to_table(affinity_report).splitlines() if line.startswith("default/payments-0 ")]
+    assert row.split(None, 4)[4] == "preempted default/batch-b2 after: 0/6 nodes are available: 6 Insufficient cpu."
 
 
 def test_anti_affinity_rejects_the_seventh_cache_pod(affinity_report: dict[str, Any]) -> None:

@@ -279,6 +279,20 @@ def test_memory_is_sized_from_the_measured_rss():
     assert f"{small.group(1)} MiB" in manifest and f"{large.group(1)} MiB" in manifest, "the manifest says which"
 
 
+def test_the_limit_covers_production_like_pods_at_the_claimed_scale_with_headroom():
+    """docs/operations.md's estimate for 5000 nodes and 55 000 production-like pods (managedFields,
+    four containers, long labels), from its measured table, fits under the limit with a fifth to spare."""
+    from kopfsched.framework.quantity import int_value
+
+    text = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    found = re.search(r"([\d.]+) GiB at 5000 nodes and 55 000 production-like pods", text)
+    assert found, "docs/operations.md says how much memory the claimed scale takes"
+    assert "| 1 000 | 10 000 | production-like | " in text
+    assert "rss_benchmark --nodes 1000 --pods 10000 --containers 4" in text
+    need = float(found.group(1)) * 2**30
+    assert int_value(container()["resources"]["limits"]["memory"]) >= 1.2 * need
+
+
 def test_replicas_spread_and_a_disruption_budget_keeps_one():
     deployment, pod_labels = the("Deployment"), pod_spec_labels()
     assert deployment["spec"]["replicas"] == 2

@@ -156,3 +156,55 @@ async def test_the_page_renders_a_large_cluster_aggregated_per_zone(tmp_path) ->
         assert errors == []
     finally:
         await runner.cleanup()
+
+
+async def test_the_page_counts_bound_and_pending_pods_and_marks_tainted_nodes_and_gated_pods(tmp_path) -> None:
+    """The sandbox's complaint: "24 pods in cache" with 30 pods, no taint shown, no gated pod listed."""
+    from kopfsched.scheduler import view
+    from kopfsched.scheduler.activity import Activity
+    from tests.browser import async_page
+    from tests.builders import make_node, make_pod
+    from tests.core.harness import Harness
+
+    h = Harness([make_node("a", cpu="2"), make_node("gpu", cpu="2", extended={"nvidia.com/gpu": "4"}, taints=[
+        {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])])
+    h.add_pods(make_pod("web", requests={"cpu": "1"}), make_pod("huge", requests={"cpu": "8"}),
+               make_pod("held", scheduling_gates=["example.com/quota"]))
+    await h.settle()
+
+    class Real:
+        async def overview(self) -> dict[str, Any]:
+            data = await view.overview(h.scheduler, Activity(), h.scheduler.cache)
+            data["instance"] = {"identity": "test", "scheduling": True, "time": 0}
+            for profile in data["profiles"]:
+                profile.update(source="--config", ready={"status": "True"}, queue={})
+            return data
+
+        async def pending(self) -> bytes:
+            return await view.pending_body(h.scheduler.pending)
+
+        def pending_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+            return None
+
+    app = web.Application()
+    DashboardRoutes(Real()).add_to(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        async with async_page() as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/")
+            await page.locator("tr.pod").nth(1).wait_for(timeout=15_000)
+            assert await page.locator("#cluster").inner_text() == "2 nodes · 1 pod bound · 2 pending"
+            assert await page.locator(".tainted").all_inner_texts() == ["tainted dedicated=gpu:NoSchedule"]
+            assert await page.locator(".ext").all_inner_texts() == ["nvidia.com/gpu 0 / 4"]
+            rows = await page.locator("tr.pod").all_inner_texts()
+            assert rows[0].startswith("default/huge") and rows[1].startswith("default/held")
+            assert "SchedulingGated · gates: example.com/quota" in rows[1]
+            assert "Scheduling is blocked due to non-empty scheduling gates" in rows[1]
+            await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        assert errors == []
+    finally:
+        await runner.cleanup()

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 
 import pytest
@@ -111,15 +112,36 @@ def test_the_guide_code_passes_ruff_as_written(guide_dir):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def nested_venv(venv: pathlib.Path) -> pathlib.Path:
+    """A fresh virtualenv that sees the packages of the environment this suite runs in.
+
+    `venv --system-site-packages` would see the base interpreter's packages, not those of the
+    virtualenv the suite may run in (where `pip install -e '.[test]'` put kopfsched's
+    dependencies, setuptools and wheel). So the new one gets no system site-packages and a
+    .pth file adding this environment's site directories after its own (addsitedir, so the
+    .pth files there, editable installs among them, are read too)."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    inner = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    outer = list(dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib")))
+    (pathlib.Path(inner) / "_outer_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in outer))
+    return python
+
+
 def test_a_reader_installs_the_plugin_and_uses_it(guide_dir, tmp_path):
-    """`pip install .` into a fresh virtualenv, then the guide's commands. The virtualenv sees
-    the machine's packages (kopfsched and its dependencies are installed), and pip is kept
-    off the network (--no-index, --no-build-isolation) so nothing but this project is built."""
+    """`pip install .` into a fresh virtualenv, then the guide's commands, then the guide's
+    tests again with the plugin installed, and once more after uninstalling it (the egg-info
+    the build leaves in src/ must not make the tests' own registration clash). The virtualenv
+    sees the packages of the environment the suite runs in (kopfsched's dependencies and
+    setuptools), and pip is kept off the network (--no-index, --no-build-isolation) so nothing
+    but this project is built."""
     # A copy: building writes an egg-info into src/, which would register the plugin for the
     # other tests that put src/ on sys.path.
     project = shutil.copytree(guide_dir, tmp_path / "node-label-preference")
+    python = nested_venv(tmp_path / "venv")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     commands = [line[2:] for body in blocks("shell") for line in body.splitlines() if line.startswith("$ ")]
     assert commands[0] == "pip install ."
     outputs = []
@@ -150,6 +172,13 @@ def test_a_reader_installs_the_plugin_and_uses_it(guide_dir, tmp_path):
                                          "reasons": ["node(s) didn't have label example.com/tier"]}}
     assert sorted(web["scores"]) == ["bronze-1", "gold-1"]
     assert web["scores"]["gold-1"]["NodeLabelPreference"] == 100
+    for step in ("installed", "uninstalled"):
+        done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=project,
+                              env=kopfsched_env(), capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, f"the guide's tests, plugin {step}:\n{done.stdout}{done.stderr}"
+        assert re.search(r"\b11 passed\b", done.stdout), done.stdout
+        subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "kopfsched-node-label-preference"],
+                       check=True, capture_output=True, timeout=120)
 
 
 def test_the_custom_column_reads_one_number_per_node(guide_module):
@@ -181,9 +210,10 @@ def test_the_guide_entry_point_loads_the_plugin(guide_module):
 
 
 def test_the_guide_commands_succeed(qos_sort_package, capsys):
+    """The qos_sort_package fixture does what the block's first line (pip install) does."""
     commands = [line[2:] for body in blocks("console") for line in body.splitlines() if line.startswith("$ ")]
-    assert commands
-    for command in commands:
+    assert commands[0] == "pip install ./examples/qos-sort-plugin", "the guide must say to install the example"
+    for command in commands[1:]:
         argv = shlex.split(command)
         assert argv[0] == "kopfsched"
         assert cli.main(argv[1:]) == cli.EXIT_OK, capsys.readouterr().err

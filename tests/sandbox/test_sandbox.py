@@ -76,6 +76,31 @@ def test_a_kubectl_session_against_the_sandbox(sandbox: tuple[str, pathlib.Path]
         ['NAME', 'SCHEDULER', 'READY'], ['default-scheduler', 'default-scheduler', 'True'],
         ['kopfsched', 'kopfsched', 'True']]
 
+    # The gated pod shows what a real API server gives it.
+    gated = kubectl(kubeconfig, 'get', 'pod', '-n', 'batch', 'quota-job-0', '-o',
+                    'jsonpath={range .status.conditions[*]}{.type}={.status}/{.reason}/{.message}{end}')
+    assert gated.stdout == 'PodScheduled=False/SchedulingGated/Scheduling is blocked due to non-empty scheduling gates'
+
+    # A second sandbox on the same metrics port fails, and leaves this one's kubeconfig alone.
+    before = kubeconfig.read_text()
+    port = dashboard.group(1).rstrip('/').rsplit(':', 1)[1]
+    second = subprocess.run(sandbox_command('--metrics-port', port, '--kubeconfig-out', 'sandbox.kubeconfig'),
+                            cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=120, check=False)
+    assert second.returncode == 1, second.stderr[-2000:]
+    assert 'Traceback' not in second.stderr
+    assert kubeconfig.read_text() == before
+
+
+def test_the_sandbox_says_why_its_placements_may_differ_from_simulate() -> None:
+    from kopfsched.sandbox import usage
+
+    text = " ".join(usage(kubeconfig="k", dashboard="http://127.0.0.1:1/", api="http://127.0.0.1:2",
+                          counts={}, example=True).split())
+    assert ("Placements may differ from `kopfsched simulate` on the same file: here the API server stamps each "
+            "pod's creationTimestamp as the sandbox creates it (file order, not the file's times) and score ties "
+            "are broken at random, as kube-scheduler does; simulate queues by the file's creationTimestamp and "
+            "breaks ties with --seed.") in text
+
 
 def test_a_missing_snapshot_is_one_line_and_status_1(tmp_path: pathlib.Path) -> None:
     result = subprocess.run(sandbox_command('missing.yaml'), cwd=tmp_path, env=environment(), capture_output=True,

@@ -28,20 +28,22 @@ def block_after(doc: str, first_line: str) -> list[str]:
     return body.splitlines()
 
 
-README_BLOCK = block_after("README.md", "export KUBECONFIG=kopfsched-sandbox.kubeconfig")
-SANDBOX_DOC_BLOCK = block_after("docs/sandbox.md", "kubectl --kubeconfig kopfsched-sandbox.kubeconfig get pods")
+README_BLOCK = block_after("README.md", "export KUBECONFIG=~/.kube/kopfsched-sandbox.kubeconfig")
+SANDBOX_DOC_BLOCK = block_after("docs/sandbox.md", "kubectl --kubeconfig ~/.kube/kopfsched-sandbox.kubeconfig get pods")
 
 
 @pytest.fixture
 def running_sandbox(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[pathlib.Path]:
     """`kopfsched sandbox` as the README runs it (a free metrics port, so parallel runs do not clash)."""
     monkeypatch.setenv('KUBECACHEDIR', str(tmp_path / 'kube-cache'))
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))  # the default kubeconfig goes to ~/.kube/
     (tmp_path / 'examples').symlink_to(ROOT / 'examples')
     process = subprocess.Popen(sandbox_command('--metrics-port', '0'), cwd=tmp_path, env=environment(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         read_until(process, 'Ctrl-C stops it.', timeout=90)
-        assert (tmp_path / 'kopfsched-sandbox.kubeconfig').is_file(), 'the default --kubeconfig-out'
+        assert (tmp_path / 'home' / '.kube' / 'kopfsched-sandbox.kubeconfig').is_file(), 'the default --kubeconfig-out'
+        assert not (tmp_path / 'kopfsched-sandbox.kubeconfig').exists(), 'nothing written where it was started'
         yield tmp_path
         process.send_signal(signal.SIGTERM)
         err = process.communicate(timeout=60)[1].decode(errors='replace')
@@ -61,7 +63,7 @@ def shell(cwd: pathlib.Path, script: str) -> subprocess.CompletedProcess[str]:
 
 
 def report_nodes(cwd: pathlib.Path) -> list[str]:
-    done = shell(cwd, 'kubectl --kubeconfig kopfsched-sandbox.kubeconfig get pods -n batch -o '
+    done = shell(cwd, 'kubectl --kubeconfig ~/.kube/kopfsched-sandbox.kubeconfig get pods -n batch -o '
                       '\'jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}{"\\n"}{end}\'')
     assert done.returncode == 0, done.stderr
     return sorted(line.split('=')[1] for line in done.stdout.splitlines() if line.startswith('report-'))

@@ -91,3 +91,30 @@ async def test_queue_depths_per_scheduler_name_and_the_pending_document():
     assert view.pending_pod(h.scheduler.pending, "default", "big")["filter"]["small"]["reasons"] == [
         "Insufficient cpu"]
     assert view.pending_pod(h.scheduler.pending, "default", "gated") is None  # never attempted
+
+
+async def test_the_dashboards_pending_list_has_gated_pods_with_the_api_servers_condition():
+    h = Harness([make_node("small", cpu="1")])
+    h.add_pods(make_pod("big", requests={"cpu": "2"}), make_pod("gated", scheduling_gates=["example.com/quota"]))
+    await h.settle()
+    summary = view.pending_summary(h.scheduler.pending, gated=h.scheduler.queue.gated_pods())
+    assert summary["total"] == 2
+    [big, gated] = summary["pods"]
+    assert big["name"] == "big"
+    assert (gated["name"], gated["result"], gated["message"], gated["gates"], gated["attempts"]) == (
+        "gated", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates", ["example.com/quota"], 0)
+    overview = await view.overview(h.scheduler, Activity(), h.scheduler.cache)
+    assert [p["name"] for p in overview["pending"]["pods"]] == ["big", "gated"]
+
+
+async def test_node_rows_name_their_taints_and_extended_resources():
+    cache = Cache()
+    cache.add_node(make_node("gpu", extended={"nvidia.com/gpu": "8"},
+                             taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                                     {"key": "spot", "effect": "PreferNoSchedule"}]))
+    cache.add_node(make_node("plain"))
+    cache.add_pod(make_pod("trainer", uid="trainer", node_name="gpu", requests={"nvidia.com/gpu": "2"}))
+    rows = {r["name"]: r for z in (await view.node_utilization(cache))["zones"] for r in z["rows"]}
+    assert rows["gpu"]["taints"] == ["dedicated=gpu:NoSchedule", "spot:PreferNoSchedule"]
+    assert rows["plain"]["taints"] == []
+    assert (rows["gpu"]["extended"], rows["plain"]["extended"]) == ({"nvidia.com/gpu": [2, 8]}, {})

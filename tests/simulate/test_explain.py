@@ -80,7 +80,8 @@ def test_bound_pod_is_explained_as_pending_without_its_own_usage() -> None:
 
 def test_preemption_candidates_with_victims_and_the_chosen_node() -> None:
     entry = run_file(EXAMPLES / "affinity-and-preemption.yaml", "default/payments-0")
-    assert entry["result"] == "Unschedulable"
+    # As simulate: bound after preempting, with its first attempt's FailedScheduling message.
+    assert (entry["result"], entry["node"]) == ("Scheduled", "node-b2")
     assert entry["message"] == "0/6 nodes are available: 6 Insufficient cpu."
     preemption = entry["preemption"]
     assert preemption["eligible"] is True
@@ -92,10 +93,52 @@ def test_preemption_candidates_with_victims_and_the_chosen_node() -> None:
     assert entry["nominatedNode"] == "node-b2" and entry["victims"] == ["default/batch-b2"]
 
 
-def run_file(path: Path, ref: str) -> dict[str, Any]:
+def run_file(path: Path, ref: str, **kwargs: Any) -> dict[str, Any]:
+    return explain_file(path, ref, **kwargs).entry
+
+
+def explain_file(path: Path, ref: str, **kwargs: Any) -> Explanation:
     from kopfsched.simulate.loader import load_files
 
-    return asyncio.run(explain_pod(load_files([str(path)]), ref)).entry
+    return asyncio.run(explain_pod(load_files([str(path)]), ref, **kwargs))
+
+
+SAME = ("result", "node", "nominatedNode", "victims", "message")
+
+
+@pytest.mark.parametrize("example", ["cluster.yaml", "affinity-and-preemption.yaml", "gang.yaml", "dra.yaml"])
+def test_explain_says_what_simulate_does_for_every_pod(example: str) -> None:
+    """One run: explain replays simulate up to the pod's first attempt, and its answer is
+    simulate's entry for the pod (inference-0's "1 Insufficient cpu", a preemptor's result)."""
+    from kopfsched.simulate.loader import load_files
+    from kopfsched.simulate.output import to_json
+    from kopfsched.simulate.runner import simulate
+
+    report = to_json(asyncio.run(simulate(load_files([str(EXAMPLES / example)]), seed=0)), explain=False)
+    for pod in report["pods"]:
+        entry = run_file(EXAMPLES / example, f"{pod['namespace']}/{pod['name']}")
+        assert {k: entry[k] for k in SAME} == {k: pod[k] for k in SAME}, pod["name"]
+        assert entry["mode"] == "simulate"
+        if entry["nominatedNode"]:
+            assert entry["preemption"]["chosen"] == entry["nominatedNode"]
+
+
+def test_the_quick_start_pod_has_simulates_message_and_as_given_does_not() -> None:
+    replayed = run_file(EXAMPLES / "cluster.yaml", "ml/inference-0")
+    assert replayed["message"].startswith("0/24 nodes are available: 1 Insufficient cpu, ")
+    as_given = run_file(EXAMPLES / "cluster.yaml", "ml/inference-0", as_given=True)
+    assert as_given["mode"] == "as-given"
+    assert as_given["message"].startswith("0/24 nodes are available: 1 node(s) were unschedulable, ")
+    assert to_table(as_given).splitlines()[1] == (
+        "Mode: as given: this pod alone against the input as it stands, nothing else")
+
+
+def test_as_given_preemptor_is_drawn_with_its_victim_and_chosen_is_the_nomination() -> None:
+    explanation = explain_file(EXAMPLES / "affinity-and-preemption.yaml", "default/payments-0", as_given=True)
+    entry = explanation.entry
+    assert entry["result"] == "Unschedulable" and entry["preemption"]["chosen"] == entry["nominatedNode"]
+    [node] = [n for n in explanation.view["nodes"] if n[0] == entry["nominatedNode"]]
+    assert entry["victims"][0] in node[8]  # the pods on it: the page shows the cluster the verdict was made on
 
 
 def _preemption_cluster(**preemptor: Any) -> list[dict[str, Any]]:

@@ -85,18 +85,68 @@ def test_explain_report_groups_grid_and_reasons(capsys, tmp_path: pathlib.Path) 
     path = render(capsys, tmp_path, "explain", "explain", "ml/inference-0", CLUSTER)
     with sync_page(width=1400, height=1000) as raw:
         page = Page(raw, path)
+        assert raw.inner_text("#explain-mode") == "Mode: " + entry["modeText"]
         raw.click('[data-pod="ml/inference-0"]')
         assert raw.inner_text("#pod-message") == entry["message"]
         assert page.reasons()[0] == "Insufficient nvidia.com/gpu (NodeResourcesFit) 17 nodes"
         groups = raw.locator("#groups .g").all_inner_texts()
+        # As simulate's run finds the cluster at the pod's first attempt: metrics-agent-0 is on arm-b1.
         assert [" ".join(g.split()) for g in groups] == [
             "17 Insufficient nvidia.com/gpu (NodeResourcesFit)",
-            "3 Insufficient memory; Insufficient nvidia.com/gpu (NodeResourcesFit)",
-            "3 node(s) had untolerated taint(s) (TaintToleration)", "1 node(s) were unschedulable (NodeUnschedulable)"]
-        raw.locator("#groups .g").nth(2).click()  # narrow the grid to the tainted nodes
+            "3 node(s) had untolerated taint(s) (TaintToleration)",
+            "2 Insufficient memory; Insufficient nvidia.com/gpu (NodeResourcesFit)",
+            "1 Insufficient cpu; Insufficient memory; Insufficient nvidia.com/gpu (NodeResourcesFit)",
+            "1 node(s) were unschedulable (NodeUnschedulable)"]
+        raw.click('#grid tr[data-node="gpu-b1"]')  # the GPUs the node offers, in its detail
+        assert "nvidia.com/gpu" in raw.inner_text("#detail")
+        assert raw.inner_text("#node-taints") == "Taints: dedicated=gpu:NoSchedule"
+        raw.locator("#groups .g").nth(1).click()  # narrow the grid to the tainted nodes
         assert raw.locator("#grid tbody tr").evaluate_all("rows => rows.map(r => r.dataset.node)") == \
             ["gpu-a1", "gpu-b1", "gpu-c1"]
         raw.screenshot(path=str(tmp_path / "explain.png"), full_page=True)
+        page.check_clean()
+
+
+def test_simulate_report_lists_placements_marks_nodes_and_colours_by_any_resource(capsys, tmp_path) -> None:
+    report = report_json(capsys, "simulate", CLUSTER)
+    path = render(capsys, tmp_path, "simulate-resources", "simulate", CLUSTER)
+    with sync_page(width=1400, height=1200) as raw:
+        page = Page(raw, path)
+        placed = [" ".join(t.split()) for t in raw.locator("#placements-list li").all_inner_texts()]
+        scheduled = [p for p in report["pods"] if p["result"] == "Scheduled"]
+        assert placed == [f"Scheduled {p['namespace']}/{p['name']} → {p['node']}" for p in scheduled]
+        # A pending message is there whole, not cut at "...untolerated t...".
+        [legacy] = [p for p in report["pods"] if p["name"] == "legacy-app-0"]
+        shown = raw.locator('#pending-list [data-pod="shop/legacy-app-0"] .m')
+        assert shown.inner_text() == legacy["message"]
+        assert shown.evaluate("m => m.scrollWidth <= m.clientWidth")
+        rows = {r.split()[0]: " ".join(r.split()) for r in raw.locator("#nodes-table tbody tr").all_inner_texts()}
+        assert rows["infra-c1"].startswith("infra-c1 cordoned ")
+        assert rows["gpu-a1"].startswith("gpu-a1 tainted dedicated=gpu:NoSchedule ")
+        assert not rows["general-a1"].startswith(("general-a1 tainted", "general-a1 cordoned"))
+        assert raw.locator("#nodes-table th").all_inner_texts()[-1] == "nvidia.com/gpu"
+        options = raw.locator("#colour-by option").evaluate_all("os => os.map(o => o.value)")
+        assert options == ["busiest", "cpu-memory", "cpu", "memory", "pods", "nvidia.com/gpu"]
+        raw.select_option("#colour-by", "nvidia.com/gpu")
+        assert "> 80% (nvidia.com/gpu)" in raw.inner_text(".legend")
+        # arm-a1, the first cell of the first zone, has no GPU: drawn as "does not offer it".
+        pixel = raw.locator("canvas.heat").first.evaluate(
+            "c => Array.from(c.getContext('2d').getImageData(5, 5, 1, 1).data)")
+        assert pixel[:3] == [0xf4, 0xf6, 0xf8]
+        raw.screenshot(path=str(tmp_path / "simulate-gpu.png"), full_page=True)
+        page.check_clean()
+
+
+def test_simulate_report_shows_the_preemptor_and_its_victim(capsys, tmp_path) -> None:
+    affinity = str(EXAMPLES / "affinity-and-preemption.yaml")
+    path = render(capsys, tmp_path, "preemption", "simulate", affinity)
+    with sync_page(width=1400, height=1000) as raw:
+        page = Page(raw, path)
+        raw.fill("#placements .search", "payments")  # the preemptor, and its victim with it
+        assert [" ".join(t.split()) for t in raw.locator("#placements-list li").all_inner_texts()] == [
+            "Scheduled default/payments-0 → node-b2 preempted default/batch-b2 after: "
+            "0/6 nodes are available: 6 Insufficient cpu.",
+            "Preempted default/batch-b2 preempted by default/payments-0 on node-b2"]
         page.check_clean()
 
 

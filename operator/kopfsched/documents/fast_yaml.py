@@ -70,6 +70,8 @@ def read(text: str, on_read: Callable[[int], None] | None,
     lines = "\n".join(set(text.split("\n")))
     if _UNSUPPORTED.search(lines) or not _same_scalars(lines, libyaml_values):
         return None
+    if on_read is not None and len(text) >= 1 << 22:
+        on_read(0)  # checked, nothing parsed yet (a small file is checked long before any progress line)
     items: FastItems = []
     index, pos = 0, 0
     last_wins = yaml_rs.DuplicateKeyPolicy.LastWins  # PyYAML's reading of a repeated key

@@ -31,10 +31,15 @@ class Progress:
         if now < self.next_line:
             return
         self.next_line = now + self.every
-        percent = f"{100 * done // total}% of " if total else ""
+        size = _megabytes(total or done)
+        # What has been parsed so far, never bytes merely buffered: the fast YAML path first
+        # checks the whole file (no document parsed yet), then parses it.
+        share = 100 * done / total if total else 0.0
+        what = (f"{share:.1f}% parsed" if share < 10 else f"{share:.0f}% parsed") if done else \
+            "checking it before parsing"
         # The fast YAML path hands its objects over at the end: no count before then.
-        objects = f"{self.objects} objects so far " if self.objects else ""
-        self._print(f"reading {source}: {percent}{_megabytes(total or done)}, {objects}({now - self.started:.0f}s)")
+        objects = f", {self.objects} objects so far" if self.objects else ""
+        self._print(f"reading {source} ({size}): {what}{objects} ({now - self.started:.0f}s)")
 
     def done(self, files: int) -> None:
         if self.printed:

@@ -32,6 +32,14 @@ def _apply_defaults(resource: ResourceDef, obj: Obj) -> None:
         spec.setdefault('schedulerName', 'default-scheduler')
         status = obj['status'] = dict(obj.get('status') or {})
         status.setdefault('phase', 'Pending')
+        conditions = list(status.get('conditions') or ())
+        if spec.get('schedulingGates') and not any(c.get('type') == 'PodScheduled' for c in conditions):
+            # The API server's applySchedulingGatedCondition (pkg/registry/core/pod/strategy.go).
+            conditions.append({'type': 'PodScheduled', 'status': 'False', 'lastProbeTime': None,
+                               'lastTransitionTime': datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ'),
+                               'reason': 'SchedulingGated',
+                               'message': 'Scheduling is blocked due to non-empty scheduling gates'})
+            status['conditions'] = conditions
 
 
 def _validate(resource: ResourceDef, obj: Obj) -> None:

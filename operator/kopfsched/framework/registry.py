@@ -128,6 +128,19 @@ class Registry:
                 merged.register_lazy(name, load) if name not in merged else merged._duplicate(name)
         return merged
 
+    def overridden_by(self, other: Registry) -> Registry:
+        """This registry with `other`'s plugins in place of those of the same name: a test's
+        working copy of a plugin wins over the installed package of the same plugin."""
+        merged = Registry()
+        merged.problems = list(self.problems)
+        for name, factory in self._factories.items():
+            if name not in other:
+                merged.register(factory)
+        for name, load in self._lazy.items():
+            if name not in other:
+                merged.register_lazy(name, load)
+        return merged.merged(other)
+
     @staticmethod
     def _duplicate(name: str) -> None:
         raise ValueError(f"a plugin named {name!r} is already registered")

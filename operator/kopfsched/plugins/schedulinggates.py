@@ -11,6 +11,11 @@ from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
 
+SCHEDULING_GATED = "SchedulingGated"
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+"""The PodScheduled=False condition the API server puts on a pod created with schedulingGates
+(pkg/registry/core/pod/strategy.go, applySchedulingGatedCondition): what a user sees on it."""
+
 
 class SchedulingGates:
     name = "SchedulingGates"

@@ -17,10 +17,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from kopfsched.cache.cache import Cache
+from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.types import NodeInfo
+from kopfsched.plugins.schedulinggates import SCHEDULING_GATED_MESSAGE
 from kopfsched.scheduler.activity import Activity
 from kopfsched.scheduler.pending import PendingPod, PendingPods
 from kopfsched.scheduler.scheduler import Scheduler
@@ -56,7 +59,16 @@ def _zone(node: NodeInfo) -> str:
 def _node_row(node: NodeInfo) -> dict[str, Any]:
     req, alloc = node.requested, node.allocatable
     return {"name": node.name, "cpu": [req.milli_cpu, alloc.milli_cpu], "memory": [req.memory, alloc.memory],
-            "pods": [len(node.pods), alloc.allowed_pod_number], "unschedulable": node.unschedulable}
+            "pods": [len(node.pods), alloc.allowed_pod_number], "unschedulable": node.unschedulable,
+            "taints": [_taint_text(t) for t in node.taints],
+            # Extended resources the node offers (nvidia.com/gpu, ...): [requested, allocatable].
+            "extended": {r: [req.get(r), amount] for r, amount in sorted(alloc.scalar.items()) if amount > 0}}
+
+
+def _taint_text(taint: dict[str, Any]) -> str:
+    """As kubectl describe node prints a taint: key=value:Effect."""
+    value = taint.get("value")
+    return f"{taint.get('key', '')}{'=' + value if value else ''}:{taint.get('effect', '')}"
 
 
 def _fraction(used: int, total: int) -> float:
@@ -140,14 +152,28 @@ async def pending_body(pending: PendingPods) -> bytes:
     return b'{"pods":[' + b",".join(parts) + b"]}"
 
 
-def pending_summary(pending: PendingPods, *, limit: int = PENDING_ON_PAGE) -> dict[str, Any]:
-    """The dashboard's pending list: the `limit` most recently attempted, and the totals."""
+def pending_summary(pending: PendingPods, *, limit: int = PENDING_ON_PAGE,
+                    gated: Iterable[QueuedPodInfo] = ()) -> dict[str, Any]:
+    """The dashboard's pending list: the `limit` most recently attempted, then gated pods
+    (never attempted: PodScheduled=False, reason SchedulingGated), and the totals."""
     latest: list[PendingPod] = []
     for entry in pending.latest():
         latest.append(entry)
         if len(latest) >= limit:
             break
-    return {"total": len(pending), "pods": [entry.to_json() for entry in latest]}
+    gated = list(gated)
+    pods = [entry.to_json() for entry in latest]
+    pods += [_gated_entry(qpi) for qpi in gated[:max(limit - len(pods), 0)]]
+    return {"total": len(pending) + len(gated), "pods": pods}
+
+
+def _gated_entry(qpi: QueuedPodInfo) -> dict[str, Any]:
+    pod = qpi.pod_info
+    gates = [g.get("name", "") for g in (pod.pod.get("spec") or {}).get("schedulingGates") or ()]
+    return {"namespace": pod.namespace, "name": pod.name, "schedulerName": pod.scheduler_name, "attempts": 0,
+            "lastAttempt": None, "message": SCHEDULING_GATED_MESSAGE if gates else "gated by a PreEnqueue plugin",
+            "reasons": {}, "result": "SchedulingGated", "gates": gates, "nodes": 0, "plugins": {},
+            "preemption": None, "detail": False}
 
 
 def pending_pod(pending: PendingPods, namespace: str, name: str) -> dict[str, Any] | None:
@@ -163,7 +189,8 @@ async def overview(scheduler: Scheduler, activity: Activity, cache: Cache) -> di
     depths = await queue_depths(scheduler)
     nodes = await node_utilization(cache)
     return {"profiles": served_profiles(scheduler), "queues": depths, "activity": activity.to_json(),
-            "pending": pending_summary(scheduler.pending), "nodes": nodes, "cache": cache.stats()}
+            "pending": pending_summary(scheduler.pending, gated=scheduler.queue.gated_pods()), "nodes": nodes,
+            "cache": cache.stats()}
 
 
 def _dumps(data: Any) -> bytes:

@@ -55,9 +55,15 @@ def _header(entry: dict[str, Any]) -> list[str]:
              + (f"  profile: {entry['profile']}" if entry["profile"] != entry["schedulerName"] else "")]
     if entry["note"]:
         lines += _wrap(f"Note: {entry['note']}.", "", "  ")
+    if entry.get("modeText"):
+        lines += _wrap(f"Mode: {entry['modeText']}.", "", "  ")
     result = entry["result"]
     counts = f"{entry['evaluatedNodes']} nodes evaluated, {entry['feasibleNodes']} feasible"
-    if result == "Scheduled":
+    if result == "Scheduled" and entry["victims"]:
+        lines += _wrap(f"Result: Scheduled on {entry['node']} after preempting {', '.join(entry['victims'])}; "
+                       "its first attempt failed with:", "", "  ")
+        lines += _wrap(entry["message"], "  ", "  ")
+    elif result == "Scheduled":
         lines.append(f"Result: fits; the scheduler would choose {entry['node']}")
     else:
         lines.append(f"Result: {result}")

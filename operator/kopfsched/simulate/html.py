@@ -39,14 +39,25 @@ def cluster_view(sim: Simulation, pods: list[dict[str, Any]]) -> dict[str, Any]:
     millicores, memory in bytes, pods; the pods on it) and the pods the run tried to place."""
     cache = sim.scheduler.cache
     nodes = []
+    extended: set[str] = set()
     for name in sorted(cache.node_names()):
         info = cache.get_node(name)
         assert info is not None  # node_names() lists the nodes get_node() has
         alloc, req = info.allocatable, info.requested
+        # Extended resources (nvidia.com/gpu, ...) the node offers: often what decides placement.
+        scalars = {r: [req.get(r), amount] for r, amount in sorted(alloc.scalar.items()) if amount > 0}
+        extended.update(scalars)
         nodes.append([name, info.labels.get(ZONE_LABEL, NO_ZONE),
                       req.get(CPU), alloc.get(CPU), req.get(MEMORY), alloc.get(MEMORY),
-                      len(info.pods), alloc.get(PODS), sorted(p.key for p in info.pods.values())])
-    return {"nodes": nodes, "pods": [_pod_view(p) for p in pods]}
+                      len(info.pods), alloc.get(PODS), sorted(p.key for p in info.pods.values()),
+                      [_taint_text(t) for t in info.taints], bool(info.unschedulable), scalars])
+    return {"nodes": nodes, "pods": [_pod_view(p) for p in pods], "resources": sorted(extended)}
+
+
+def _taint_text(taint: dict[str, Any]) -> str:
+    """As kubectl describe node prints a taint: key=value:Effect."""
+    value = taint.get("value")
+    return f"{taint.get('key', '')}{'=' + value if value else ''}:{taint.get('effect', '')}"
 
 
 def _pod_view(pod: dict[str, Any]) -> dict[str, Any]:
@@ -59,9 +70,22 @@ def _pod_view(pod: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def _victims(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Preemption victims (gone from the run's pods) as rows of their own, naming their preemptor."""
+    rows = []
+    for p in pods:
+        preemptor = f"{p['namespace']}/{p['name']}"
+        for victim in p.get("victims") or ():
+            rows.append({"key": victim, "result": "Preempted", "node": None, "scheduler": "", "reasons": [],
+                         "preemptor": preemptor,
+                         "message": f"preempted by {preemptor} on {p.get('nominatedNode') or p['node']}"})
+    return rows
+
+
 def simulate_html(sim: Simulation, report: dict[str, Any], *, title: str = "kopfsched simulate") -> str:
-    return page({"kind": "simulate", "title": title, "summary": report["summary"],
-                 "view": cluster_view(sim, report["pods"])})
+    view = cluster_view(sim, report["pods"])
+    view["pods"] += _victims(report["pods"])
+    return page({"kind": "simulate", "title": title, "summary": report["summary"], "view": view})
 
 
 def explain_html(explanation: Any, *, title: str = "") -> str:

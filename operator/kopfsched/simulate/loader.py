@@ -260,7 +260,15 @@ def _check_node(node: Obj) -> str | None:
     status = node.get("status")
     if status is not None and not isinstance(status, dict):
         return "status: must be an object"
-    return _check_quantities((status or {}).get("allocatable"), "status.allocatable")
+    for part in ("capacity", "allocatable"):
+        problem = _check_quantities((status or {}).get(part), f"status.{part}")
+        if problem:
+            return problem
+        for name, value in ((status or {}).get(part) or {}).items():
+            if quantity_value(name, value) < 0:
+                # The API server's ValidateNonnegativeQuantity, word for word.
+                return f'status.{part}.{name}: Invalid value: "{value}": must be greater than or equal to 0'
+    return None
 
 
 def _check_pod(pod: Obj) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 from kopfsched.framework.diagnosis import Diagnosis
 from kopfsched.framework.resources import CPU, PODS, Resource
 from kopfsched.framework.types import PodInfo
+from kopfsched.plugins.schedulinggates import SCHEDULING_GATED_MESSAGE
 from kopfsched.simulate.runner import Simulation
 
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
@@ -69,6 +70,9 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
                 entry["message"] = attempt.message or entry["message"]
             entry["nominatedNode"] = sim.log.nominated.get(key)
             entry["victims"] = list(sim.log.victims.get(key, ()))
+            if entry["result"] == "Scheduled" and entry["victims"] and key in sim.log.first_failures:
+                # What the pod showed in a cluster before it preempted: its FailedScheduling message.
+                entry["message"] = sim.log.first_failures[key].message
             if explain:
                 # A preemptor's later attempt only sees its nominated node; the first failed
                 # attempt says why it had to preempt.
@@ -82,6 +86,8 @@ def pod_results(sim: Simulation, *, explain: bool) -> list[dict[str, Any]]:
 
 
 def _gate_message(fwk, pod_info) -> str:
+    if (pod_info.pod.get("spec") or {}).get("schedulingGates"):
+        return SCHEDULING_GATED_MESSAGE  # what the pod shows in a cluster, whatever the plugin says
     if fwk is None:
         return ""
     status = fwk.run_pre_enqueue_plugins(pod_info)
@@ -138,7 +144,10 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _preempted(pod: dict[str, Any]) -> str:
-    return f"preempted {', '.join(pod['victims'])}" if pod["victims"] else ""
+    if not pod["victims"]:
+        return ""
+    first = f" after: {pod['message']}" if pod["message"] else ""
+    return f"preempted {', '.join(pod['victims'])}{first}"
 
 
 def to_table(report: dict[str, Any], *, explain: bool = False) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kopfsched.cache.cache import Cache
@@ -19,6 +20,7 @@ from kopfsched.config.field_checks import profile_conflicts
 from kopfsched.config.parse import parse_kube_scheduler_configuration, parse_scheduler_profile
 from kopfsched.config.types import DEFAULT_SCHEDULER_NAME, ProfileConfig
 from kopfsched.documents import problem_line
+from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.types import parse_time, pod_key
 from kopfsched.gcpolicy import long_lived
@@ -181,12 +183,13 @@ async def simulate(inputs: ClusterInput, *, registry: Registry | None = None, se
 
 
 async def drain(scheduler: Scheduler, clock: VirtualClock, *, budget: int, order: list[str] | None = None,
-                advance: bool = True) -> bool:
+                advance: bool = True,
+                before_attempt: Callable[[QueuedPodInfo], Awaitable[None]] | None = None) -> bool:
     """Schedule until nothing is active, backing off or waiting at Permit with a deadline,
     jumping the virtual clock to whatever comes first: a backoff ending or a Permit wait
     timing out (with `advance` False: until nothing is active now). True once settled;
     False when `budget` attempts ran out first. `order` receives each pod's key at its
-    first attempt."""
+    first attempt; `before_attempt` (explain) sees each popped pod before its cycle runs."""
     queue = scheduler.queue
     seen: set[str] = set()
     attempts = 0
@@ -197,6 +200,8 @@ async def drain(scheduler: Scheduler, clock: VirtualClock, *, budget: int, order
             if order is not None and qpi.key not in seen:
                 seen.add(qpi.key)
                 order.append(qpi.key)
+            if before_attempt is not None:
+                await before_attempt(qpi)
             await scheduler.schedule_one(qpi)  # suspends only for profiles with extenders
             await asyncio.sleep(0)
             continue

@@ -1,6 +1,7 @@
 "use strict";
 // kopfsched's HTML report: draws the JSON in #data. No network, no libraries.
-// Nodes: [name, zone, cpuReq, cpuAlloc, memReq, memAlloc, pods, podsAlloc, [pod keys]].
+// Nodes: [name, zone, cpuReq, cpuAlloc, memReq, memAlloc, pods, podsAlloc, [pod keys], [taints], cordoned,
+//         {extended resource: [requested, allocatable]}].
 (function () {
   const D = JSON.parse(document.getElementById("data").textContent);
   const PAGE = 25;
@@ -36,7 +37,31 @@
       el("div", {class: "track"}, el("div", {class: "fill", style: `width:${p.toFixed(1)}%;background:${utilColor(p || 0.1)}`})),
       el("span", {class: "num"}, el("b", {}, `${p.toFixed(0)}%`), ` ${fmt(used)} / ${fmt(total)}`));
   }
-  const nodeUtil = (n) => Math.max(pct(n[2], n[3]), pct(n[4], n[5]));
+  // What colours the cells: the busiest of every resource the node offers, or one picked.
+  const RESOURCES = ((D.view || D.after || {}).resources) || [];
+  let colourBy = RESOURCES.length ? "busiest" : "cpu-memory";
+  const ext = (n) => n[11] || {};
+  function resourcePct(n, r) {
+    if (r === "cpu") return pct(n[2], n[3]);
+    if (r === "memory") return pct(n[4], n[5]);
+    if (r === "pods") return pct(n[6], n[7]);
+    if (r === "cpu-memory") return Math.max(pct(n[2], n[3]), pct(n[4], n[5]));
+    if (r === "busiest") return Math.max(pct(n[2], n[3]), pct(n[4], n[5]), ...Object.values(ext(n)).map(([a, b]) => pct(a, b)));
+    const e = ext(n)[r];
+    return e ? pct(e[0], e[1]) : -1;  // the node does not offer it
+  }
+  const nodeUtil = (n) => resourcePct(n, colourBy);
+  const colourNames = () => ({"busiest": "the busiest of every resource", "cpu-memory": "max of CPU, memory", "cpu": "CPU", "memory": "memory", "pods": "pods"});
+  function colourPicker(redraw) {
+    const names = colourNames();
+    const sel = el("select", {id: "colour-by", onchange: () => { colourBy = sel.value; redraw(); }},
+      [...(RESOURCES.length ? ["busiest"] : []), "cpu-memory", "cpu", "memory", "pods", ...RESOURCES].map((r) =>
+        el("option", {value: r, selected: r === colourBy}, names[r] || r)));
+    return el("label", {class: "picker"}, "colour cells by ", sel);
+  }
+  const marked = (n) => (n[9] && n[9].length) || n[10];
+  const nodeFlags = (n) => [n[10] ? [" ", el("span", {class: "pill cordoned"}, "cordoned")] : null,
+    n[9] && n[9].length ? [" ", el("span", {class: "pill tainted", title: n[9].join("\n")}, "tainted " + n[9].join(", "))] : null];
   function chip(label, value, cls) { return el("span", {class: "chip " + (cls || "")}, el("b", {}, String(value)), label); }
 
   function header(chips) {
@@ -66,10 +91,12 @@
   }
   function showNode(n, extra) {
     detail.replaceChildren();
-    detail.appendChild(el("h2", {}, n[0], el("span", {class: "sub"}, n[1])));
+    detail.appendChild(el("h2", {}, n[0], el("span", {class: "sub"}, n[1]), ...nodeFlags(n)));
     detail.appendChild(bar("CPU", n[2], n[3], cores));
     detail.appendChild(bar("Memory", n[4], n[5], gib));
     detail.appendChild(bar("Pods", n[6], n[7], String));
+    for (const [r, [used, total]] of Object.entries(ext(n))) detail.appendChild(bar(r, used, total, String));
+    if (n[9] && n[9].length) detail.appendChild(el("div", {class: "muted", id: "node-taints"}, "Taints: " + n[9].join(", ")));
     if (extra) detail.appendChild(extra);
     const pods = n[8] || [];
     detail.appendChild(el("div", {class: "muted", style: "margin-top:8px"}, pods.length ? `${pods.length} pod(s) on this node` : "No pods on this node"));
@@ -95,7 +122,7 @@
       el("div", {class: "legend"}, ...legendFor(colorOf), markLabel ? el("span", {}, el("i", {style: "background:#fff;border:2px solid #1d2733;width:8px;height:8px"}), markLabel) : null));
   }
   function legendFor(colorOf) {
-    const items = colorOf.legend || [["#e4e9ef", "empty"], [utilColor(30), "< 50%"], [utilColor(65), "50–80%"], [utilColor(95), "> 80% (max of CPU, memory)"]];
+    const items = colorOf.legend || [["#e4e9ef", "empty"], [utilColor(30), "< 50%"], [utilColor(65), "50–80%"], [utilColor(95), `> 80% (${colourNames()[colourBy] || colourBy})`], ["#f4f6f8", "does not offer it"]];
     return items.map(([c, t]) => el("span", {}, el("i", {style: "background:" + c}), t));
   }
   function heatmap(nodes, colorOf, onNode, mark) {
@@ -114,7 +141,9 @@
     c.addEventListener("mousemove", (ev) => {
       const n = at(ev);
       if (!n) { tip.style.display = "none"; return; }
-      tip.textContent = `${n[0]} · CPU ${pct(n[2], n[3]).toFixed(0)}% · memory ${pct(n[4], n[5]).toFixed(0)}% · ${n[6]} pods` + (colorOf.label ? " · " + colorOf.label(n) : "");
+      tip.textContent = `${n[0]} · CPU ${pct(n[2], n[3]).toFixed(0)}% · memory ${pct(n[4], n[5]).toFixed(0)}% · ${n[6]} pods` +
+        Object.entries(ext(n)).map(([r, [a, b]]) => ` · ${r} ${a}/${b}`).join("") + (n[10] ? " · cordoned" : "") +
+        (n[9] && n[9].length ? " · tainted " + n[9].join(", ") : "") + (colorOf.label ? " · " + colorOf.label(n) : "");
       tip.style.display = "block"; tip.style.left = ev.clientX + 14 + "px"; tip.style.top = ev.clientY + 12 + "px";
     });
     c.addEventListener("mouseleave", () => (tip.style.display = "none"));
@@ -155,7 +184,7 @@
       match: (p, q) => (p.key + " " + p.message).toLowerCase().includes(q),
       render: (p) => { const li = el("li", {"data-pod": p.key, onclick: () => { selectIn(ul, li); showPod(p); }},
         el("div", {}, el("span", {class: "badge " + p.result}, p.result), " ", el("span", {class: "k"}, p.key)),
-        el("div", {class: "m"}, p.message || "")); return li; }});
+        el("div", {class: "m full"}, p.message || "")); return li; }});
     return el("div", {class: "card", id: "pending"}, el("h2", {}, title || "Pending pods", el("span", {class: "sub"}, `${pending.length}`)),
       pending.length ? [el("div", {class: "toolbar"}, list.search), ul, list.pager] : el("div", {class: "muted"}, "Every pod was placed."));
   }
@@ -164,25 +193,44 @@
     const list = pagedList({items: view.nodes, container: tbody, placeholder: "filter nodes…",
       match: (n, q) => (n[0] + " " + n[1]).toLowerCase().includes(q),
       render: (n) => { const tr = el("tr", {class: "click", onclick: () => { selectIn(tbody, tr); showNode(n); }},
-        el("td", {class: "mono"}, n[0]), el("td", {}, n[1]),
-        el("td", {}, bar("", n[2], n[3], cores)), el("td", {}, bar("", n[4], n[5], gib)), el("td", {class: "mono"}, `${n[6]}/${n[7]}`)); return tr; }});
+        el("td", {class: "mono"}, n[0], ...nodeFlags(n)), el("td", {}, n[1]),
+        el("td", {}, bar("", n[2], n[3], cores)), el("td", {}, bar("", n[4], n[5], gib)), el("td", {class: "mono"}, `${n[6]}/${n[7]}`),
+        ...(view.resources || []).map((r) => el("td", {class: "mono"}, ext(n)[r] ? `${ext(n)[r][0]}/${ext(n)[r][1]}` : "–"))); return tr; }});
     return el("div", {class: "card"}, el("h2", {}, title || "Nodes", el("span", {class: "sub"}, "requested / allocatable")),
       el("div", {class: "toolbar"}, list.search),
-      el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "node"), el("th", {}, "zone"), el("th", {}, "CPU"), el("th", {}, "memory"), el("th", {}, "pods"))), tbody),
+      el("table", {id: "nodes-table"}, el("thead", {}, el("tr", {}, el("th", {}, "node"), el("th", {}, "zone"), el("th", {}, "CPU"), el("th", {}, "memory"), el("th", {}, "pods"),
+        ...(view.resources || []).map((r) => el("th", {}, r)))), tbody),
       list.pager);
   }
   const podsByKey = (view) => new Map(view.pods.map((p) => [p.key, p]));
   const nodeByName = (view) => new Map(view.nodes.map((n) => [n[0], n]));
-  const colorUtil = (n) => utilColor(nodeUtil(n));
+  const colorUtil = (n) => { const p = nodeUtil(n); return p < 0 ? "#f4f6f8" : utilColor(p); };
 
   // ---- simulate ------------------------------------------------------------------------------------
+  function placementsCard(pods) {
+    // Where each pod landed, and what preemption did: no clicking node by node.
+    const placed = pods.filter((p) => p.result === "Scheduled" || p.result === "Preempted");
+    const ul = el("ul", {class: "list", id: "placements-list"});
+    const list = pagedList({items: placed, container: ul, placeholder: "filter by pod or node…",
+      match: (p, q) => `${p.key} ${p.node || ""} ${p.preemptor || ""}`.toLowerCase().includes(q),
+      render: (p) => { const li = el("li", {"data-pod": p.key, onclick: () => { selectIn(ul, li); showPod(p); }},
+        el("div", {}, el("span", {class: "badge " + p.result}, p.result), " ", el("span", {class: "k"}, p.key),
+          p.node ? [" → ", el("span", {class: "mono"}, p.node)] : null),
+        p.victims && p.victims.length ? el("div", {class: "m full"}, `preempted ${p.victims.join(", ")}` + (p.message ? ` after: ${p.message}` : "")) : null,
+        p.preemptor ? el("div", {class: "m full"}, p.message) : null); return li; }});
+    return el("div", {class: "card", id: "placements"}, el("h2", {}, "Where each pod landed", el("span", {class: "sub"}, `${placed.length}`)),
+      placed.length ? [el("div", {class: "toolbar"}, list.search), ul, list.pager] : el("div", {class: "muted"}, "No pod was placed."));
+  }
   function simulatePage() {
     const s = D.summary, v = D.view;
+    app.replaceChildren();
     app.appendChild(header([chip("nodes", v.nodes.length), chip("scheduled", s.scheduled, "ok"),
       chip("unschedulable", s.unschedulable, s.unschedulable ? "bad" : ""), chip("preempted", s.preempted, s.preempted ? "warn" : "")]));
+    const cluster = zonesCard("Cluster", v, colorUtil, (n) => showNode(n), marked, "tainted or cordoned");
+    cluster.querySelector("h2").appendChild(colourPicker(simulatePage));
     app.appendChild(el("main", {class: "layout"},
-      el("section", {}, zonesCard("Cluster", v, colorUtil, (n) => showNode(n)), nodesTable(v)),
-      el("aside", {}, detail, pendingCard(v.pods))));
+      el("section", {}, cluster, nodesTable(v), placementsCard(v.pods)),
+      el("aside", {}, detail, pendingCard(v.pods.filter((p) => p.result !== "Preempted")))));
   }
 
   // ---- explain -------------------------------------------------------------------------------------
@@ -204,6 +252,7 @@
       el("div", {}, el("div", {class: "muted"}, "Pod"), el("div", {class: "big mono"}, key)),
       el("div", {}, el("div", {class: "muted"}, "Result"), el("span", {class: "badge " + e.result}, e.result)),
       e.node ? el("div", {}, el("div", {class: "muted"}, "Would be placed on"), el("div", {class: "big mono"}, e.node)) : null),
+      e.modeText ? el("div", {class: "note", id: "explain-mode"}, "Mode: " + e.modeText) : null,
       e.note ? el("div", {class: "note"}, e.note) : null,
       e.message ? el("div", {class: "msg"}, e.message) : null);
     app.appendChild(el("main", {class: "layout"},
