@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import aiohttp
-from tests.kubeenv.control_plane import ControlPlane, Options
 
 from kopfsched.testing import make_node, make_pod
+from tests.kubeenv.control_plane import ControlPlane, Options
 
 ROOT = pathlib.Path(__file__).parents[1]
 CREATORS = 30

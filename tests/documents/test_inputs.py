@@ -129,7 +129,7 @@ def padded_to(size: int) -> bytes:
 @pytest.mark.parametrize("source", ["file", "stdin"])
 def test_the_input_limit_is_inclusive(tmp_path, capsys, monkeypatch, source, size, refused):
     """An input of exactly MAX_INPUT_BYTES is read; one byte more is refused."""
-    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(paths, "MAX_INPUT_BYTES", 1000)
     data = padded_to(size)
     assert len(data) == size
     if source == "file":
@@ -299,7 +299,7 @@ class SlowStart:
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-yaml", "libyaml"])
 def test_the_first_progress_line_says_what_is_happening(tmp_path, monkeypatch, fast):
     """Never "0% of 21 MB" after seconds of work: either the check before parsing, or how much is parsed."""
-    from kopfsched import fast_yaml
+    from kopfsched.documents import fast_yaml
 
     if not fast:
         monkeypatch.setattr(fast_yaml, "available", lambda: False)
