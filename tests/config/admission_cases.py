@@ -35,7 +35,7 @@ BINDER = {"urlPrefix": "http://extender.example:8888", "bindVerb": "bind"}
 REFUSED = [
     Refused("two-queue-sorts-listed", {"plugins": {"queueSort": {**enabled("PrioritySort", "QOSSort"),
                                                                  "disabled": [{"name": "*"}]}}},
-            "spec.plugins.queueSort.enabled", "Too many: 2: must have at most 1 items"),
+            "spec.plugins.queueSort.enabled", "Too many: 2: must have at most 1 item"),
     Refused("a-queue-sort-beside-the-default", {"plugins": {"queueSort": enabled("QOSSort")}},
             "spec.plugins.queueSort", QUEUE_SORT_MESSAGE, cel=True),
     Refused("a-queue-sort-beside-the-re-enabled-default",
