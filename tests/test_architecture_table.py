@@ -1,4 +1,4 @@
-"""The README's architecture table names the rooms as they are: every module it names exists
+"""docs/architecture.md's table names the rooms as they are: every module it names exists
 in that part's folder, and the parts that list their modules list every one of them."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ LISTS_EVERY_MODULE = ("framework", "queue", "cache", "scheduler", "config", "kub
 
 
 def table_rows() -> dict[str, str]:
-    """part → its row of the README's architecture table."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    """part → its row of docs/architecture.md's table of rooms."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## The rooms", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

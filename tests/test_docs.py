@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("examples/**/*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")),
+        *sorted(ROOT.glob("examples/**/*.md"))]
 
 
 def tracked_text_files() -> list[Path]:
@@ -44,14 +45,19 @@ def test_relative_links_resolve(doc: Path) -> None:
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PROGRAMS = ("kopfsched", "kubectl", "pip", "python", "docker", "curl", "export", "PYTHONPATH=", "cd")
-OFFLINE = ("simulate", "explain", "validate")
+OFFLINE = ("simulate", "explain", "validate", "plan")
 """kopfsched subcommands that need no cluster: their commands in the docs are run here."""
 
 ELSEWHERE = {
     # a command (regex, whole command) → the test that runs it, as "file::test"
     r"pip install (-e )?(\.|'\.\[test\]')": "tests/outoftree/test_writing_plugins_guide.py::"
                                              "test_a_reader_installs_the_plugin_and_uses_it",
-    r"python -m pytest|pytest": "tests/test_docs.py::test_every_documented_command_is_run_somewhere",
+    r"python -m pytest( [\w/.:-]+)*|pytest": "tests/test_docs.py::test_every_documented_command_is_run_somewhere",
+    r"kopfsched bench .*": "tests/test_cli.py::test_bench_json",
+    r"(PYTHONPATH=operator )?python -m tests\.perf\.preemption_outcomes .*":
+        "tests/scheduler/test_preemption_bench_outcomes.py::test_preemption_bench_outcomes_unchanged",
+    r"python -m tests\.e2e\.e2e_throughput .*":
+        "tests/e2e/test_throughput_scripts.py::test_the_script_reports_the_operators_ratio_next_to_the_ceiling",
     r"kopfsched sandbox|export KUBECONFIG=kopfsched-sandbox\.kubeconfig|"
     r"kubectl (--kubeconfig kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
         "tests/e2e/test_sandbox_docs.py::test_the_readme_and_sandbox_doc_commands_run_as_shown",
@@ -69,6 +75,9 @@ ELSEWHERE = {
     r"pip install (-e )?\./examples/qos-sort-plugin|cd examples/qos-sort-plugin|"
     r"kopfsched (validate|simulate) examples/qos-sort-plugin/.*":
         "tests/outoftree/test_qos_sort_example.py::test_simulate_orders_equal_priority_pods_by_qos",
+    r"kopfsched plan examples/cluster\.yaml --node-template examples/node-templates\.yaml --apply-to planned\.yaml|"
+    r"kopfsched (simulate|explain ml/train-giant-0) planned\.yaml":
+        "tests/simulate/test_plan.py::test_apply_to_as_documented",
     r"kopfsched (validate tiered\.yaml|simulate snapshot\.yaml --profile tiered\.yaml --explain)":
         "tests/outoftree/test_writing_plugins_guide.py::test_a_reader_installs_the_plugin_and_uses_it",
 }
@@ -126,6 +135,55 @@ def test_every_documented_command_is_run_somewhere() -> None:
     for test in set(ELSEWHERE.values()):
         path, name = test.split("::")
         assert re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.MULTILINE), test
+
+
+def test_every_documented_kopfsched_command_parses() -> None:
+    """A command the docs show but no test here runs (`kopfsched bench ...`, `sandbox`, ...) at
+    least takes the subcommand and flags it is shown with."""
+    from kopfsched.cli import _parser
+
+    parser, wrong = _parser(), []
+    for where, command, _ in documented_commands():
+        if command.startswith("kopfsched ") and not is_synopsis(command):
+            try:
+                parser.parse_args(shlex.split(command)[1:])
+            except SystemExit:
+                wrong.append(f"{where}: {command}")
+    assert wrong == []
+
+
+def test_every_script_the_docs_name_exists() -> None:
+    """`python -m tests.x.y` in a code block or the prose names a module that is there (the
+    benchmark scripts are named in docs/performance.md and CONTRIBUTING.md)."""
+    named = {(doc.name, module) for doc in DOCS
+             for module in re.findall(r"python -m (tests(?:\.\w+)+)", doc.read_text())}
+    assert named
+    missing = [(doc, module) for doc, module in sorted(named)
+               if not (ROOT / (module.replace(".", "/") + ".py")).is_file()]
+    assert missing == []
+
+
+def test_the_pre_commit_hooks_are_the_documented_local_checks() -> None:
+    """.pre-commit-config.yaml runs CONTRIBUTING.md's lint block and the documentation tests,
+    every hook local with the environment's tools (nothing fetched when they run)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]
+    hooks = config["repos"][0]["hooks"]
+    assert {hook["language"] for hook in hooks} == {"system"}
+    entries = [hook["entry"] for hook in hooks]
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    [lint] = [body for lang, body in FENCE.findall(contributing) if body.startswith("ruff check")]
+    lint_commands = [line.split(" #", 1)[0].strip() for line in lint.splitlines()]
+    assert lint_commands == ["ruff check operator tests", "lint-imports", "mypy"]
+    assert entries[:3] == ["ruff check", "lint-imports", "mypy"]  # ruff is handed the changed files
+    for entry in entries[3:]:
+        argv = entry.split()
+        assert argv[:3] == ["python", "-m", "pytest"], entry
+        assert all((ROOT / arg).is_file() for arg in argv if arg.startswith("tests/")), entry
+    assert {"tests/test_docs.py", "tests/test_architecture_table.py"} <= {
+        arg for entry in entries for arg in entry.split() if arg.startswith("tests/")}
 
 
 def test_every_synopsis_names_real_flags() -> None:
@@ -260,12 +318,10 @@ EXAMPLE_LINES = {
 
 
 def shown_problem_lines() -> list[str]:
-    """The example lines of docs/cli.md's blocks and the README's inline example."""
+    """The example lines of docs/cli.md's blocks (the one page that shows them)."""
     text = (ROOT / "docs" / "cli.md").read_text()
-    lines = [line for lang, body in FENCE.findall(text) if lang == "" for line in body.splitlines()
-             if re.match(r"[\w.-]+: |warning: ", line) and not line.startswith("FILE: ")]
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    return lines + re.findall(r"the field \(`([^`]+)`\)", readme)
+    return [line for lang, body in FENCE.findall(text) if lang == "" for line in body.splitlines()
+            if re.match(r"[\w.-]+: |warning: ", line) and not line.startswith("FILE: ")]
 
 
 def test_every_problem_line_shown_has_its_input_here() -> None:

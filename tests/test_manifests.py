@@ -297,14 +297,14 @@ def test_resources_have_requests_and_limits():
 
 
 def test_memory_is_sized_from_the_measured_rss():
-    """The README's measured RSS (tests/e2e/rss_benchmark.py) fits: 500 nodes and 5000 pods in
-    the request, 5000 nodes and 50 000 pods in the limit; the manifest names both figures."""
+    """docs/performance.md's measured RSS (tests/e2e/rss_benchmark.py) fits: 500 nodes and 5000
+    pods in the request, 5000 nodes and 50 000 pods in the limit; the manifest names both figures."""
     from kopfsched.framework.quantity import int_value
 
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    small = re.search(r"RSS (\d+) MiB with 500 nodes and 5000 pods in the cache", readme)
-    large = re.search(r"(\d+) MiB with 5000 nodes and 50 000 pods", readme)
-    assert small and large, "the README states the measurements the manifest is sized from"
+    performance = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    small = re.search(r"RSS (\d+) MiB with 500 nodes and 5000 pods in the cache", performance)
+    large = re.search(r"(\d+) MiB with 5000 nodes and 50 000 pods", performance)
+    assert small and large, "docs/performance.md states the measurements the manifest is sized from"
     small_rss, large_rss = int(small.group(1)) * 2**20, int(large.group(1)) * 2**20
     resources = container()["resources"]
     assert small_rss <= int_value(resources["requests"]["memory"]) <= 2 * small_rss

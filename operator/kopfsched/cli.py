@@ -146,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
                                "(default: off)")
 
     _explain_parser(sub)
+    _plan_parser(sub)
 
     snapshot = sub.add_parser("snapshot", help="copy what the scheduler reads from a live cluster, as simulate input",
                               description="Copy what the scheduler reads from a live cluster (read-only, paged LISTs) "
@@ -567,6 +568,70 @@ COMMANDS = {"run": cmd_run, "sandbox": cmd_sandbox, "simulate": cmd_simulate, "e
             "snapshot": cmd_snapshot, "bench": cmd_bench, "validate": cmd_validate}
 
 
+# -- plan ------------------------------------------------------------------------------------
+
+def _plan_parser(sub) -> None:
+    plan = sub.add_parser("plan", help="the nodes to add so pending pods fit, and the nodes that could go",
+                          description="Find the fewest (or, with prices, the cheapest) nodes made from node "
+                                      "templates with which the pending pods fit, and the existing nodes whose pods "
+                                      "could all move elsewhere, with the real scheduling cycle. See docs/plan.md.")
+    plan.add_argument("files", nargs="+", metavar="FILE", help=INPUT_HELP)
+    plan.add_argument("--node-template", action="append", default=[], metavar="F",
+                      help="file of Node objects used as node templates (their ResourceSlices beside them), "
+                           "repeatable; kopfsched.dev/price and kopfsched.dev/max-count annotations optional "
+                           "(default: none; at least one is required)")
+    plan.add_argument("-o", "--output", choices=("table", "json", "html"), default="table",
+                      help="output format (default: table)")
+    plan.add_argument("--apply-to", metavar="F",
+                      help="also write the snapshot with the planned nodes added and the removable nodes gone to F, "
+                           "for simulate and explain (default: none)")
+    plan.add_argument("--seed", type=int, default=0, metavar="N",
+                      help="seed for breaking score ties (default: 0)")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from kopfsched.simulate import plan as planning
+    from kopfsched.simulate.plan_output import plan_html, to_table
+
+    if args.apply_to:
+        problem = _unwritable(args.apply_to)
+        if problem:
+            print(problem, file=sys.stderr)
+            return EXIT_INVALID
+    if not args.node_template:
+        print("no node templates: give --node-template F (a file of Node objects)", file=sys.stderr)
+        return EXIT_INVALID
+    templates, problems = planning.load_templates(list(args.node_template))
+    inputs = _read_input(list(args.files), None)
+    problems = [*inputs.problems, *problems]
+    if not inputs.problems and not inputs.nodes and not inputs.pods and not inputs.workloads:
+        where = ", ".join("<stdin>" if f == "-" else f for f in args.files)
+        problems.append(f"{where}: nothing to plan: no Nodes, Pods or workloads in it")
+    if problems:
+        _print_problems(inputs.warnings)
+        _print_problems(problems)
+        return EXIT_INVALID
+    result = asyncio.run(planning.plan(inputs, templates, registry=_plugin_registry(), seed=args.seed))
+    if args.apply_to:
+        try:
+            with open(args.apply_to, "w", encoding="utf-8") as out:
+                planning.write_objects(result.apply_objects, out)
+        except OSError as exc:
+            print(f"{args.apply_to}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INVALID
+    if args.output == "json":
+        print(json.dumps(result.report, indent=2))
+    elif args.output == "html":
+        sys.stdout.write(plan_html(result))
+    else:
+        sys.stdout.write(to_table(result.report))
+    _print_problems(inputs.warnings)
+    return EXIT_OK
+
+
+COMMANDS["plan"] = cmd_plan
+
+
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     """A subcommand's parser, so its usage errors read `kopfsched NAME: error: ...` as argparse's own."""
     [choices] = [a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -587,7 +652,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kopfsched import features
 
         features.set_gates(args.feature_gates)
-    inputs = [path for option in ("files", "profile", "compare", "config")
+    inputs = [path for option in ("files", "profile", "compare", "config", "node_template")
               for value in [getattr(args, option, None) or ()]
               for path in ([value] if isinstance(value, str) else value)]
     if inputs.count("-") > 1:  # one stream: a second reader would find it empty

@@ -11,9 +11,9 @@ document (1-based; `item N` for a List's items) and, when there is one, the obje
 `problem_line` formats it, and what can still be read is read.
 
 Speed: JSON goes through orjson when it is installed; YAML through libyaml's parser
-(`yaml.CParser`, PyYAML's C extension) with our own resolver and constructor, three
-times faster than `yaml.CSafeLoader` on a cluster export (most of CSafeLoader's time is its
-generic Python constructor). Safety: a document whose aliases expand to more than
+(`yaml.CParser`, PyYAML's C extension) with our own resolver and constructor, faster than
+`yaml.CSafeLoader` on a cluster export (most of CSafeLoader's time is its generic Python
+constructor; docs/performance.md has the figures). Safety: a document whose aliases expand to more than
 `MAX_ALIAS_VALUES` values is refused (a "billion laughs" bomb), input nested deeper than
 libyaml's C stack survives goes to the pure-Python parser (which stops cleanly), inputs
 over `MAX_INPUT_BYTES` are refused, and binary data is recognised before it is parsed.
@@ -87,13 +87,13 @@ FREEZE_ABOVE = 200_000
 @contextlib.contextmanager
 def long_lived() -> Iterator[None]:
     """No cyclic garbage collection while a large input is read or built into a cluster: every
-    object made then lives on, and on 150 000 pods the collector's passes over them were a
-    tenth of the load. Collection resumes (if it was on) afterwards.
+    object made then lives on, so the collector's passes over them are work for nothing.
+    Collection resumes (if it was on) afterwards.
 
     When the block left more than `FREEZE_ABOVE` new objects behind, they are moved out of
     the collector's generations (gc.freeze), as the operator does after its initial listing:
     otherwise the first collections after the block traverse them all again (three passes
-    over the 5 million objects of 150 000 pods: 3 s of CPU, a sixth of the whole run). They
+    over every object of the input). They
     are still freed by reference counting; only cycles among them stay uncollected."""
     enabled = gc.isenabled()
     gc.disable()

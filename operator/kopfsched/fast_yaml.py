@@ -1,8 +1,8 @@
 """A fast path for reading large YAML inputs, with the same result as libyaml's.
 
 libyaml's parser (PyYAML's C extension) still makes a Python node object per value and our
-converter walks them: about 19 s of CPU for a 52 MB export of 150 000 pods. `yaml_rs` (a
-Rust YAML parser) builds the objects directly, four to five times faster, but reads YAML 1.2
+converter walks them: most of the time a large export takes. `yaml_rs` (a Rust YAML
+parser) builds the objects directly, several times faster (docs/performance.md), but reads YAML 1.2
 where PyYAML and Kubernetes' own decoder read YAML 1.1: `yes`, `on`, `010`, `1_000`, `1:30`,
 `0b1` and `1e3` differ. So the fast path is taken only when it gives exactly what the
 libyaml path gives, and `read` returns None (the caller takes the libyaml path) otherwise:

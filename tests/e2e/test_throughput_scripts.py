@@ -1,5 +1,5 @@
-"""The end-to-end throughput script and its ideal scheduler run, small, as the README shows them
-(their figures are measured by hand: nothing here times anything)."""
+"""The end-to-end throughput script and its ideal scheduler run, small, as docs/performance.md and
+CONTRIBUTING.md show them (their figures are measured by hand: nothing here times anything)."""
 from __future__ import annotations
 
 import json

@@ -13,7 +13,7 @@ bench's order is the same: every preemptor's first attempt sorts before every re
 queue timestamp is later; `--real-time` records the bench's own run to show it.)
 `--profile FILE` writes a cProfile of the scheduling part alone. `--feature-gates` as the CLI's
 (e.g. `SchedulerPopFromBackoffQ=false` for the queue's classic timing; on PreemptionBasic both
-record the same attempts, see README's Performance section).
+record the same attempts). CONTRIBUTING.md says when and how to use it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """A lean HTTP/1.1 client for the scheduler's own requests to the API server.
 
 Keep-alive connections to one server, one request at a time on each, at most `limit` at
-once (the ApiClient's connection_pool_maxsize). aiohttp's ClientSession spent about 300 µs of
-the scheduling loop's CPU per request (request and response objects, tracing hooks, the cookie
-jar, timers, URL objects); with two requests per bound pod (the bind and its Event) that was
-about a quarter of the loop's work. This client writes the request in one go and parses
-the answer in one Protocol: about 100 µs per request, measured the same way.
+once (the ApiClient's connection_pool_maxsize). aiohttp's ClientSession spent more of the
+scheduling loop's CPU on a request than the scheduler's own work on it (request and response
+objects, tracing hooks, the cookie jar, timers, URL objects), and every bound pod makes two (the
+bind and its Event). This client writes the request in one go and parses the answer in one
+Protocol, for a fraction of that (docs/performance.md has the figures).
 
 What it speaks: HTTP/1.1 with Content-Length or chunked answers (or an answer that ends with
 the connection), plain or TLS. No proxies, no redirects, no compression (none is asked for):

@@ -14,7 +14,7 @@ order). So:
 - the SchedulerProfile kind listed empty seeds the default profile.
 
 Measured against the operator's own paged LIST of every kind before kopf's (the previous design),
-with 5000 nodes and 55 000 pods: one LIST per kind instead of two (README, Performance). The other
+with 5000 nodes and 55 000 pods: one LIST per kind instead of two (docs/performance.md). The other
 design the issue named, the operator listing and kopf watching from that resourceVersion, would have
 meant reimplementing kopf's list half (paging, selectors, retries) beside it; kopf's listing-done
 mark (`Bookmark.LISTED`) in the stream we already wrap gives the same signal for free.

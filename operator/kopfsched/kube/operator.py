@@ -355,11 +355,10 @@ class Operator:
 
 
 def freeze_the_listed_heap() -> None:
-    """Move what the initial listing built (every node and pod: with 55 000 pods, over half a
-    million objects the cyclic GC tracks) out of the collector's generations (gc.freeze). Those
-    objects live about as long as the process, and each full collection traversed them all
-    again: 1.3 s for the cache of 5000 nodes and 55 000 pods alone, a pause of the scheduling
-    loop each time the heap had grown by a quarter. Young garbage is collected first; cycles
+    """Move what the initial listing built (every node and pod, each many objects the cyclic GC
+    tracks) out of the collector's generations (gc.freeze). Those objects live about as long as
+    the process, and each full collection traversed them all again: a pause of the scheduling
+    loop (docs/performance.md) each time the heap had grown by a quarter. Young garbage is collected first; cycles
     that became garbage in the oldest generation before this point stay (once, bounded).
     Frozen objects are still freed by reference counting when the cache drops them."""
     started = time.monotonic()

@@ -7,7 +7,7 @@ one function. For the resources of a `WatchSink` (every kind the scheduler watch
 each listed object and watch event to the sink and gives kopf only the end-of-listing mark: kopf still
 discovers the resources, lists and watches them, follows resourceVersions, reconnects and retries its
 requests, but its per-object machinery (a queue and a worker task per object, cause detection, handler
-invocation: about 1 ms per event, more than the scheduler's own work per pod) never runs for them.
+invocation, costing more per event than the scheduler's own work per pod) never runs for them.
 The sink also learns where each listing starts and ends (`listing`, `listed`): that is the informer's
 "synced" signal and the relist reconcile, so no kind is listed twice at start-up, nor after a relist.
 Which of our resources the API serves comes from kopf's own discovery (`served`, from its first
@@ -28,10 +28,10 @@ as client-go's pager does (FullListIfExpired). The wrapper applies only to opera
 are `KopfschedSettings` with a `WatchHealth`; any other kopf in the process keeps kopf's behaviour.
 
 **Decoding.** kopf's stream decodes each watch line with the standard library's `json.loads`:
-two thirds of kopf's thread's CPU while pods are bound (a real API server sends every object with
-its managedFields), and aiohttp's `json()` decodes kopf's LIST pages with it too (2.5 s of kopf's
-thread for 55 000 listed pods). `install()` gives kopf's HTTP module orjson's `loads` for both,
-which reads the same JSON into the same dicts two to three times faster; what orjson refuses (NaN, a lone
+most of kopf's thread's CPU while pods are bound (a real API server sends every object with
+its managedFields), and aiohttp's `json()` decodes kopf's LIST pages with it too (most of kopf's
+thread at start-up). `install()` gives kopf's HTTP module orjson's `loads` for both,
+which reads the same JSON into the same dicts faster (docs/performance.md); what orjson refuses (NaN, a lone
 surrogate) is read by `json.loads` as before. (orjson reads an integer beyond 64 bits as a float;
 an API server never sends one: it keeps JSON numbers as int64 or float64.)
 
@@ -318,8 +318,7 @@ async def _get(
     """kopf's `api.get` (its LISTs and discovery), decoding the answer with `json_loads` and the
     cyclic GC paused. A LIST page is tens of thousands of new objects and no cycle: decoded with the
     GC on, the allocations alone set off collections that traverse the growing heap again and
-    again, most of the start-up CPU once spent "in json" (a microbenchmark of 110 pages of 500
-    pods, kept: 2.4 s of CPU with the GC on, 1.2-1.6 s paused per page). Paused, the page is
+    again, most of the start-up CPU once spent "in json" (docs/performance.md). Paused, the page is
     examined once, at the next collection, as young objects."""
     response = await kopf_api.request(
         method="get", url=url, payload=payload, headers=headers, timeout=timeout, settings=settings, logger=logger

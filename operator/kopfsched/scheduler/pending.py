@@ -9,15 +9,15 @@ The running operator serves it at /debug/pending; simulate and tests read it dir
 Memory is bounded whatever the cluster size:
 - a summary per pod holds counts, never node names: at most `MAX_REASONS` reasons (the
   rest folded into one "(other reasons)" count) and the message cut to the Event note
-  limit — about 0.9 KB a pod measured, 4 KB at worst, whatever the node count;
+  limit, so its size does not grow with the node count;
 - at most `MAX_PODS` summaries (the least recently attempted go first);
 - the per-node detail (which plugin rejected each node, and why) only for the
   `DETAIL_PODS` most recently failed pods. It is the cycle's own NodeToStatus, kept alive
   rather than copied, so recording costs the scheduling cycle no per-node work.
-At 5000 nodes a held detail is ~0.6 MB (a dict entry and a Status per node), so the store
-stays under 32 * 0.6 + 20 000 * 4 KB ≈ 100 MB at the very worst, and 10 000 pending pods
-on 5000 nodes hold ~28 MB (tests/scheduler/test_pending.py and
-`python -m tests.observability.dashboard_cost` measure it with tracemalloc).
+A held detail is a dict entry and a Status per node, so the worst case is `DETAIL_PODS`
+details plus `MAX_PODS` summaries at their longest; docs/dashboard.md gives the sizes
+measured (tests/scheduler/test_pending.py and `python -m tests.observability.dashboard_cost`
+measure them with tracemalloc).
 
 Entries go when the pod is bound (by us or anyone), deleted, or no longer ours.
 """

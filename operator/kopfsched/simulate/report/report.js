@@ -319,5 +319,53 @@
     showPod(p || {key, result: "Absent"}, ["before", before ? `${before.result} ${before.node || ""}` : "absent", "after", after ? `${after.result} ${after.node || ""}` : "absent"]);
   }
 
-  ({simulate: simulatePage, explain: explainPage, compare: comparePage})[D.kind]();
+  // ---- plan ----------------------------------------------------------------------------------------
+  function planPage() {
+    const P = D.plan, s = P.summary, b = D.before, a = D.after;
+    const added = new Set(P.addedNodes.map((n) => n.name)), removed = new Set(P.remove.map((r) => r.node));
+    app.appendChild(header([chip("nodes to add", s.nodesAdded, s.nodesAdded ? "warn" : ""),
+      ...(s.cost !== null ? [chip("cost", +s.cost.toFixed(4), "")] : []),
+      chip("pods helped", `${s.helped}/${s.pending}`, "ok"), chip("not helped", s.unhelped, s.unhelped ? "bad" : ""),
+      chip("removable nodes", s.nodesRemovable, s.nodesRemovable ? "ok" : ""),
+      chip(s.verified ? "verified by simulation" : "NOT verified", s.verified ? "✓" : "✗", s.verified ? "ok" : "bad")]));
+    const afterNodes = nodeByName(a), beforeNodes = nodeByName(b);
+    const addRows = P.addedNodes.map((n) => el("tr", {class: "click", "data-node": n.name, onclick: () => { const v = afterNodes.get(n.name); if (v) showNode(v); }},
+      el("td", {class: "mono"}, n.name), el("td", {}, n.template), el("td", {class: "mono"}, n.pods.join(", "))));
+    const groups = P.add.map((g) => `${g.count} × ${g.template}` + (g.price !== null ? ` (${+g.price.toFixed(4)})` : "")).join(" + ");
+    const addCard = el("div", {class: "card", id: "plan-add"}, el("h2", {}, "Nodes to add",
+      el("span", {class: "sub"}, P.add.length ? `${groups} · ${s.minimal ? "minimal" : "not proven minimal"} · by ${s.objective}` : "")),
+      P.addedNodes.length ? el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "new node"), el("th", {}, "template"), el("th", {}, "pods it takes"))), el("tbody", {}, addRows))
+        : el("div", {class: "muted"}, s.pending ? "No template can help the pending pods." : "No pod is pending."));
+    const tmpl = el("div", {class: "legend"}, P.templates.map((t) => el("span", {}, el("b", {}, t.name), ` ${t.allocatable.cpu || "0"} CPU · ${t.allocatable.memory || "0"}`
+      + Object.entries(t.allocatable).filter(([k]) => !["cpu", "memory", "pods"].includes(k)).map(([k, v]) => ` · ${v} ${k}`).join("")
+      + (t.zone ? ` · ${t.zone}` : "") + (t.price !== null ? ` · price ${t.price}` : "") + (t.maxCount !== null ? ` · max ${t.maxCount}` : ""))));
+    addCard.appendChild(tmpl);
+    const unhelpedRows = P.unhelped.flatMap((p) => { const key = `${p.namespace}/${p.name}`, entries = Object.entries(p.templates);
+      const first = el("td", {class: "mono", rowspan: Math.max(1, entries.length)}, key);
+      if (!entries.length) return [el("tr", {"data-pod": key}, first, el("td", {}, "–"), el("td", {class: "rej"}, p.reason))];
+      return entries.map(([t, st], i) => el("tr", {"data-pod": key}, i === 0 ? first : null, el("td", {}, t), el("td", {class: "rej"}, `✗ ${st.reasons.join("; ") || st.code} (${st.plugin || "—"})`))); });
+    const unhelpedCard = el("div", {class: "card", id: "plan-unhelped"}, el("h2", {}, "Pods no template helps", el("span", {class: "sub"}, "what Filter said on a new node of each template")),
+      P.unhelped.length ? el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "pod"), el("th", {}, "template"), el("th", {}, "why not"))), el("tbody", {}, unhelpedRows))
+        : el("div", {class: "muted"}, "Every pending pod is helped."));
+    const removeCard = el("div", {class: "card", id: "plan-remove"}, el("h2", {}, "Nodes that could be removed", el("span", {class: "sub"}, String(P.remove.length))),
+      P.remove.length ? el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "node"), el("th", {}, "its pods move to"))),
+        el("tbody", {}, P.remove.map((r) => el("tr", {class: "click", "data-node": r.node, onclick: () => { const v = beforeNodes.get(r.node); if (v) showNode(v); }},
+          el("td", {class: "mono"}, r.node), el("td", {class: "mono"}, r.pods.map((p) => `${p.pod} → ${p.node}`).join(", ") || "no pods to move")))))
+        : el("div", {class: "muted"}, "No node can go."));
+    const keepList = el("tbody", {});
+    const keep = pagedList({items: P.keep, container: keepList, placeholder: "filter nodes kept…",
+      match: (k, q) => `${k.node} ${k.reason} ${k.message}`.toLowerCase().includes(q),
+      render: (k) => el("tr", {class: "click", "data-node": k.node, onclick: () => { const v = beforeNodes.get(k.node); if (v) showNode(v, el("div", {class: "msg"}, `${k.reason}: ${k.message}`)); }},
+        el("td", {class: "mono"}, k.node), el("td", {}, el("span", {class: "badge Unschedulable"}, k.reason)), el("td", {}, k.message))});
+    const keepCard = el("div", {class: "card", id: "plan-keep"}, el("h2", {}, "Nodes that must stay", el("span", {class: "sub"}, "cluster-autoscaler's scale-down rules, then the scheduler")),
+      P.keep.length ? [el("div", {class: "toolbar"}, keep.search), el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "node"), el("th", {}, "reason"), el("th", {}, "why"))), keepList), keep.pager]
+        : el("div", {class: "muted"}, "Every existing node could go."));
+    app.appendChild(el("main", {class: "layout"},
+      el("section", {}, addCard, unhelpedCard, el("div", {class: "cols"},
+        zonesCard("Before", b, colorUtil, (n) => showNode(n), (n) => removed.has(n[0]), "could be removed"),
+        zonesCard("After", a, colorUtil, (n) => showNode(n), (n) => added.has(n[0]), "added by the plan")), removeCard, keepCard),
+      el("aside", {}, detail, pendingCard(a.pods, "Pending after the plan"))));
+  }
+
+  ({simulate: simulatePage, explain: explainPage, compare: comparePage, plan: planPage})[D.kind]();
 })();
