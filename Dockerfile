@@ -30,6 +30,6 @@ RUN groupadd --system --gid 10001 kopfsched \
             --shell /usr/sbin/nologin kopfsched
 COPY --from=builder /opt/kopfsched /opt/kopfsched
 USER 10001:10001
-EXPOSE 10251
+EXPOSE 10259
 ENTRYPOINT ["kopfsched"]
 CMD ["run"]

@@ -48,6 +48,22 @@ def _port(text: str) -> int:
     return value
 
 
+def _ip_address(text: str) -> str:
+    import ipaddress
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an IP address, got {text!r}") from None
+
+
+def _allow_paths(text: str) -> tuple[str, ...]:
+    from kopfsched.observability.secure import PathMatcher
+    paths = tuple(p.strip() for p in text.split(",") if p.strip())
+    try:
+        PathMatcher(paths)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return paths
 
 
 def _feature_gates(text: str):
@@ -84,8 +100,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                      help="Lease-based leader election (default: the --config's leaderElection, else on)")
     run.add_argument("--metrics-port", type=_port, default=10251, metavar="N",
-                     help="plain-HTTP port of /metrics, /healthz and /readyz; 0 turns the server off "
-                          "(default: 10251)")
+                     help="plain-HTTP port on 127.0.0.1 of the dashboard, /debug/*, /metrics and the health paths, "
+                          "reached with kubectl port-forward; 0 turns it off (default: 10251)")
+    # Secure serving (security helper): kube-scheduler's flags, see docs/operations.md.
+    run.add_argument("--secure-port", type=_port, default=10259, metavar="N",
+                     help="HTTPS port of /metrics, /debug/* and the health paths, every request but the health "
+                          "paths checked with TokenReview and SubjectAccessReview; 0 turns it off (default: 10259)")
+    run.add_argument("--bind-address", type=_ip_address, default="0.0.0.0", metavar="IP",
+                     help="the address of --secure-port (default: 0.0.0.0, every interface)")
+    run.add_argument("--tls-cert-file", metavar="F", help="the serving certificate (PEM) of --secure-port "
+                                                          "(default: self-signed, see --cert-dir)")
+    run.add_argument("--tls-private-key-file", metavar="F", help="the key (PEM) of --tls-cert-file (default: none)")
+    run.add_argument("--cert-dir", metavar="D", help="where a self-signed kopfsched.crt/.key is kept when no "
+                                                     "--tls-cert-file is given (default: none, made in memory)")
+    run.add_argument("--authorization-always-allow-paths", type=_allow_paths, metavar="PATHS",
+                     default=("/healthz", "/readyz", "/livez"),
+                     help="comma-separated paths served without a token; a trailing * matches a prefix "
+                          "(default: /healthz,/readyz,/livez)")
     _sandbox_parser(sub)
 
     simulate = sub.add_parser("simulate", help="schedule a cluster snapshot offline",
@@ -524,7 +555,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"kopfsched run: unavailable: {exc}", file=sys.stderr)
         return EXIT_INVALID
     return run_operator(kubeconfig=args.kubeconfig, config_file=args.config, leader_elect=args.leader_elect,
-                        metrics_port=args.metrics_port or None)
+                        metrics_port=args.metrics_port or None, serving={
+                            "secure_port": args.secure_port or None, "bind_address": args.bind_address,
+                            "tls_cert_file": args.tls_cert_file, "tls_private_key_file": args.tls_private_key_file,
+                            "cert_dir": args.cert_dir, "always_allow_paths": args.authorization_always_allow_paths})
 
 
 def _unwritable(path: str) -> str | None:

@@ -19,6 +19,10 @@ from tests.builders import make_pod
         pytest.param("1e3", 1000000, 1000, id="exponent"),
         pytest.param("0.1m", 1, 1, id="sub-milli-rounds-up"),
         pytest.param("500Mi", 524288000000, 524288000, id="mebibytes"),
+        # Found by tests/fuzz: a huge exponent was a billion-digit integer (unbounded time and memory).
+        pytest.param("1e999999999", 10**103, 10**100, id="huge-exponent-clamped"),
+        pytest.param("1e-999999999", 1, 1, id="tiny-exponent-rounds-up"),
+        pytest.param("-2E+99999999999999999999", -2 * 10**103, -2 * 10**100, id="exponent-beyond-int64"),
     ],
 )
 def test_quantities(quantity, milli, value):
@@ -26,7 +30,7 @@ def test_quantities(quantity, milli, value):
     assert int_value(quantity) == value
 
 
-@pytest.mark.parametrize("bad", ["abc", "1.2.3", "1Kb", "", "--1", True, None])
+@pytest.mark.parametrize("bad", ["abc", "1.2.3", "1Kb", "", "--1", True, None, "1" * 5000])
 def test_malformed_quantities_are_rejected(bad):
     with pytest.raises(QuantityError):
         milli_value(bad)

@@ -20,7 +20,7 @@ from kopfsched.config.parse import parse_scheduler_profile
 from kopfsched.kube.informer import DEFAULT_SCHEDULER_PROFILE
 from kopfsched.plugins.registry import in_tree_registry
 from tests.crd_schema import crd_json_schema
-from tests.manifests.install import NAMESPACE, OBJECTS, granted, object_id, the
+from tests.manifests.install import NAMESPACE, OBJECTS, documents, granted, object_id, the
 from tests.tools import tool
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -31,8 +31,10 @@ OPTIONAL_CRDS = sorted((ROOT / "crds" / "optional").glob("*.yaml"))
 POD_GROUP_CRD = yaml.safe_load((ROOT / "crds" / "optional" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
 KUBERNETES_VERSIONS = ("1.34", kubernetes_validate.latest_version())
 """The oldest upstream we follow, and the newest schemas kubernetes-validate ships."""
+SECURE_PORT = 10259
+"""HTTPS with delegated authentication and authorization, as kube-scheduler's secure port."""
 METRICS_PORT = 10251
-"""Plain HTTP, kube-scheduler's old insecure port; 10259 is its HTTPS port (README, Metrics and health)."""
+"""Plain HTTP on 127.0.0.1 only: the dashboard, for kubectl port-forward (docs/operations.md)."""
 
 
 # -- the install as a whole -----------------------------------------------------------------
@@ -168,6 +170,8 @@ EXPECTED_CLUSTER_RULES = {
     ("resource.k8s.io", "resourceclaims"): {"list", "watch", "patch"},
     ("resource.k8s.io", "resourceclaims/status"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("authentication.k8s.io", "tokenreviews"): {"create"},
+    ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
 }
 EXPECTED_NAMESPACE_RULES = {
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
@@ -239,10 +243,13 @@ def resolved_port(port: int | str) -> int:
     return match
 
 
-def test_deployment_runs_kopfsched_with_the_metrics_port():
+def test_deployment_runs_kopfsched_with_the_secure_port_and_the_loopback_metrics_port():
     args = container()["args"]
     assert args[0] == "run"
+    assert args[args.index("--secure-port") + 1] == str(SECURE_PORT)
     assert args[args.index("--metrics-port") + 1] == str(METRICS_PORT)
+    assert "--bind-address" not in args and "--authorization-always-allow-paths" not in args, "upstream's defaults"
+    assert [p["containerPort"] for p in container()["ports"]] == [SECURE_PORT], "10251 listens on 127.0.0.1 only"
     assert "command" not in container(), "the image's ENTRYPOINT is kopfsched"
     assert re.fullmatch(r"ghcr\.io/kopfsched/kopfsched:\d+\.\d+\.\d+", container()["image"])
     assert pod_spec()["serviceAccountName"] == the("ServiceAccount")["metadata"]["name"]
@@ -252,8 +259,9 @@ def test_deployment_runs_kopfsched_with_the_metrics_port():
 @pytest.mark.parametrize(("probe", "path"), [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"),
                                              ("startupProbe", "/healthz")])
 def test_probes_point_at_the_health_server(probe, path):
+    """The kubelet probes over HTTPS without verifying the certificate; the health paths need no token."""
     get = container()[probe]["httpGet"]
-    assert (get["path"], resolved_port(get["port"]), get.get("scheme", "HTTP")) == (path, METRICS_PORT, "HTTP")
+    assert (get["path"], resolved_port(get["port"]), get.get("scheme", "HTTP")) == (path, SECURE_PORT, "HTTPS")
 
 
 def test_resources_have_requests_and_limits():
@@ -318,8 +326,9 @@ def test_the_metrics_service_reaches_every_replica():
     service = the("Service")
     assert service["spec"]["selector"].items() <= pod_spec_labels().items()
     [port] = service["spec"]["ports"]
-    assert (port["name"], port["port"], resolved_port(port["targetPort"])) == ("metrics", METRICS_PORT, METRICS_PORT)
-    assert f"EXPOSE {METRICS_PORT}" in DOCKERFILE.splitlines()
+    assert (port["name"], port["port"], resolved_port(port["targetPort"])) == ("https", SECURE_PORT, SECURE_PORT)
+    assert f"EXPOSE {SECURE_PORT}" in DOCKERFILE.splitlines()
+    assert f"EXPOSE {METRICS_PORT}" not in DOCKERFILE
 
 
 SERVICE_MONITOR = yaml.safe_load((ROOT / "manifests" / "optional" / "servicemonitor.yaml").read_text())
@@ -336,8 +345,28 @@ def test_the_optional_service_monitor_scrapes_the_metrics_service():
     assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     [endpoint] = spec["endpoints"]
-    assert endpoint == {"port": service["spec"]["ports"][0]["name"], "path": "/metrics", "scheme": "http",
-                        "interval": "30s"}
+    assert endpoint == {"port": service["spec"]["ports"][0]["name"], "path": "/metrics", "scheme": "https",
+                        "interval": "30s",
+                        "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                        "tlsConfig": {"insecureSkipVerify": True}}
+
+
+PROMETHEUS_RBAC = documents(ROOT / "manifests" / "optional" / "prometheus-clusterrole.yaml")
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("doc", PROMETHEUS_RBAC, ids=lambda doc: doc["kind"])
+def test_the_prometheus_rbac_is_schema_valid(doc, version):
+    kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_prometheus_cluster_role_grants_get_on_metrics_only():
+    role, binding = PROMETHEUS_RBAC
+    assert (role["kind"], binding["kind"]) == ("ClusterRole", "ClusterRoleBinding")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}]
 
 
 def test_container_security_context():

@@ -1,7 +1,7 @@
 """The ClusterRole and Role grant exactly what the kube layer calls, nothing more: every
-request of the ClusterClient, the operator's own LIST (its periodic reconcile) and the leader elector
-(recorded through a fake ApiClient), list + watch for every kind kopf watches, and
-kopf's CRD scan."""
+request of the ClusterClient, the operator's own LIST (its periodic reconcile), the leader elector
+and the secure port's reviews (recorded through a fake ApiClient), list + watch for every kind kopf
+watches, and kopf's CRD scan."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.rest import ApiException
 
 from kopfsched.kube.client import KubeClusterClient
+from kopfsched.kube.delegation import ApiServerReviews
 from kopfsched.kube.handlers import PROFILE_KIND, WATCHED
 from kopfsched.kube.leader import LeaderElector, LeaseConfig
 from kopfsched.kube.operator import Operator, OperatorOptions
@@ -52,6 +53,8 @@ class RecordingApi:
             if method in {"POST", "PUT"}:
                 self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
             return self.lease
+        if path.endswith("/tokenreviews"):
+            return {**body, "status": {"authenticated": True, "user": {"username": "prometheus"}}}
         return body if isinstance(body, dict) else {}
 
 
@@ -87,6 +90,14 @@ async def exercise_operator_listing(api: RecordingApi) -> None:
     await operator.informer.create_default_profile()
 
 
+async def exercise_secure_port(api: RecordingApi) -> None:
+    """What the secure port's DelegatedAuth asks of the kube layer for one scrape."""
+    reviews = ApiServerReviews(KubeClusterClient(api, instance="test"))  # type: ignore[arg-type]
+    user = await reviews.authenticate("a-token")
+    assert user is not None
+    await reviews.authorize(user, "get", "/metrics")
+
+
 async def exercise_leader_election(api: RecordingApi) -> None:
     client = KubeClusterClient(api, instance="test")  # type: ignore[arg-type]
     stop = asyncio.Event()
@@ -105,6 +116,7 @@ def requests() -> list[tuple[str, str, str, str | None]]:
         await exercise_client(api)
         await exercise_operator_listing(api)
         await exercise_leader_election(api)
+        await exercise_secure_port(api)
 
     asyncio.run(run())
     return [rbac_key(method, path) for method, path in api.calls]
@@ -125,6 +137,8 @@ def used_cluster_wide(requests) -> dict[tuple[str, str], set[str]]:
 
 def test_requests_were_recorded(requests):
     assert ("", "pods/binding", "create", "default") in requests
+    assert ("authentication.k8s.io", "tokenreviews", "create", None) in requests
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create", None) in requests
     assert ("", "pods", "list", None) in requests
     assert ("coordination.k8s.io", "leases", "create", NAMESPACE) in requests
 

@@ -173,12 +173,18 @@ def test_validate_warns_about_a_shadowed_plugin_without_failing(installed, tmp_p
                                        "a built-in plugin has that name\n")
 
 
-def test_a_module_path_in_a_profile_is_never_imported(installed, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(("name", "problem"), [
+    ("tests.outoftree.sample_sentinel", 'unknown plugin "tests.outoftree.sample_sentinel": neither built in nor '
+                                        "installed"),
+    ("tests.outoftree.sample_sentinel:Plugin", "invalid plugin name 'tests.outoftree.sample_sentinel:Plugin': "
+                                               "letters, digits and -_./ only"),
+], ids=["dotted", "entry-point-syntax"])
+def test_a_module_path_in_a_profile_is_never_imported(installed, tmp_path, capsys, monkeypatch, name, problem):
     sentinel = "tests.outoftree.sample_sentinel"
     monkeypatch.delitem(sys.modules, sentinel, raising=False)
-    path = _profile(tmp_path, f"{sentinel}:Plugin", config=[{"name": f"{sentinel}:Plugin"}])
+    path = _profile(tmp_path, name, config=[{"name": name}])
     assert cli.main(["validate", path]) == cli.EXIT_INVALID
-    assert f'unknown plugin "{sentinel}:Plugin": neither built in nor installed' in capsys.readouterr().err
+    assert problem in capsys.readouterr().err
     assert sentinel not in sys.modules
 
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import ssl
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -71,12 +74,19 @@ def _parse_one(raw: Mapping[str, Any], path: str, managed: set[str], problems: l
     flags = {key: bool(raw.get(key)) for key in ("enableHTTPS", "nodeCacheCapable", "ignorable")}
     if len(problems) > before or url is None:
         return None
-    return ExtenderConfig(
+    extender = ExtenderConfig(
         url_prefix=url, filter_verb=verbs["filterVerb"], preempt_verb=verbs["preemptVerb"],
         prioritize_verb=verbs["prioritizeVerb"], bind_verb=verbs["bindVerb"], weight=weight or 0,
         enable_https=flags["enableHTTPS"], tls_config=tls, http_timeout_seconds=timeout,
         node_cache_capable=flags["nodeCacheCapable"], managed_resources=resources, ignorable=flags["ignorable"],
     )
+    if tls is not None or extender.enable_https:
+        try:
+            tls_context(extender)
+        except TLSConfigError as error:
+            problems.append(Problem(join(path, f"tlsConfig.{error.field}"), error.message))
+            return None
+    return extender
 
 
 def _timeout(value: str | None, path: str, problems: list[Problem]) -> float:
@@ -128,6 +138,61 @@ def _tls_config(tls: Mapping[str, Any] | None) -> ExtenderTLSConfig | None:
         cert_file=strings["certFile"], key_file=strings["keyFile"], ca_file=strings["caFile"],
         cert_data=data["certData"], key_data=data["keyData"], ca_data=data["caData"],
     )
+
+
+class TLSConfigError(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+def tls_context(config: ExtenderConfig) -> ssl.SSLContext:
+    """The client TLS of an extender: the server is verified against the configured CA (caData
+    and/or caFile), else the system's roots, unless tlsConfig.insecure. (Upstream's
+    makeTransport skips verification when enableHTTPS has no CA; kopfsched verifies.)
+    Raises TLSConfigError naming the field of a CA or key pair that cannot be loaded."""
+    tls = config.tls_config or ExtenderTLSConfig()
+    context = ssl.create_default_context()
+    if tls.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if tls.ca_file:
+        try:
+            context.load_verify_locations(cafile=tls.ca_file)
+        except ssl.SSLError as error:  # an OSError too: first
+            raise TLSConfigError("caFile", f"{tls.ca_file}: not a PEM certificate bundle ({error.reason})") from None
+        except OSError as error:
+            raise TLSConfigError("caFile", f"{tls.ca_file}: {error.strerror or error}") from None
+    if tls.ca_data:
+        try:
+            context.load_verify_locations(cadata=tls.ca_data.decode("ascii"))
+        except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+            reason = getattr(error, "reason", None) or "no certificate in it"
+            raise TLSConfigError("caData", f"not a PEM certificate bundle ({reason})") from None
+    if tls.cert_data or tls.cert_file or tls.key_data or tls.key_file:
+        _load_client_cert(context, tls)
+    return context
+
+
+def _load_client_cert(context: ssl.SSLContext, tls: ExtenderTLSConfig) -> None:
+    """ssl only loads certificates from files: inline data goes through a private temp dir."""
+    field = "certData" if tls.cert_data else "certFile"
+    try:
+        if not tls.cert_data and not tls.key_data:
+            context.load_cert_chain(tls.cert_file, tls.key_file or None)
+            return
+        cert_pem = tls.cert_data or Path(tls.cert_file).read_bytes()
+        key_pem = tls.key_data or (Path(tls.key_file).read_bytes() if tls.key_file else b"")
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+            cert.write_bytes(cert_pem)
+            key.touch(mode=0o600)
+            key.write_bytes(key_pem)
+            context.load_cert_chain(cert, key if key_pem else None)
+    except ssl.SSLError as error:
+        raise TLSConfigError(field, f"not a matching PEM client certificate and key ({error.reason})") from None
+    except OSError as error:
+        raise TLSConfigError(field, f"{error.filename or tls.cert_file}: {error.strerror or error}") from None
 
 
 def ignored_extended_resources(extenders: Sequence[ExtenderConfig]) -> tuple[str, ...]:

@@ -151,7 +151,13 @@ class _ProfileParser:
     def plugin_set(self, plugin_set: Mapping[str, Any], point: str, path: str) -> _PluginSet:
         result = _PluginSet()
         # Names are not checked: disabling an upstream plugin that kopfsched lacks is harmless.
-        result.disabled.update(item["name"] for item in plugin_set.get("disabled") or () if item is not None)
+        for index, item in enumerate(plugin_set.get("disabled") or ()):
+            if item is None:
+                continue
+            if item["name"] in result.disabled:  # the CRD's list-type map refuses it too
+                self.add(f"{path}.disabled[{index}].name",
+                         f'plugin "{item["name"]}" is disabled more than once at {point}')
+            result.disabled.add(item["name"])
         seen: set[str] = set()
         for index, item in enumerate(plugin_set.get("enabled") or ()):
             if item is None:

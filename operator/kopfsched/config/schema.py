@@ -241,7 +241,22 @@ def _describe(error: jsonschema.ValidationError, base: str) -> list[Problem]:
         return [Problem(path, f"must be one of {', '.join(map(repr, expected))}, got {value!r}")]
     if keyword == "format" and expected == "byte":
         return [Problem(path, "must be a base64 string")]
+    if keyword == "maxItems" and isinstance(value, list):
+        return [Problem(path, f"must have at most {expected} item{'s' if expected != 1 else ''}, got {len(value)}")]
+    if keyword == "maxLength" and isinstance(value, str):
+        return [Problem(path, f"must be at most {expected} characters, got {len(value)}")]
+    if keyword == "pattern" and expected in (PLUGIN_NAME, PLUGIN_NAME_OR_WILDCARD):
+        if value == WILDCARD:
+            return [Problem(path, '"*" can only be disabled')]
+        return [Problem(path, f"invalid plugin name {value!r}: {PLUGIN_NAME_RULE}")]
     return [Problem(path, error.message)]
+
+
+PLUGIN_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$"
+PLUGIN_NAME_OR_WILDCARD = r"^(\*|[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?)$"
+"""The CRD's patterns of plugin names (enabled, pluginConfig) and of disabled names."""
+PLUGIN_NAME_RULE = "letters, digits and -_./ only, starting and ending with a letter or digit"
+WILDCARD = "*"
 
 
 def _article(expected: Any) -> str:

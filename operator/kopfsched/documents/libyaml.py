@@ -68,11 +68,22 @@ class _FastResolver(Resolver):
 _CParser = getattr(yaml, "CParser", None) or getattr(getattr(yaml, "cyaml", None), "CParser", None)
 
 
+class _FlowDepthScanner(yaml.scanner.Scanner):
+    """PyYAML's scanner, refusing flow collections nested MAX_NESTING deep: its bookkeeping of
+    possible simple keys costs each token time in the flow depth, so `[` x 3000 took seconds of
+    scanning before the composer gave up (found by tests/fuzz)."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        if self.flow_level >= MAX_NESTING:
+            raise RecursionError("nested too deeply")
+        super().fetch_flow_collection_start(TokenClass)
+
+
 def _composer_class(fast: bool) -> type:
     """A class that composes YAML nodes: libyaml's parser when present and `fast`, else PyYAML's own."""
     if fast and _CParser is not None:
         return type("_CComposer", (_CParser, SafeConstructor, _FastResolver), {})
-    return type("_PyComposer", (yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser,
+    return type("_PyComposer", (yaml.reader.Reader, _FlowDepthScanner, yaml.parser.Parser,
                                 yaml.composer.Composer, SafeConstructor, _FastResolver), {})
 
 

@@ -24,6 +24,13 @@ _SUFFIXES: dict[str, Fraction] = {
     "Pi": Fraction(2**50),
     "Ei": Fraction(2**60),
 }
+MAX_DIGITS = 1000
+"""Longer numbers are refused: no quantity needs them, and Python's int() refuses strings of
+over 4300 digits with a bare ValueError."""
+MAX_EXPONENT = 100
+"""Exponents are clamped to ±100 before the value is computed: 1e999999999 would be a
+billion-digit integer. Nothing in a cluster comes near 1e100, so every comparison the
+scheduler makes (and rounding a non-zero value up to 1n, as upstream) is unchanged."""
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
 
 
@@ -46,9 +53,13 @@ def parse_quantity(value: str | int | float) -> Fraction:
     if match is None:
         raise QuantityError(f"invalid quantity {value!r}")
     number, exponent, suffix = match.groups()
+    if len(number) > MAX_DIGITS:
+        raise QuantityError(f"invalid quantity: more than {MAX_DIGITS} digits")
     result = Fraction(number)
     if exponent:
-        result *= Fraction(10) ** int(exponent[1:])
+        digits = exponent[1:].lstrip("+-").lstrip("0") or "0"
+        power = MAX_EXPONENT if len(digits) > 4 else min(int(digits), MAX_EXPONENT)
+        result *= Fraction(10) ** (-power if exponent[1] == "-" else power)
     else:
         result *= _SUFFIXES[suffix or ""]
     return result

@@ -69,6 +69,8 @@ _NOT_PARSED: dict[int, str | None] = {200: None, 201: None, 202: None}
 _AUTH = ["BearerToken"]
 
 LEASES = "/apis/coordination.k8s.io/"
+UNFENCED = (LEASES, "/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/")
+"""Writes a fenced client still sends: the Lease, and the reviews, which change nothing."""
 PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL = "kopfsched.dev", "v1alpha1", "schedulerprofiles"
 POD_GROUP_GROUP, POD_GROUP_VERSION, POD_GROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 
@@ -332,7 +334,7 @@ class KubeClusterClient:
         target = path + ("?" + urllib.parse.urlencode(list(query.items())) if query else "")
         attempt = 0
         while True:
-            if self.fenced is not None and method != "GET" and not path.startswith(LEASES):
+            if self.fenced is not None and method != "GET" and not path.startswith(UNFENCED):
                 raise ClusterError(f"{_what(what, method, path)}: not sent: {self.fenced}")
             if bucket is not None and (wait := bucket.reserve()):
                 await bucket.wait(wait)

@@ -9,6 +9,8 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from kopfsched.config.parse import ConfigFileError, load_config_file
 from kopfsched.kube.leader import LeaseConfig
@@ -22,13 +24,15 @@ defaults to a name of its own in the operator's namespace."""
 
 
 def options_from(*, kubeconfig: str | None, config_file: str | None, leader_elect: bool | None,
-                 metrics_port: int | None) -> OperatorOptions:
+                 metrics_port: int | None, serving: Mapping[str, Any] | None = None) -> OperatorOptions:
     """The operator's options: the flags, else the --config file's settings, else defaults.
-    Raises ConfigFileError for an unreadable or invalid --config."""
+    `serving`: OperatorOptions' secure-serving fields (secure_port, bind_address, tls_cert_file,
+    ...) as the flags give them. Raises ConfigFileError for an unreadable or invalid --config."""
     config = load_config_file(config_file, full_registry()) if config_file else None
     election = config.leader_election if config else None
     connection = config.client_connection if config else None
-    options = OperatorOptions(kubeconfig=kubeconfig, metrics_port=metrics_port, scheduler_config=config)
+    options = OperatorOptions(kubeconfig=kubeconfig, metrics_port=metrics_port, scheduler_config=config,
+                              **(serving or {}))
     if connection is not None:
         options.qps, options.burst = connection.qps, connection.burst
     options.leader_elect = leader_elect if leader_elect is not None else (election.leader_elect if election else True)
@@ -51,11 +55,11 @@ def own_namespace() -> str:
 
 
 def run_operator(*, kubeconfig: str | None, config_file: str | None, leader_elect: bool | None,
-                 metrics_port: int | None) -> int:
+                 metrics_port: int | None, serving: Mapping[str, Any] | None = None) -> int:
     """The `kopfsched run` command: runs until SIGTERM/SIGINT; 1 on an invalid --config."""
     try:
         options = options_from(kubeconfig=kubeconfig, config_file=config_file, leader_elect=leader_elect,
-                               metrics_port=metrics_port)
+                               metrics_port=metrics_port, serving=serving)
     except ConfigFileError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)

@@ -1,7 +1,8 @@
 """The operator assembled: one scheduler replica — kopf's watches feeding the scheduler
 core through the informer, acting through kubernetes-asyncio.
 
-Start-up: health server; kopf's thread, whose discovery, LISTs and watches are relayed to the
+Start-up: the secure port (HTTPS, reviews delegated to the API server) and the metrics port
+(plain HTTP on 127.0.0.1); kopf's thread, whose discovery, LISTs and watches are relayed to the
 informer (kube.watches, kube.informer): once every served kind's first LIST has been fed to the
 cache and queue, /readyz is ok. Then, with leader election, wait for the Lease; followers
 keep their cache warm meanwhile. The leader runs the scheduling loop, the queue's
@@ -29,6 +30,7 @@ from kopfsched.cache.cache import Cache
 from kopfsched.config.types import DEFAULT_BURST, DEFAULT_QPS, SchedulerConfig
 from kopfsched.kube.client import KubeClusterClient, reporting_instance, without_env_lookups
 from kopfsched.kube.dashboard import OperatorDashboard
+from kopfsched.kube.delegation import ApiServerReviews
 from kopfsched.kube.feed import ClusterFeed
 from kopfsched.kube.handlers import LIST_PAGE_SIZE, build_registry, operator_settings
 from kopfsched.kube.informer import Informer
@@ -44,6 +46,7 @@ from kopfsched.kube.watches import DOWN_AFTER, MAX_BACKOFF, WatchHealth
 from kopfsched.kube.watches import install as install_watch_relay
 from kopfsched.observability.health import HealthServer
 from kopfsched.observability.metrics import SchedulerMetrics
+from kopfsched.observability.secure import DEFAULT_ALWAYS_ALLOW_PATHS, DelegatedAuth, ServingCertError, serving_context
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.activity import Activity
 from kopfsched.scheduler.event_handlers import EventHandlers
@@ -70,8 +73,22 @@ class OperatorOptions:
     leader_elect: bool = True
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     metrics_port: int | None = 10251
-    """Port of /healthz, /readyz, /metrics; 0 picks a free one, None serves none."""
-    metrics_host: str = "0.0.0.0"
+    """Plain-HTTP port of the dashboard, /debug/*, /metrics and the health paths, on
+    `metrics_host`; 0 picks a free one, None serves none."""
+    metrics_host: str = "127.0.0.1"
+    """Loopback: reached from outside the pod only through `kubectl port-forward`, which the
+    API server authorizes (pods/portforward)."""
+    secure_port: int | None = None
+    """HTTPS port of the same routes, each request but `always_allow_paths` authenticated
+    (TokenReview) and authorized (SubjectAccessReview); 0 picks a free one, None serves none
+    (`kopfsched run` serves 10259, kube-scheduler's secure port)."""
+    bind_address: str = "0.0.0.0"
+    always_allow_paths: tuple[str, ...] = DEFAULT_ALWAYS_ALLOW_PATHS
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    cert_dir: str | None = None
+    """Where a self-signed pair is written (and read again) when no pair is given; neither:
+    the pair is made in memory at each start."""
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     status_interval: float = 5.0
@@ -148,11 +165,20 @@ class Operator:
         self.kopf = KopfThread(build_registry(configuration=configuration), settings=operator_settings(
             watch_health=self.watch_health, watch_sink=Relay(self._inbox, self.informer),
             list_page_size=options.list_page_size, api_reachability=self.api_reachability))
+        dashboard = OperatorDashboard(
+            scheduler=self.scheduler, cache=self.cache, activity=self.activity, stats=self.stats,
+            profiles=self.profiles, identity=options.identity, leading=lambda: self.leading)
         self.health = None if options.metrics_port is None else HealthServer(
             port=options.metrics_port, host=options.metrics_host, healthy=self._check_healthy, ready=self._check_ready,
-            registry=self.metrics.registry, dashboard=OperatorDashboard(
-                scheduler=self.scheduler, cache=self.cache, activity=self.activity, stats=self.stats,
-                profiles=self.profiles, identity=options.identity, leading=lambda: self.leading))
+            registry=self.metrics.registry, dashboard=dashboard)
+        """The metrics port: plain HTTP, not checked (loopback by default)."""
+        self.reviews = ApiServerReviews(self.client)
+        self.secure = None if options.secure_port is None else HealthServer(
+            port=options.secure_port, host=options.bind_address, healthy=self._check_healthy,
+            ready=self._check_ready, registry=self.metrics.registry, dashboard=dashboard,
+            auth=DelegatedAuth(authenticate=self.reviews.authenticate, authorize=self.reviews.authorize,
+                               always_allow_paths=options.always_allow_paths))
+        """The secure port: HTTPS (its certificate loaded in run()), reviews by the API server."""
         self.elector = None if not options.leader_elect else LeaderElector(
             self.client, config=options.lease, identity=options.identity)
         self.failure: str | None = None
@@ -221,11 +247,7 @@ class Operator:
     # -- the whole run -----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> int:
-        if self.health is not None:
-            try:
-                await self.health.start()
-            except OSError as exc:  # e.g. the port is in use
-                raise StartupError(f"--metrics-port {self.options.metrics_port}: {exc.strerror or exc}") from exc
+        await self._start_servers()
         self.kopf.start()
         lost = asyncio.Event()
         try:
@@ -246,6 +268,30 @@ class Operator:
             return self._exit_code()
         finally:
             await self._shutdown()
+
+    async def _start_servers(self) -> None:
+        options = self.options
+        if self.secure is not None:
+            try:
+                self.secure.ssl_context = serving_context(
+                    cert_file=options.tls_cert_file, key_file=options.tls_private_key_file, cert_dir=options.cert_dir,
+                    hosts=() if options.bind_address in ("0.0.0.0", "::") else [options.bind_address])
+            except ServingCertError as exc:
+                raise StartupError(str(exc)) from exc
+        for server, flag, port in ((self.secure, "--secure-port", options.secure_port),
+                                   (self.health, "--metrics-port", options.metrics_port)):
+            if server is None:
+                continue
+            try:
+                await server.start()
+            except OSError as exc:  # e.g. the port is in use
+                await self._stop_servers()
+                raise StartupError(f"{flag} {port}: {exc.strerror or exc}") from exc
+
+    async def _stop_servers(self) -> None:
+        for server in (self.health, self.secure):
+            if server is not None:
+                await server.stop()
 
     def _exit_code(self) -> int:
         if self.failure is not None:
@@ -271,8 +317,7 @@ class Operator:
         if self.elector is not None:
             await self.elector.release()
         await self.kopf.stop()
-        if self.health is not None:
-            await self.health.stop()
+        await self._stop_servers()
         gcpolicy.thaw()
 
     # -- periodic work -----------------------------------------------------------------------

@@ -1,5 +1,9 @@
-"""The HTTP server on the metrics port: /healthz, /readyz, Prometheus /metrics and, given a
-dashboard source, the read-only dashboard `/` and `/debug/pending` (see dashboard.py).
+"""The HTTP server of the operator's ports: /healthz, /readyz, /livez, Prometheus /metrics and,
+given a dashboard source, the read-only dashboard `/` and `/debug/*` (see dashboard.py).
+
+The same routes serve two ports: the secure port (HTTPS, every path but the health paths
+checked with the API server: secure.py) and the metrics port (plain HTTP on 127.0.0.1, for
+a person behind `kubectl port-forward`).
 
 kopf's own liveness endpoint only says its reporting task runs; ours asks the
 operator (`healthy()`: the scheduling loop is alive, `ready()`: the initial listing
@@ -9,6 +13,7 @@ is done), so the Deployment's probes see a stuck scheduler, not merely a live pr
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 
 from aiohttp import web
@@ -16,17 +21,22 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from kopfsched.observability.dashboard import DashboardRoutes, DashboardSource
+from kopfsched.observability.secure import DelegatedAuth
 
 logger = logging.getLogger(__name__)
 
 
 class HealthServer:
-    """Serves GET /healthz, /readyz and /metrics until `stop()`."""
+    """Serves GET /healthz, /readyz, /livez and /metrics until `stop()`; over TLS given an
+    `ssl_context`, each request checked by `auth` given one."""
 
-    def __init__(self, *, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool],
+    def __init__(self, *, port: int, host: str = "127.0.0.1", healthy: Callable[[], bool],
                  ready: Callable[[], bool], registry: CollectorRegistry,
-                 dashboard: DashboardSource | None = None) -> None:
+                 dashboard: DashboardSource | None = None, ssl_context: ssl.SSLContext | None = None,
+                 auth: DelegatedAuth | None = None) -> None:
         self.host = host
+        self.ssl_context = ssl_context
+        self.auth = auth
         self._requested_port = port
         self._healthy = healthy
         self._ready = ready
@@ -43,8 +53,9 @@ class HealthServer:
         return self._port
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self.auth.middleware] if self.auth is not None else [])
         app.router.add_get("/healthz", self._check_handler("healthz", self._healthy))
+        app.router.add_get("/livez", self._check_handler("livez", self._healthy))
         app.router.add_get("/readyz", self._check_handler("readyz", self._ready))
         app.router.add_get("/metrics", self._metrics)
         if self._dashboard is not None:
@@ -52,15 +63,18 @@ class HealthServer:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self._requested_port)
+            site = web.TCPSite(runner, self.host, self._requested_port, ssl_context=self.ssl_context)
             await site.start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
         self._port = runner.addresses[0][1]
-        logger.info("serving /healthz, /readyz, /metrics%s on %s:%d",
-                    ", / (dashboard) and /debug/pending" if self._dashboard is not None else "", self.host, self._port)
+        logger.info("serving /healthz, /readyz, /livez, /metrics%s on %s://%s:%d%s",
+                    ", / (dashboard) and /debug/*" if self._dashboard is not None else "",
+                    "https" if self.ssl_context is not None else "http", self.host, self._port,
+                    " (TokenReview and SubjectAccessReview but for " + ", ".join(self.auth.always_allow_paths) + ")"
+                    if self.auth is not None else "")
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None

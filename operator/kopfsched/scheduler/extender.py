@@ -5,20 +5,24 @@ As upstream's pkg/scheduler/extender.go: each verb is a JSON POST to
 structs have no json tags, so the keys are the capitalized Go field names (`Pod`,
 `Nodes`, `NodeNames`, `FailedNodes`, ...) while the embedded Kubernetes objects keep
 their usual camelCase. Go decodes case-insensitively, so answers are read the same way.
-Any non-200 answer is an error; every call is bounded by httpTimeout.
+Any non-200 answer is an error; every call is bounded by httpTimeout and its answer by
+MAX_ANSWER_BYTES, and an answer of the wrong shape is an ExtenderError like any other failure
+(an ignorable extender is then skipped, another fails the pod's attempt; never the loop).
+TLS verifies the server (the system's roots, or the configured CA) unless tlsConfig.insecure.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from kopfsched.config.types import ExtenderConfig, ExtenderTLSConfig
+from kopfsched.config.extenders import tls_context
+from kopfsched.config.types import ExtenderConfig
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.tls import client_context
 
 if TYPE_CHECKING:
     import aiohttp
@@ -27,6 +31,9 @@ MAX_EXTENDER_PRIORITY = 10
 """extenderv1.MaxExtenderPriority: extenders score nodes 0..10."""
 MAX_NODE_SCORE = 100
 """framework.MaxNodeScore: extender scores are scaled up to the plugins' 0..100 range."""
+MAX_ANSWER_BYTES = 64 * 2**20
+"""The largest answer read: a filter answer of whole Node objects for thousands of nodes
+fits; an extender streaming without end is cut off there."""
 EXTENDER_NAME = "Extender"
 """The pseudo plugin recorded as a pod's rejector when extenders filtered nodes out
 (upstream's framework.ExtenderName); any cluster event requeues such a pod."""
@@ -51,6 +58,26 @@ class Victims:
 
     pods: list[PodInfo]
     num_pdb_violations: int = 0
+
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def _decoded(verb: str) -> Callable[[F], F]:
+    """A verb whose answer of the wrong shape (a string where a list belongs, a list where an
+    object does...) fails as the extender's ExtenderError, not as a bug of the scheduler's."""
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        async def call(self: HTTPExtender, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, *args, **kwargs)
+            except ExtenderError:
+                raise
+            except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as error:
+                raise ExtenderError(f"extender {self.name!r} returned a malformed {verb} answer: "
+                                    f"{type(error).__name__}: {error}") from error
+        return cast(F, call)
+    return wrap
 
 
 class HTTPExtender:
@@ -102,6 +129,7 @@ class HTTPExtender:
 
     # -- verbs -------------------------------------------------------------------------------
 
+    @_decoded("filter")
     async def filter(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> FilterResult:
         """The nodes the extender keeps (a subset of `nodes`) and why it refused the others."""
         if not self.is_filter():
@@ -129,6 +157,7 @@ class HTTPExtender:
         return FilterResult(kept, _failed_map(_get(result, "FailedNodes")),
                             _failed_map(_get(result, "FailedAndUnresolvableNodes")))
 
+    @_decoded("prioritize")
     async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[str, int]]:
         """[(host, score 0..10)] as the extender answered; multiply by weight to use."""
         if not self.is_prioritizer():
@@ -144,6 +173,7 @@ class HTTPExtender:
             scores.append((host, score))
         return scores
 
+    @_decoded("bind")
     async def bind(self, pod: PodInfo, node: str) -> None:
         """Delegate binding the pod to `node` (ExtenderBindingArgs → ExtenderBindingResult)."""
         meta = pod.pod.get("metadata") or {}
@@ -154,6 +184,7 @@ class HTTPExtender:
         if error:
             raise ExtenderError(str(error))
 
+    @_decoded("preempt")
     async def process_preemption(self, pod: PodInfo, node_to_victims: Mapping[str, Victims],
                                  nodes: Mapping[str, NodeInfo]) -> dict[str, Victims]:
         """The candidates the extender accepts, with the victims it chose (by UID, on `nodes`)."""
@@ -207,7 +238,19 @@ class HTTPExtender:
             async with session.post(url, json=args, **extra) as response:
                 if response.status != 200:
                     raise ExtenderError(f"failed {verb} with extender at URL {url}, code {response.status}")
-                return await response.json(content_type=None)
+                if (response.content_length or 0) > MAX_ANSWER_BYTES:
+                    raise ExtenderError(f"{verb} answer of extender at URL {url} is {response.content_length} bytes, "
+                                        f"more than {MAX_ANSWER_BYTES}")
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(2**16):
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise ExtenderError(f"{verb} answer of extender at URL {url} is more than "
+                                            f"{MAX_ANSWER_BYTES} bytes")
+            try:
+                return json.loads(body)
+            except (ValueError, RecursionError) as error:
+                raise ExtenderError(f"{verb} answer of extender at URL {url} is not JSON: {error}") from None
         except ExtenderError:
             raise
         except TimeoutError:
@@ -218,7 +261,7 @@ class HTTPExtender:
     def _get_session(self) -> aiohttp.ClientSession:
         import aiohttp
         if self._session is None or self._session.closed:
-            ssl_context = _ssl_context(self.config) if self.config.enable_https or self.config.tls_config else None
+            ssl_context = tls_context(self.config) if self.config.enable_https or self.config.tls_config else None
             connector = aiohttp.TCPConnector(ssl=ssl_context if ssl_context is not None else False)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.http_timeout_seconds),
@@ -273,12 +316,3 @@ def _get(obj: Any, key: str) -> Any:
 
 def _failed_map(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
-
-
-def _ssl_context(config: ExtenderConfig) -> ssl.SSLContext:
-    """As upstream's makeTransport: with enableHTTPS and no CA the server is not verified."""
-    tls = config.tls_config or ExtenderTLSConfig()
-    has_ca = bool(tls.ca_file or tls.ca_data)
-    return client_context(ca_file=tls.ca_file or None, ca_data=tls.ca_data or None, cert_file=tls.cert_file or None,
-                          key_file=tls.key_file or None, cert_data=tls.cert_data or None, key_data=tls.key_data or None,
-                          verify=not (tls.insecure or (config.enable_https and not has_ca)))

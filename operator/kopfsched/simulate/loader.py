@@ -285,6 +285,8 @@ def _check_pod(pod: Obj) -> str | None:
             resources = container.get("resources")
             if not resources:
                 continue
+            if not isinstance(resources, dict):  # found by tests/fuzz: `resources: true` was a traceback
+                return f"spec.{field_name}[{i}].resources: must be an object"
             for part in ("requests", "limits"):
                 problem = _quantities_problem(resources.get(part))
                 if problem:
