@@ -81,7 +81,8 @@ def test_bound_pod_is_explained_as_pending_without_its_own_usage() -> None:
 def test_preemption_candidates_with_victims_and_the_chosen_node() -> None:
     entry = run_file(EXAMPLES / "affinity-and-preemption.yaml", "default/payments-0")
     assert entry["result"] == "Unschedulable"
-    assert entry["message"] == "0/6 nodes are available: 6 Insufficient cpu."
+    assert entry["message"] == ("0/6 nodes are available: 6 Insufficient cpu. preemption: found a potential "
+                                "placement for pod on node node-b2, preempting 1 victims")
     preemption = entry["preemption"]
     assert preemption["eligible"] is True
     assert preemption["candidates"] == [
