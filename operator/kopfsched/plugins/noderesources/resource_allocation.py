@@ -14,8 +14,8 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
