@@ -112,7 +112,10 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
     if draw(st.integers(0, 3)) == 0:
         spec["initContainers"] = _containers(draw, "init", draw(st.integers(1, 2)), sidecar=True)
     if draw(st.integers(0, 6)) == 0:
+        # Pod-level requests, valid only at or above the containers' own: here the only ones.
         spec["resources"] = {"requests": {"cpu": draw(cpu), "memory": draw(memory)}}
+        for container in spec["containers"] + spec.get("initContainers", []):
+            container["resources"] = {}
     if draw(st.booleans()):
         spec["priority"] = draw(st.sampled_from([0, 100, 1000]))
     if pending:

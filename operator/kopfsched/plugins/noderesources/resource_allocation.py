@@ -21,7 +21,14 @@ import numpy as np
 
 from kopfsched.framework import MAX_NODE_SCORE, ColumnSpec, NodeInfo, NodeTable, PodInfo
 from kopfsched.framework.node_table import one_per_pod
-from kopfsched.framework.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resource
+from kopfsched.framework.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    Resource,
+    container_non_zero_requests,
+)
 from kopfsched.plugins.noderesources.args import MAX_CUSTOM_PRIORITY_SCORE, qualified_name_errors
 
 MAX_UTILIZATION = 100
@@ -442,11 +449,14 @@ class ResourceAllocationScorer:
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """upstream calculatePodResourceRequestList."""
         out = []
+        non_zero_cpu, non_zero_memory = pod.non_zero_cpu, pod.non_zero_memory
+        if not self.use_requested and ((pod.pod.get("spec") or {}).get("resources") or {}).get("requests"):
+            non_zero_cpu, non_zero_memory = container_non_zero_requests(pod.pod)
         for name in self.resources:
             if name == CPU:
-                out.append(pod.requests.milli_cpu if self.use_requested else pod.non_zero_cpu)
+                out.append(pod.requests.milli_cpu if self.use_requested else non_zero_cpu)
             elif name == MEMORY:
-                out.append(pod.requests.memory if self.use_requested else pod.non_zero_memory)
+                out.append(pod.requests.memory if self.use_requested else non_zero_memory)
             elif name == PODS:
                 out.append(0)
             else:
