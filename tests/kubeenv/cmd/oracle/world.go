@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -146,6 +147,7 @@ func (w *World) admit() {
 		if pod.Spec.SchedulerName == "" {
 			pod.Spec.SchedulerName = v1.DefaultSchedulerName
 		}
+		mutatePodAffinity(pod)
 		if pod.Spec.Priority != nil {
 			continue
 		}
@@ -233,4 +235,46 @@ func podPriority(pod *v1.Pod) int32 {
 		return *pod.Spec.Priority
 	}
 	return 0
+}
+
+// mutatePodAffinity is the API server's (pkg/registry/core/pod/strategy.go,
+// MatchLabelKeysInPodAffinity): each (anti-)affinity term's matchLabelKeys and
+// mismatchLabelKeys become In and NotIn requirements of its labelSelector,
+// with the pod's own label values. The scheduler reads only the selector.
+func mutatePodAffinity(pod *v1.Pod) {
+	if pod.Spec.Affinity == nil {
+		return
+	}
+	var terms []*v1.PodAffinityTerm
+	if a := pod.Spec.Affinity.PodAffinity; a != nil {
+		for i := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+		}
+		for i := range a.RequiredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		}
+	}
+	if a := pod.Spec.Affinity.PodAntiAffinity; a != nil {
+		for i := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+		}
+		for i := range a.RequiredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		}
+	}
+	for _, term := range terms {
+		if term.LabelSelector == nil {
+			continue
+		}
+		apply := func(keys []string, op metav1.LabelSelectorOperator) {
+			for _, key := range keys {
+				if value, ok := pod.Labels[key]; ok {
+					term.LabelSelector.MatchExpressions = append(term.LabelSelector.MatchExpressions,
+						metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: []string{value}})
+				}
+			}
+		}
+		apply(term.MatchLabelKeys, metav1.LabelSelectorOpIn)
+		apply(term.MismatchLabelKeys, metav1.LabelSelectorOpNotIn)
+	}
 }
