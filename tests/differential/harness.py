@@ -58,13 +58,21 @@ def kopfsched_explain(objects: list[dict[str, Any]], ref: str) -> dict[str, Any]
     return asyncio.run(explain_pod(inputs, ref)).entry
 
 
+def started(pod: dict[str, Any]) -> str:
+    """When a pod bound by `apply` starts: a year after its creation (the oracle's rule)."""
+    created = pod["metadata"].get("creationTimestamp") or "2026-01-01T00:00:00Z"
+    return f"{int(created[:4]) + 1}{created[4:]}"
+
+
 def apply(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
     """The cluster after the entry's outcome, as the oracle's `run` applies it."""
     key = f"{entry['namespace']}/{entry['name']}"
     pod = next(o for o in objects if o["kind"] == "Pod" and pod_key(o) == key)
     if entry["result"] == "Scheduled" and entry["node"]:
         pod["spec"]["nodeName"] = entry["node"]
-        (pod.get("status") or {}).pop("nominatedNodeName", None)
+        status = pod.setdefault("status", {})
+        status.pop("nominatedNodeName", None)
+        status["startTime"] = started(pod)
     elif entry.get("nominatedNode"):
         victims = set(entry["victims"])
         objects = [o for o in objects if not (o["kind"] == "Pod" and pod_key(o) in victims)]

@@ -186,6 +186,9 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
     for i in range(draw(st.integers(0, max_running))):
         running = draw(pod(f"run-{i}", pending=False))
         running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
+        # Distinct start times: preemption spares the longest-running of equal priority, and
+        # equal (missing) times would leave the choice to the order of pods on the node.
+        running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
         objects.append(running)
     for i in range(draw(st.integers(1, max_pending))):
         pending = draw(pod(f"pod-{i}", pending=True))

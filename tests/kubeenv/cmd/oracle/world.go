@@ -213,6 +213,10 @@ func (w *World) apply(e *Entry) {
 	case e.Result == "Scheduled" && e.Node != nil:
 		pod.Spec.NodeName = *e.Node
 		pod.Status.NominatedNodeName = ""
+		// It starts a year after its creation (tests/differential/harness.py's rule):
+		// preemption orders equal-priority victims by start time.
+		started := metav1.NewTime(pod.CreationTimestamp.AddDate(1, 0, 0))
+		pod.Status.StartTime = &started
 	case e.NominatedNode != nil:
 		for _, victim := range e.Victims {
 			if _, i := w.pod(victim); i >= 0 {
