@@ -37,46 +37,46 @@ def scores(plugin: BalancedAllocation, pod: dict[str, Any], nodes: list[dict[str
     return per_node
 
 
-CPU_ONLY = {"cpu": "1000", "memory": "0"}
-CPU_AND_MEMORY = [{"cpu": "1000", "memory": "2000"}, {"cpu": "2000", "memory": "3000"}]
+def cpu_only(cpu: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": "0"}
 
+
+def cpu_and_memory(cpu: str, memory: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": memory}
+
+
+# Upstream's requestedPod of most cases: two containers, 1000m/2000 and 2000m/3000.
+TWO_CONTAINERS = [cpu_and_memory("1000", "2000"), cpu_and_memory("2000", "3000")]
+CPU_ONLY_POD = [cpu_only("1000"), cpu_only("2000")]
+GPU_RESOURCES = [{"name": "cpu"}, {"name": "memory"}, {"name": EXTENDED}]
+
+# v1.37's TestNodeResourcesBalancedAllocation, case for case (the DRA ones are in the DRA
+# tests). The score is 50 + (50 + balance with the pod - balance without it) / 2.
 CASES = [
-    # node1: cpu 3000/4000 = 0.75, memory 5000/10000 = 0.5 → std 0.125 → 87;
-    # node2: 3000/6000 = 0.5, 0.5 → 100
-    ("nothing scheduled, resources requested, differently sized nodes", make_pod(requests=CPU_AND_MEMORY),
-     [node("node1", "4000", "10000"), node("node2", "6000", "10000")], [], None, [87, 100]),
-    # node1: cpu 1000/10000 = 0.1, memory 0/20000 = 0 → std 0.05 → 95; node2: 0.1, 5000/20000 = 0.25 → 0.075 → 92
-    ("resources requested, pods scheduled with resources", make_pod(requests=CPU_ONLY),
+    # node1: with the pod cpu 0.75, memory 0.5 → 87, without 100 → 50 + 37 // 2 = 68; node2: 100, 100 → 75
+    ("nothing scheduled, resources requested, differently sized nodes", make_pod(requests=TWO_CONTAINERS),
+     [node("node1", "4000", "10000"), node("node2", "6000", "10000")], [], None, [68, 75]),
+    ("resources requested, pods scheduled with resources", make_pod(requests=TWO_CONTAINERS),
      [node("node1", "10000", "20000"), node("node2", "10000", "20000")],
-     [("node1", make_pod(requests={"cpu": "0", "memory": "0"})),
-      ("node2", make_pod(requests={"cpu": "0", "memory": "5000"}))], None, [95, 92]),
-    # node1: cpu 6000/10000 = 0.6, memory 5000/20000 = 0.25 → std 0.175 → 82;
-    # node2: 0.6, 10000/20000 = 0.5 → 0.05 → 95
-    ("resources requested, pods scheduled with resources, existing pods", make_pod(requests=CPU_AND_MEMORY),
-     [node("node1", "10000", "20000"), node("node2", "10000", "20000")],
-     [("node1", make_pod(requests={"cpu": "3000", "memory": "0"})),
-      ("node2", make_pod(requests={"cpu": "3000", "memory": "5000"}))], None, [82, 95]),
-    # fractions are capped at 1: node1 cpu 6000/4000 → 1, memory 0.5 → std 0.25 → 75
-    ("requested resources exceed node capacity", make_pod(requests=CPU_AND_MEMORY),
-     [node("node1", "4000", "10000")], [("node1", make_pod(requests={"cpu": "3000", "memory": "0"}))], None, [75]),
-    # nodes with no allocatable count no fraction → std 0 → 100
-    ("zero node resources", make_pod(requests=CPU_AND_MEMORY), [node("node1", "0", "0")], [], None, [100]),
-    # only the plain requests count: containers without requests add nothing (unlike Fit's non-zero requests)
-    ("requests, not non-zero requests", make_pod(requests=[{"cpu": "2000", "memory": "5000"}, {}]),
-     [node("node1", "4000", "10000")], [("node1", make_pod())], None, [100]),
-    # three resources: cpu 3000/6000 = 0.5, memory 5000/10000 = 0.5, gpu 1/4 = 0.25:
-    # mean 0.41666, std sqrt((2·0.0069444 + 0.0277777)/3) = 0.11785 → 88
-    ("three resources use the standard deviation",
-     make_pod(requests={"cpu": "3000", "memory": "5000", EXTENDED: "1"}),
-     [node("node1", "6000", "10000", {EXTENDED: 4})], [],
-     [{"name": "cpu"}, {"name": "memory"}, {"name": EXTENDED}], [88]),
-    # an extended resource the pod does not request is left out: cpu 0.5, memory 0.5 → 100
-    ("extended resource not requested is left out", make_pod(requests={"cpu": "3000", "memory": "5000"}),
-     [node("node1", "6000", "10000", {EXTENDED: 4})], [],
-     [{"name": "cpu"}, {"name": "memory"}, {"name": EXTENDED}], [100]),
-    # the node lacks the extended resource: cpu 3000/6000 = 0.5, memory 1000/10000 = 0.1 → 0.2 → 80
-    ("node without the extended resource", make_pod(requests={"cpu": "3000", "memory": "1000", EXTENDED: "1"}),
-     [node("node1", "6000", "10000")], [], [{"name": "cpu"}, {"name": "memory"}, {"name": EXTENDED}], [80]),
+     [("node1", make_pod(requests=CPU_ONLY_POD)), ("node2", make_pod(requests=TWO_CONTAINERS))], None, [73, 74]),
+    ("resources requested, pods scheduled with resources, differently sized nodes", make_pod(requests=TWO_CONTAINERS),
+     [node("node1", "10000", "20000"), node("node2", "10000", "50000")],
+     [("node1", make_pod(requests=CPU_ONLY_POD)), ("node2", make_pod(requests=TWO_CONTAINERS))], None, [73, 70]),
+    ("resources requested, pods scheduled with resources, nodes to reach min/max score",
+     make_pod(requests=[{"memory": "2000"}, {"memory": "3000"}]),
+     [node("node1", "3000", "5000"), node("node2", "3000", "5000")],
+     [("node1", make_pod(requests=CPU_ONLY_POD))], None, [100, 50]),
+    ("requested resources at node capacity", make_pod(requests=CPU_ONLY_POD),
+     [node("node1", "6000", "10000"), node("node2", "6000", "10000")],
+     [("node1", make_pod(requests=CPU_ONLY_POD)), ("node2", make_pod(requests=TWO_CONTAINERS))], None, [62, 62]),
+    ("scalar resource is included in the score computation if pod requests the scalar resource",
+     make_pod(requests={"cpu": "0", "memory": "0", EXTENDED: "1"}),
+     [node("node1", "3500", "40000", {EXTENDED: 8}), node("node2", "3500", "40000", {EXTENDED: 8})],
+     [("node1", make_pod(requests=[cpu_and_memory("1000", "2000"), {"cpu": "2000", "memory": "3000", EXTENDED: "3"}])),
+      ("node2", make_pod(requests=TWO_CONTAINERS))], GPU_RESOURCES, [75, 76]),
+    ("scalar resource is not included in the score computation if pod doesn't request the scalar resource",
+     make_pod(requests=TWO_CONTAINERS),
+     [node("node1", "3500", "40000", {EXTENDED: 8}), node("node2", "3500", "40000")], [], GPU_RESOURCES, [56, 56]),
 ]
 
 
@@ -100,10 +100,12 @@ def test_pre_score_skips_best_effort_pods(pod):
 
 
 def test_score_without_pre_score():
+    """Upstream's "resources requested, pods scheduled with resources if PreScore not called"."""
     plugin = balanced()
-    info = node_info(node("node1", "4000", "10000"))
-    assert plugin.score(CycleState(), PodInfo(make_pod(requests=CPU_AND_MEMORY)), info) == 87
-    assert plugin.score(CycleState(), PodInfo(make_pod()), info) == 0
+    infos = [node_info(node("node1", "10000", "20000"), make_pod(requests=CPU_ONLY_POD)),
+             node_info(node("node2", "10000", "20000"), make_pod(requests=TWO_CONTAINERS))]
+    assert [plugin.score(CycleState(), PodInfo(make_pod(requests=TWO_CONTAINERS)), n) for n in infos] == [73, 74]
+    assert plugin.score(CycleState(), PodInfo(make_pod()), infos[0]) == 0
 
 
 def test_default_args():

@@ -316,6 +316,24 @@ def test_calculate_num_candidates(nodes, percentage, absolute, expected):
 # -- PostFilter end to end over a few nodes --------------------------------------------------------
 
 
+def assert_found(result: PostFilterResult | None, status: Status | None) -> None:
+    """Preemption succeeded: v1.37 says where, and how many victims, in a Success status."""
+    assert result is not None and status is not None, status
+    assert (status.code, status.message) == (
+        Code.SUCCESS, f"preemption: found a potential placement for pod on node {result.nominated_node_name}, "
+                      f"preempting {len(result.victims)} victims")
+
+
+def test_pod_with_higher_priority_can_be_made_schedulable():
+    """Upstream's TestPostFilter "pod with higher priority can be made schedulable" (v1.37):
+    the Success status carries the placement, which the FitError message then shows."""
+    env = Env([node_info(make_node("node1", cpu="2"), running("p1", cpu="2", priority=1))])
+    result, status = env.post_filter(preemptor(cpu="1"))
+    assert result is not None and result.nominated_node_name == "node1"
+    assert status == Status(Code.SUCCESS, ("preemption: found a potential placement for pod on node node1, "
+                                           "preempting 1 victims",))
+
+
 async def test_preempts_lowest_priority_victims_on_the_best_node():
     nodes = [
         node_info(make_node("n1", cpu="4"), running("n1-mid", cpu="2", priority=5),
@@ -325,7 +343,7 @@ async def test_preempts_lowest_priority_victims_on_the_best_node():
     ]
     env = Env(nodes)
     result, status = env.post_filter(preemptor())
-    assert status is None
+    assert_found(result, status)
     assert result == PostFilterResult(nominated_node_name="n2", victims=("default/n2-low",))
     await env.side_effects()
     assert env.client.deleted == ["default/n2-low"]
@@ -345,7 +363,7 @@ async def test_pdb_protected_pods_spared_when_another_candidate_exists():
     ]
     env = Env(nodes, pdbs=(pdb("db", {"app": "db"}, 0),))
     result, status = env.post_filter(preemptor())
-    assert status is None
+    assert_found(result, status)
     assert result == PostFilterResult(nominated_node_name="n2", victims=("default/free",))
 
 
@@ -353,7 +371,7 @@ async def test_pdb_protected_pod_preempted_when_it_is_the_only_candidate():
     nodes = [node_info(make_node("n1", cpu="4"), running("guarded", cpu="4", priority=1, labels={"app": "db"}))]
     env = Env(nodes, pdbs=(pdb("db", {"app": "db"}, 0),))
     result, status = env.post_filter(preemptor())
-    assert status is None
+    assert_found(result, status)
     assert result == PostFilterResult(nominated_node_name="n1", victims=("default/guarded",))
 
 
@@ -410,7 +428,7 @@ def test_nominated_node_now_unresolvable_allows_preempting_elsewhere():
     state, statuses = env.cycle(pod)
     statuses.statuses["n1"] = Status.unresolvable("node(s) were unschedulable")
     result, status = env.plugin.post_filter(state, pod, statuses)
-    assert status is None
+    assert_found(result, status)
     assert result == PostFilterResult(nominated_node_name="n2", victims=("default/other",))
 
 
@@ -424,7 +442,8 @@ async def test_lower_priority_nominations_on_the_chosen_node_are_cleared():
         env.client.add_pod(raw)
         env.nominator.add_nominated_pod(PodInfo(raw), "n1")
     result, status = env.post_filter(preemptor(cpu="1"))
-    assert status is None and result.nominated_node_name == "n1"
+    assert_found(result, status)
+    assert result.nominated_node_name == "n1"
     assert [p.name for p in env.nominator.nominated_pods_for_node("n1")] == ["higher"]
     await env.side_effects()
     assert ("lower", "") in env.client.patches
@@ -438,7 +457,8 @@ async def test_waiting_victim_is_rejected_not_deleted():
     waiting = WaitingPod(PodInfo(victim), "n1", {"Gang": 60.0})
     env.handle.waiting_pods.add(waiting)
     result, status = env.post_filter(preemptor())
-    assert status is None and result.victims == ("default/waiting",)
+    assert_found(result, status)
+    assert result.victims == ("default/waiting",)
     await env.side_effects()
     assert env.client.deleted == []
     assert await waiting.wait() == (False, "DefaultPreemption", "preempted")
@@ -457,7 +477,7 @@ def test_dry_run_stops_after_enough_candidates(args, offset, chosen):
              for i, prio in ((1, 5), (2, 5), (3, 1))]
     env = Env(nodes, offset=offset, args=args)
     result, status = env.post_filter(preemptor())
-    assert status is None
+    assert_found(result, status)
     assert result.nominated_node_name == chosen
 
 

@@ -537,3 +537,17 @@ def test_batch_sees_refreshed_rows():
     nodes[1].add_pod(PodInfo(make_pod(requests={"cpu": "500m"}, node_name="n1")))
     table.refresh([1])
     assert plugin.filter_nodes(state, pod, table, np.arange(2)).tolist() == [True, False]
+
+
+def test_score_leaves_pod_level_requests_out():
+    """Found by the differential tests: v1.37.2 builds Fit's scorer without the
+    PodLevelResources switch, so a pod scores by its containers' requests (here none, so the
+    100m/200Mi defaults), not by spec.resources (250m/64Mi). On 2 cpu / 8Gi that is
+    ((2000-100)·100/2000 + (8192-200)·100/8192) / 2 = (95 + 97) / 2 = 96, where the
+    pod-level requests would give (87 + 99) / 2 = 93."""
+    pod = make_pod("p")
+    pod["spec"]["resources"] = {"requests": {"cpu": "250m", "memory": "64Mi"}}
+    plugin, info, state = fit(), node_info(make_node("n1", cpu="2", memory="8Gi")), CycleState()
+    assert plugin.pre_score(state, PodInfo(pod), [info]) is None
+    assert plugin.score(state, PodInfo(pod), info) == 96
+    assert plugin.score_nodes(state, PodInfo(pod), NodeTable([info]), np.arange(1)).tolist() == [96]

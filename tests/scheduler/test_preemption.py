@@ -44,7 +44,8 @@ async def test_preemptor_is_nominated_victims_deleted_then_bound_and_its_node_re
     attempt = h.recorder.last("p")
     assert (attempt.result, attempt.nominated_node, attempt.victims) == (
         "unschedulable", "node-a", ("default/a1", "default/a2"))
-    assert attempt.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert attempt.message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential "
+                               "placement for pod on node node-a, preempting 2 victims")
     assert h.client.deleted == ["default/a1", "default/a2"]
     assert h.client.pods["default/p"]["status"]["nominatedNodeName"] == "node-a"
     assert h.node_of("p") is None

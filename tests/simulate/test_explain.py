@@ -57,9 +57,13 @@ def test_scores_weights_total_and_rank() -> None:
                                 "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1, "VolumeBinding": 1}
     for scores in entry["scores"].values():
         assert scores["total"] == sum(entry["weights"][p] * s for p, s in scores.items() if p != "total")
-    assert [r["node"] for r in entry["ranking"]] == ["small", "big"]  # balanced on small beats 81 vs 75
+    # v1.37's BalancedAllocation: big goes from balance 100 to 93 (50 + (50 + 93 - 100) // 2 = 71),
+    # small stays at 100 (75): 81 + 71 beats 75 + 75.
+    assert entry["scores"]["big"]["NodeResourcesBalancedAllocation"] == 71
+    assert entry["scores"]["small"]["NodeResourcesBalancedAllocation"] == 75
+    assert [r["node"] for r in entry["ranking"]] == ["big", "small"]
     assert entry["ranking"][0]["rank"] == 1 and entry["ranking"][1]["rank"] == 2
-    assert entry["result"] == "Scheduled" and entry["node"] == "small"
+    assert entry["result"] == "Scheduled" and entry["node"] == "big"
 
 
 def test_single_feasible_node_is_still_scored() -> None:
@@ -82,7 +86,8 @@ def test_preemption_candidates_with_victims_and_the_chosen_node() -> None:
     entry = run_file(EXAMPLES / "affinity-and-preemption.yaml", "default/payments-0")
     # As simulate: bound after preempting, with its first attempt's FailedScheduling message.
     assert (entry["result"], entry["node"]) == ("Scheduled", "node-b2")
-    assert entry["message"] == "0/6 nodes are available: 6 Insufficient cpu."
+    assert entry["message"] == ("0/6 nodes are available: 6 Insufficient cpu. preemption: found a potential "
+                                "placement for pod on node node-b2, preempting 1 victims")
     preemption = entry["preemption"]
     assert preemption["eligible"] is True
     assert preemption["candidates"] == [

@@ -227,6 +227,15 @@ def pod_non_zero_requests(pod: Mapping[str, Any], requests: Mapping[str, int] | 
     return requests.get(CPU, 0), requests.get(MEMORY, 0)
 
 
+def container_non_zero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """`pod_non_zero_requests` with the pod-level requests left out: what v1.37.2's
+    NodeResourcesFit scores a pod by (its scorer is built without the PodLevelResources
+    switch, so resourcehelper.PodRequests skips them; BalancedAllocation's is not)."""
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "resources"}
+    requests = pod_requests({**pod, "spec": spec}, non_missing=_NON_MISSING)
+    return requests.get(CPU, 0), requests.get(MEMORY, 0)
+
+
 def pod_requests_and_non_zero(pod: Mapping[str, Any]) -> tuple[dict[str, int], int, int]:
     """`pod_requests(pod)` and `pod_non_zero_requests(pod)` at once: (requests, milli-CPU, memory).
 

@@ -72,7 +72,9 @@ class _PostFilterRun:
             return True
         answer, status = outcome
         if status is None or status.code is Code.SUCCESS:
-            self._final = answer, None
+            # A success's message is kept: upstream's FitError carries it (v1.37's preemption
+            # says where it found room).
+            self._final = answer, status if status is not None and status.message else None
         elif status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             self._final = answer, status.with_plugin(plugin.name)
         elif not status.is_rejection:  # anything but a rejection is an error

@@ -44,7 +44,7 @@ from kopfsched.plugins.defaultpreemption.plugin import DefaultPreemption
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.schedule_one import ScheduleResult, SchedulingError
 from kopfsched.simulate.html import cluster_view
-from kopfsched.simulate.loader import ClusterInput, apply_priority_classes, generate_resource_claims
+from kopfsched.simulate.loader import ClusterInput, apply_priority_classes, default_requests, generate_resource_claims
 from kopfsched.simulate.output import filter_explain, node_results, pod_results
 from kopfsched.simulate.runner import MAX_ATTEMPTS_PER_POD, Simulation, drain, load_scheduler
 from kopfsched.simulate.workloads import expand_workloads
@@ -95,6 +95,7 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     key = parse_pod_ref(ref)
     expand_workloads(inputs)  # the pod may be one a controller would make
     apply_priority_classes(inputs)  # before the pod is taken out: it needs its priority too
+    default_requests(inputs)  # and the requests the API server would have given it
     generate_resource_claims(inputs)  # and the claims its templates would give it
     target = next((p for p in inputs.pods if pod_key(p.obj) == key), None)
     if target is None:

@@ -340,6 +340,20 @@ def _check_duplicates(result: ClusterInput) -> None:
         group[:] = kept
 
 
+def default_requests(result: ClusterInput) -> None:
+    """What the API server's defaulting does to a pod's containers (SetDefaults_Pod): a
+    resource with a limit and no request gets the limit as its request."""
+    for loaded in result.pods:
+        spec = loaded.obj["spec"]
+        for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            resources = container.get("resources") or {}
+            limits = resources.get("limits")
+            if limits:
+                requests = resources.setdefault("requests", {})
+                for name, value in limits.items():
+                    requests.setdefault(name, value)
+
+
 def apply_priority_classes(result: ClusterInput) -> None:
     """What the Priority admission plugin does: spec.priority from priorityClassName
     (or the globalDefault class); an unknown class is reported and the pod left out."""

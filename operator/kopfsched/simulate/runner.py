@@ -29,7 +29,12 @@ from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.scheduler.scheduler import Scheduler
 from kopfsched.simulate.client import InMemoryClusterClient
-from kopfsched.simulate.loader import ClusterInput, apply_priority_classes, generate_resource_claims
+from kopfsched.simulate.loader import (
+    ClusterInput,
+    apply_priority_classes,
+    default_requests,
+    generate_resource_claims,
+)
 from kopfsched.simulate.workloads import expand_workloads
 
 MAX_ATTEMPTS_PER_POD = 20
@@ -128,6 +133,7 @@ def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | Non
                     record_events: bool) -> tuple[Simulation, VirtualClock, int]:
     expand_workloads(inputs)
     apply_priority_classes(inputs)
+    default_requests(inputs)
     generate_resource_claims(inputs)
     profiles = replace_profiles(build_profiles(inputs, registry), overrides or [])
     pending = [p for p in inputs.pods if not (p.obj.get("spec") or {}).get("nodeName")]

@@ -152,7 +152,9 @@ class Evaluator:
         if best is None or not best.name:
             return None, Status.unschedulable(MSG_NO_CANDIDATE)
         self.prepare_candidate(best, pod)
-        return PostFilterResult(nominated_node_name=best.name, victims=tuple(v.key for v in best.victims)), None
+        victims = tuple(v.key for v in best.victims)
+        found = f"found a potential placement for pod on node {best.name}, preempting {len(victims)} victims"
+        return PostFilterResult(nominated_node_name=best.name, victims=victims), Status(Code.SUCCESS, (found,))
 
     async def call_extenders(self, pod: PodInfo, candidates: list[Candidate]) -> list[Candidate]:
         """Upstream's callExtenders: each interested extender with a preempt verb gets the

@@ -1,8 +1,9 @@
 """NodeResourcesBalancedAllocation: prefer nodes whose resources fill up evenly.
 
-Score = (1 - standard deviation of requested/allocatable over the configured resources)·100,
+Score = 50 + (50 + balance with the pod - balance without it) / 2, a balance being (1 - standard
+deviation of requested/allocatable over the configured resources)·100,
 counting the node's plain requests plus the pod's (upstream's balanced_allocation.go, the
-std-dev form of v1.34/v1.35). PreScore skips best-effort pods (no request among the
+v1.37 form, which scores how much the pod improves the node). PreScore skips best-effort pods (no request among the
 resources), so they do not pile onto one node (upstream #129138). Score also runs
 vectorised over the NodeTable.
 

@@ -15,12 +15,20 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
 from kopfsched.framework import MAX_NODE_SCORE, ColumnSpec, NodeInfo, NodeTable, PodInfo
 from kopfsched.framework.node_table import one_per_pod
-from kopfsched.framework.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resource
+from kopfsched.framework.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    Resource,
+    container_non_zero_requests,
+)
 from kopfsched.plugins.noderesources.args import MAX_CUSTOM_PRIORITY_SCORE, qualified_name_errors
 
 MAX_UTILIZATION = 100
@@ -133,6 +141,20 @@ class Strategy:
         """`score_array` when every node offers every resource (all allocatable > 0): the
         same numbers, with fewer numpy steps where a strategy knows a shorter way."""
         return self.score_array(requested, allocatable)
+
+    # The scorer calls these, with the pod's own requests (already counted in `requested`):
+    # a strategy that compares the node before and after the pod (Balanced) overrides them.
+
+    def score_placed(self, requested: Sequence[int], allocatable: Sequence[int], pod: Sequence[int]) -> int:
+        return self.score(requested, allocatable)
+
+    def score_array_placed(self, requested: list[np.ndarray], allocatable: list[np.ndarray],
+                           pod: Sequence[int]) -> np.ndarray:
+        return self.score_array(requested, allocatable)
+
+    def score_array_offered_placed(self, requested: list[np.ndarray], allocatable: list[np.ndarray],
+                                   pod: Sequence[int]) -> np.ndarray:
+        return self.score_array_offered(requested, allocatable)
 
 
 class _WeightedStrategy(Strategy):
@@ -307,7 +329,27 @@ class RequestedToCapacityRatio(Strategy):
 
 
 class Balanced(Strategy):
-    """NodeResourcesBalancedAllocation: (1 - std of the requested fractions)·100."""
+    """NodeResourcesBalancedAllocation (v1.37's balancedResourceScorer): how much the pod
+    improves the node's balance. Each balance is (1 - std of the requested fractions)·100, in
+    [50, 100]; the score is 50 + (50 + with the pod - without it) / 2, so about 75 when the
+    pod changes little, towards 100 when it evens the node out, towards 50 when it tilts it.
+    `score` and the arrays are one balance; the `*_placed` methods combine two."""
+
+    def score_placed(self, requested: Sequence[int], allocatable: Sequence[int], pod: Sequence[int]) -> int:
+        allocated = [req - own if alloc else 0 for req, alloc, own in zip(requested, allocatable, pod, strict=True)]
+        return _improvement(self.score(requested, allocatable), self.score(allocated, allocatable))
+
+    def score_array_placed(self, requested: list[np.ndarray], allocatable: list[np.ndarray],
+                           pod: Sequence[int]) -> np.ndarray:
+        allocated = [np.where(alloc != 0, req - own, 0) for req, alloc, own in zip(requested, allocatable, pod,
+                                                                                   strict=True)]
+        return _improvement(self.score_array(requested, allocatable), self.score_array(allocated, allocatable))
+
+    def score_array_offered_placed(self, requested: list[np.ndarray], allocatable: list[np.ndarray],
+                                   pod: Sequence[int]) -> np.ndarray:
+        allocated = [req - own for req, own in zip(requested, pod, strict=True)]
+        return _improvement(self.score_array_offered(requested, allocatable),
+                            self.score_array_offered(allocated, allocatable))
 
     def score(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
         fractions: list[float] = []
@@ -381,6 +423,13 @@ class Balanced(Strategy):
         return std.astype(np.int64)  # truncates toward zero, as np.trunc then the cast
 
 
+def _improvement(with_pod: Any, without_pod: Any) -> Any:
+    """Both balances are in [50, 100], so the numerator is never negative: Go's integer
+    division is floor division here."""
+    half = MAX_NODE_SCORE // 2
+    return half + (half + with_pod - without_pod) // 2
+
+
 # --- the scorer --------------------------------------------------------------------------
 
 class ResourceAllocationScorer:
@@ -400,11 +449,14 @@ class ResourceAllocationScorer:
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """upstream calculatePodResourceRequestList."""
         out = []
+        non_zero_cpu, non_zero_memory = pod.non_zero_cpu, pod.non_zero_memory
+        if not self.use_requested and ((pod.pod.get("spec") or {}).get("resources") or {}).get("requests"):
+            non_zero_cpu, non_zero_memory = container_non_zero_requests(pod.pod)
         for name in self.resources:
             if name == CPU:
-                out.append(pod.requests.milli_cpu if self.use_requested else pod.non_zero_cpu)
+                out.append(pod.requests.milli_cpu if self.use_requested else non_zero_cpu)
             elif name == MEMORY:
-                out.append(pod.requests.memory if self.use_requested else pod.non_zero_memory)
+                out.append(pod.requests.memory if self.use_requested else non_zero_memory)
             elif name == PODS:
                 out.append(0)
             else:
@@ -431,7 +483,7 @@ class ResourceAllocationScorer:
             alloc, req = self._allocatable_requested(node, name, pod_requests[i])
             if alloc != 0:
                 allocatable[i], requested[i] = alloc, req
-        return self.strategy.score(requested, allocatable)
+        return self.strategy.score_placed(requested, allocatable, pod_requests)
 
     def score_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         """Each row's score. A node's score depends on its own columns and the pod's requests
@@ -461,7 +513,7 @@ class ResourceAllocationScorer:
             alloc = table.column(alloc_col).item(row)
             allocatable.append(alloc)
             requested.append(table.column(req_col).item(row) + pod_request if alloc != 0 else 0)
-        return self.strategy.score(requested, allocatable)
+        return self.strategy.score_placed(requested, allocatable, pod_requests)
 
     def compute_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         """score_rows, computed."""
@@ -480,7 +532,7 @@ class ResourceAllocationScorer:
                 allocatable.append(alloc)
                 requested.append(req)
             else:
-                return self.strategy.score_array_offered(requested, allocatable)
+                return self.strategy.score_array_offered_placed(requested, allocatable, pod_requests)
             requested.clear()
             allocatable.clear()
         zeros = np.zeros(len(rows), dtype=np.int64)
@@ -495,7 +547,7 @@ class ResourceAllocationScorer:
             present = alloc != 0
             allocatable.append(alloc)
             requested.append(np.where(present, req, 0))
-        return self.strategy.score_array(requested, allocatable)
+        return self.strategy.score_array_placed(requested, allocatable, pod_requests)
 
     def _columns(self, name: str, pod_request: int) -> tuple[ColumnSpec | None, ColumnSpec | None]:
         if name == CPU:

@@ -1,0 +1,197 @@
+"""Random clusters for the differential tests (hypothesis strategies).
+
+Small on purpose: a handful of nodes over three zones, a few running pods and a few pending
+ones, drawn from small pools of labels, keys and quantities, so that the default plugins'
+interesting cases (a tie, a skew of exactly maxSkew, a taint with and without its toleration,
+an affinity term that matches one pod) come up often and shrink to a readable cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+APPS = ("web", "db", "cache")
+NAMESPACES = ("default", "team-a")
+TAINTS = (("dedicated", "infra"), ("gpu", "true"), ("spot", ""))
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+ZONE_KEY = "topology.kubernetes.io/zone"
+HOST_KEY = "kubernetes.io/hostname"
+GPU = "example.com/gpu"
+
+cpu = st.sampled_from(["100m", "250m", "500m", "1", "1500m", "2"])
+memory = st.sampled_from(["64Mi", "256Mi", "512Mi", "1Gi", "2Gi"])
+
+
+@st.composite
+def node(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    labels = {HOST_KEY: name, "disk": draw(st.sampled_from(["ssd", "hdd"]))}
+    if draw(st.integers(0, 5)):  # now and then a node without a zone (spread's missing labels)
+        labels[ZONE_KEY] = draw(st.sampled_from(ZONES))
+    allocatable = {"cpu": draw(st.sampled_from(["1", "2", "4", "8"])),
+                   "memory": draw(st.sampled_from(["1Gi", "2Gi", "4Gi", "8Gi"])),
+                   "pods": draw(st.sampled_from(["3", "10", "110"]))}
+    if draw(st.booleans()):
+        allocatable[GPU] = draw(st.sampled_from(["1", "2"]))
+    taints = [{"key": key, "value": value, "effect": draw(st.sampled_from(EFFECTS))}
+              for key, value in draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique=True))]
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if draw(st.integers(0, 9)) == 0:
+        spec["unschedulable"] = True
+    status: dict[str, Any] = {"allocatable": allocatable, "capacity": dict(allocatable)}
+    images = draw(st.lists(st.sampled_from(["nginx:1.27", "redis:7", "postgres:16"]), max_size=2, unique=True))
+    if images:
+        status["images"] = [{"names": [image], "sizeBytes": draw(st.sampled_from([30, 300, 900])) * 2**20}
+                            for image in images]
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": spec, "status": status}
+
+
+def _selector(draw: st.DrawFn) -> dict[str, Any]:
+    if draw(st.booleans()):
+        return {"matchLabels": {"app": draw(st.sampled_from(APPS))}}
+    return {"matchExpressions": [{"key": "app", "operator": draw(st.sampled_from(["In", "NotIn"])),
+                                  "values": draw(st.lists(st.sampled_from(APPS), min_size=1, max_size=2,
+                                                          unique=True))}]}
+
+
+def _affinity_term(draw: st.DrawFn) -> dict[str, Any]:
+    term: dict[str, Any] = {"labelSelector": _selector(draw),
+                            "topologyKey": draw(st.sampled_from([ZONE_KEY, HOST_KEY]))}
+    scope = draw(st.integers(0, 3))
+    if scope == 1:
+        term["namespaces"] = draw(st.lists(st.sampled_from(NAMESPACES), min_size=1, unique=True))
+    elif scope == 2:
+        term["namespaceSelector"] = draw(st.sampled_from([{}, {"matchLabels": {"team": "a"}}]))
+    if draw(st.integers(0, 4)) == 0:
+        term["matchLabelKeys"] = ["tier"]
+    return term
+
+
+def _node_affinity(draw: st.DrawFn) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    expr = {"key": draw(st.sampled_from([ZONE_KEY, "disk"])), "operator": draw(st.sampled_from(["In", "NotIn",
+                                                                                                  "Exists"]))}
+    if expr["operator"] != "Exists":
+        expr["values"] = [draw(st.sampled_from(ZONES if expr["key"] == ZONE_KEY else ("ssd", "hdd")))]
+    if draw(st.booleans()):
+        out["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}
+    else:
+        out["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": draw(st.sampled_from([1, 50, 100])), "preference": {"matchExpressions": [expr]}}]
+    return out
+
+
+def _containers(draw: st.DrawFn, prefix: str, count: int, *, sidecar: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        resources: dict[str, Any] = {}
+        shape = draw(st.integers(0, 4))
+        if shape in (1, 2, 3):
+            resources["requests"] = {"cpu": draw(cpu), "memory": draw(memory)}
+        if shape == 3 and draw(st.booleans()):
+            resources["requests"][GPU] = "1"
+        if shape == 4:  # limits only: the API server makes them the requests
+            resources["limits"] = {"cpu": draw(cpu)}
+        container: dict[str, Any] = {"name": f"{prefix}{i}", "image": draw(st.sampled_from(
+            ["nginx:1.27", "redis:7", "postgres:16", "busybox"])), "resources": resources}
+        if sidecar and draw(st.booleans()):
+            container["restartPolicy"] = "Always"
+        out.append(container)
+    return out
+
+
+@st.composite
+def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
+    labels = {"app": draw(st.sampled_from(APPS)), "tier": draw(st.sampled_from(["front", "back"]))}
+    spec: dict[str, Any] = {"containers": _containers(draw, "c", draw(st.integers(1, 2)))}
+    if draw(st.integers(0, 3)) == 0:
+        spec["initContainers"] = _containers(draw, "init", draw(st.integers(1, 2)), sidecar=True)
+    if draw(st.integers(0, 6)) == 0:
+        # Pod-level requests, valid only at or above the containers' own: here the only ones.
+        spec["resources"] = {"requests": {"cpu": draw(cpu), "memory": draw(memory)}}
+        for container in spec["containers"] + spec.get("initContainers", []):
+            container["resources"] = {}
+    if draw(st.booleans()):
+        spec["priority"] = draw(st.sampled_from([0, 100, 1000]))
+    if pending:
+        if draw(st.integers(0, 4)) == 0:
+            spec["preemptionPolicy"] = "Never"
+        tolerations = []
+        for key, value in draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique=True)):
+            toleration: dict[str, Any] = {"key": key}
+            if draw(st.booleans()):
+                toleration.update(operator="Equal", value=value)
+            else:
+                toleration["operator"] = "Exists"
+            if draw(st.booleans()):
+                toleration["effect"] = draw(st.sampled_from(EFFECTS))
+            tolerations.append(toleration)
+        if tolerations:
+            spec["tolerations"] = tolerations
+        if draw(st.integers(0, 4)) == 0:
+            spec["nodeSelector"] = {"disk": draw(st.sampled_from(["ssd", "hdd"]))}
+        affinity: dict[str, Any] = {}
+        if draw(st.integers(0, 2)) == 0:
+            affinity["nodeAffinity"] = _node_affinity(draw)
+        for kind in ("podAffinity", "podAntiAffinity"):
+            if draw(st.integers(0, 3)) == 0:
+                if draw(st.booleans()):
+                    affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [_affinity_term(draw)]}
+                else:
+                    affinity[kind] = {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": draw(st.sampled_from([1, 10, 100])), "podAffinityTerm": _affinity_term(draw)}]}
+        if affinity:
+            spec["affinity"] = affinity
+        if draw(st.integers(0, 2)) == 0:
+            spec["topologySpreadConstraints"] = [_spread(draw, labels)]
+        if draw(st.integers(0, 4)) == 0:
+            spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([80, 8080]))}]
+    meta = {"name": name, "namespace": draw(st.sampled_from(NAMESPACES)), "labels": labels}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _spread(draw: st.DrawFn, labels: dict[str, str]) -> dict[str, Any]:
+    constraint: dict[str, Any] = {
+        "maxSkew": draw(st.sampled_from([1, 2])),
+        "topologyKey": draw(st.sampled_from([ZONE_KEY, HOST_KEY])),
+        "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
+        "labelSelector": {"matchLabels": {"app": labels["app"]}},
+    }
+    if constraint["whenUnsatisfiable"] == "DoNotSchedule" and draw(st.integers(0, 3)) == 0:
+        constraint["minDomains"] = draw(st.sampled_from([2, 4]))
+    if draw(st.integers(0, 3)) == 0:
+        constraint["nodeAffinityPolicy"] = draw(st.sampled_from(["Honor", "Ignore"]))
+    if draw(st.integers(0, 3)) == 0:
+        constraint["nodeTaintsPolicy"] = draw(st.sampled_from(["Honor", "Ignore"]))
+    if draw(st.integers(0, 3)) == 0:
+        constraint["matchLabelKeys"] = ["tier"]
+    return constraint
+
+
+@st.composite
+def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
+             max_pending: int = 4) -> list[dict[str, Any]]:
+    """A snapshot: namespaces, nodes, running pods bound to them, pending pods in creation order."""
+    nodes = [draw(node(f"node-{i}")) for i in range(draw(st.integers(1, max_nodes)))]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        *nodes,
+    ]
+    for i in range(draw(st.integers(0, max_running))):
+        running = draw(pod(f"run-{i}", pending=False))
+        running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
+        # Distinct start times: preemption spares the longest-running of equal priority, and
+        # equal (missing) times would leave the choice to the order of pods on the node.
+        running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
+        objects.append(running)
+    for i in range(draw(st.integers(1, max_pending))):
+        pending = draw(pod(f"pod-{i}", pending=True))
+        pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
+        objects.append(pending)
+    return objects
