@@ -121,7 +121,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             log = open(pathlib.Path(workdir) / 'operator.log', 'wb')  # noqa: SIM115  # closed below
             started = time.monotonic()
             operator = subprocess.Popen([sys.executable, '-m', 'kopfsched', 'run', f'--kubeconfig={kubeconfig}',
-                                         '--no-leader-elect', f'--metrics-port={args.metrics_port}'],
+                                         '--no-leader-elect', f'--metrics-port={args.metrics_port}', '--secure-port=0'],
                                         stdout=log, stderr=subprocess.STDOUT)
             try:
                 cluster.wait_for(lambda: _ready(args.metrics_port) or operator.poll() is not None,

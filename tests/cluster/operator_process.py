@@ -21,10 +21,11 @@ class OperatorProcess:
     def __init__(self, cluster: ControlPlane, kubeconfig: pathlib.Path, *, name: str = 'kopfsched-0',
                  leader_elect: bool = False, config: pathlib.Path | None = None) -> None:
         self.cluster, self.name = cluster, name
-        self.port = free_port()
+        self.port, self.secure_port = free_port(), free_port()
         self.log = cluster.workdir / f'operator-{name}-{self.port}.log'
         self.argv = [sys.executable, '-m', 'kopfsched', 'run', f'--kubeconfig={kubeconfig}',
-                     f'--metrics-port={self.port}', '--leader-elect' if leader_elect else '--no-leader-elect']
+                     f'--metrics-port={self.port}', f'--secure-port={self.secure_port}', '--bind-address=127.0.0.1',
+                     '--leader-elect' if leader_elect else '--no-leader-elect']
         if config is not None:
             self.argv.append(f'--config={config}')
         self.process: subprocess.Popen[bytes] | None = None
