@@ -82,6 +82,8 @@ def running_operator(cluster: ControlPlane, kubeconfig: pathlib.Path, **options:
     try:
         replica.wait_ready()
         yield replica
+    except AssertionError as failure:  # what the operator said is the first thing to read
+        raise AssertionError(f'{failure}\n{replica.name} said last:\n{replica.last_lines(40)}') from failure
     finally:
         started = time.monotonic()
         code = replica.stop()

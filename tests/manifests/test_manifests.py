@@ -169,6 +169,7 @@ EXPECTED_CLUSTER_RULES = {
     ("resource.k8s.io", "resourceslices"): {"list", "watch"},
     ("resource.k8s.io", "resourceclaims"): {"list", "watch", "patch"},
     ("resource.k8s.io", "resourceclaims/status"): {"patch"},
+    ("resource.k8s.io", "resourceclaims/binding"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     ("authentication.k8s.io", "tokenreviews"): {"create"},
     ("authorization.k8s.io", "subjectaccessreviews"): {"create"},

@@ -132,7 +132,15 @@ def used_cluster_wide(requests) -> dict[tuple[str, str], set[str]]:
         used.setdefault((group, watched.plural), set()).update({"list", "watch"})
     for key, verbs in KOPF_DISCOVERY.items():
         used.setdefault(key, set()).update(verbs)
+    for (key, verb), implied in IMPLIED.items():
+        if verb in used.get(key, ()):
+            used.setdefault(implied, set()).add(verb)
     return used
+
+
+IMPLIED = {(("resource.k8s.io", "resourceclaims/status"), "patch"): ("resource.k8s.io", "resourceclaims/binding")}
+"""Permissions the API server checks beyond the request's own path: a write of a claim's
+status.allocation or reservedFor also needs resourceclaims/binding (found on a real v1.37 server)."""
 
 
 def test_requests_were_recorded(requests):
