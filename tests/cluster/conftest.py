@@ -99,7 +99,9 @@ def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> Iterator
                      timeout=30, what=f'the default ServiceAccount of {name}')
     yield name
     cluster.delete(f'/api/v1/namespaces/{name}')
-    cluster.check()
+    # Gone before the next test: its pods would otherwise still be pending for the next operator.
+    cluster.wait_for(lambda: cluster.get(f'/api/v1/namespaces/{name}') is None, timeout=90,
+                     what=f'namespace {name} deleted', interval=0.5)
 
 
 _namespaces = itertools.count()

@@ -39,4 +39,7 @@ def test_every_verb_granted_is_used_and_none_used_is_missing(cluster: ControlPla
         ref = entry.get('objectRef') or {}
         resource = ref.get('resource', '') + (f"/{ref['subresource']}" if ref.get('subresource') else '')
         used.add((ref.get('apiGroup', ''), resource, entry['verb']))
-    assert sorted(granted() - used) == [], 'granted in manifests/ but never used by the operator'
+    # Checked by the API server beside a claim's status patch, never a request of its own.
+    implied = {('resource.k8s.io', 'resourceclaims/binding', 'patch')}
+    unused = sorted(granted() - used - implied)
+    assert unused == [], f'granted in manifests/ but never used by the operator: {unused}'

