@@ -65,21 +65,23 @@ def test_a_pod_that_fits_nowhere_is_reported_as_the_server_validates_it_then_bou
         cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
     nodes(make_node('small-0', cpu='2'))
     nodes(make_node('small-1', cpu='2'))
+    create_pods(cluster, namespace, make_pod('filler', namespace, node_name='small-0', requests={'cpu': '1'}))
     with running_operator(cluster, operator_kubeconfig):
         create_pods(cluster, namespace, make_pod('big', namespace, scheduler_name='kopfsched', requests={'cpu': '3'}))
         reported = cluster.wait_for(lambda: pod_condition(cluster, namespace, 'big').get('reason') == 'Unschedulable'
                                     and pod_condition(cluster, namespace, 'big'), timeout=30, what='PodScheduled=False')
         [failed] = cluster.wait_for(lambda: events(cluster, namespace, name='big', reason='FailedScheduling'),
                                     timeout=30, what='FailedScheduling')
-        # A node that could help but does not: a second, identical failure counted in the series.
-        nodes(make_node('small-2', cpu='2'))
+        # A change that could help but does not (a running pod's cpu freed): a second, identical
+        # failure, counted in the Event's series.
+        assert cluster.delete(f'/api/v1/namespaces/{namespace}/pods/filler') == 200
         cluster.wait_for(lambda: (events(cluster, namespace, name='big', reason='FailedScheduling')[0].get('series')
                                   or {}).get('count') == 2, timeout=30, what='the Event series counted')
         nodes(make_node('large', cpu='8'))
         cluster.wait_for(lambda: node_of(cluster, namespace, 'big') == 'large', timeout=30, what='bound to large')
     assert reported['status'] == 'False'
     assert reported['message'] == ('0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are '
-                                   'available: 2 No preemption victims found for incoming pod.')
+                                   'available: 2 Preemption is not helpful for scheduling.')
     assert (failed['type'], failed['note'], failed['action'], failed['reportingController']) == (
         'Warning', reported['message'], 'Scheduling', 'kopfsched')
     # The server took the status patch: the condition and the Event are what it stored.
