@@ -9,6 +9,8 @@ import pathlib
 import threading
 from typing import Any
 
+import pytest
+
 from kopfsched.testing import make_node, make_pod
 from tests.cluster.conftest import ROOT
 from tests.cluster.helpers import OPERATOR_USER, bindings, node_of, pod, pod_condition, refused_requests
@@ -26,6 +28,9 @@ def create(cluster: ControlPlane, path: str, *bodies: dict[str, Any]) -> None:
         cluster.post(path, body)
 
 
+# After other tests on the shared control plane its members were never reported unschedulable
+# within a minute (alone, in seconds): not understood yet, so it runs first until it is.
+@pytest.mark.first_in_session
 def test_a_gang_binds_all_or_nothing_and_its_pod_group_status_says_so(
         cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
     applied = cluster.kubectl('apply', '-f', str(ROOT / 'crds' / 'optional'))
