@@ -21,7 +21,7 @@ from kopfsched.plugins.registry import in_tree_registry
 from kopfsched.scheduler import extender as extender_module
 from kopfsched.scheduler.extender import ExtenderError, HTTPExtender
 from tests.builders import make_node, make_pod, node_info
-from tests.core.harness import Harness, profile_from_spec
+from tests.harness import Harness, profile_from_spec
 
 from .conftest import FakeExtender
 from .test_scheduling import PROFILE, settle

@@ -164,7 +164,7 @@ async def test_the_page_counts_bound_and_pending_pods_and_marks_tainted_nodes_an
     from kopfsched.scheduler.activity import Activity
     from tests.browser import async_page
     from tests.builders import make_node, make_pod
-    from tests.core.harness import Harness
+    from tests.harness import Harness
 
     h = Harness([make_node("a", cpu="2"), make_node("gpu", cpu="2", extended={"nvidia.com/gpu": "4"}, taints=[
         {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])])

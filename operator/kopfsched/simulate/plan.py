@@ -43,10 +43,10 @@ from typing import Any, TextIO
 from kopfsched.documents import problem_line, read_documents
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import FitError
+from kopfsched.framework.preemption.candidates import DisruptionBudget
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.resources import CPU, MEMORY, PODS, quantity_value
 from kopfsched.framework.types import Obj, PodInfo, parse_time, pod_key
-from kopfsched.plugins.defaultpreemption.evaluator import DisruptionBudget
 from kopfsched.plugins.registry import full_registry
 from kopfsched.scheduler.event_handlers import EventHandlers
 from kopfsched.scheduler.schedule_one import SchedulingError
