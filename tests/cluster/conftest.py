@@ -94,8 +94,10 @@ def cluster(control_plane: StartControlPlane) -> Iterator[ControlPlane]:
 
 
 @pytest.fixture
-def namespace(cluster: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace for this test alone, deleted (with its pods) afterwards."""
+def namespace(cluster: ControlPlane, nodes: Callable[..., dict[str, Any]],
+              request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace for this test alone, deleted (with its pods) afterwards: before the test's
+    nodes, whose kwok kubelet completes the pods' graceful deletion."""
     name = f't{next(_namespaces)}-{request.node.name[:40]}'.lower().replace('_', '-').strip('-')
     name = ''.join(c for c in name if c.isalnum() or c == '-')[:63].rstrip('-')
     cluster.post('/api/v1/namespaces', {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': name}})

@@ -5,7 +5,6 @@ real Lease, preemption with graceful deletion that kwok completes."""
 from __future__ import annotations
 
 import collections
-import json
 import pathlib
 import signal
 
@@ -208,7 +207,3 @@ def test_preemption_deletes_the_victim_gracefully_and_binds_the_preemptor(
     assert event['type'] == 'Normal'
     assert event['note'] == f'Preempted by pod {pod(cluster, namespace, "preemptor")["metadata"]["uid"]} on node ' \
                             'preempt-0'
-
-
-def _json(text: str) -> dict:
-    return json.loads(text)

@@ -22,7 +22,6 @@ created before it). A component that exits while the control plane runs is repor
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import dataclasses
 import json
@@ -472,16 +471,6 @@ class ControlPlane:
         """The module versions the kubeenv binary was built from (k8s.io/kubernetes, etcd)."""
         out = subprocess.run([str(self.binaries.kubeenv), 'version'], capture_output=True, text=True, check=True)
         return dict(line.split(' ', 1) for line in out.stdout.splitlines() if ' ' in line)
-
-
-def requests_by(entries: list[dict[str, Any]]) -> collections.Counter[tuple[str, str, str]]:
-    """(verb, group/resource, subresource) → count, for RBAC checks."""
-    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    for entry in entries:
-        ref = entry.get('objectRef') or {}
-        resource = f"{ref.get('apiGroup', '')}/{ref.get('resource', '')}" if ref else entry['requestURI']
-        counts[entry['verb'], resource, ref.get('subresource', '')] += 1
-    return counts
 
 
 @contextlib.contextmanager
