@@ -26,6 +26,7 @@ from tests.differential.strategies import clusters
 EXAMPLES = 100
 
 
+@pytest.mark.timeout(900)  # the oracle's build (once per hash) and 100 examples on a busy machine
 @seed(21)
 @settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

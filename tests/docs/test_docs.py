@@ -57,7 +57,7 @@ ELSEWHERE = {
     r"(PYTHONPATH=operator )?python -m benchmarks\.preemption_outcomes .*":
         "tests/scheduler/test_preemption_bench_outcomes.py::test_preemption_bench_outcomes_unchanged",
     r"python -m benchmarks\.e2e_throughput .*":
-        "tests/benchmarks/test_throughput_scripts.py::test_the_script_reports_the_operators_ratio_next_to_the_ceiling",
+        "tests/benchmarks/test_throughput_scripts.py::test_the_script_runs_small_and_reports_every_figure",
     r"kopfsched sandbox|export KUBECONFIG=(~/\.kube/)?kopfsched-sandbox\.kubeconfig|"
     r"kubectl (--kubeconfig (~/\.kube/)?kopfsched-sandbox\.kubeconfig )?(get|describe|apply) .*":
         "tests/sandbox/test_sandbox_docs.py::test_the_readme_and_sandbox_doc_commands_run_as_shown",

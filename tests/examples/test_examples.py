@@ -133,9 +133,12 @@ def test_a_preemptor_keeps_its_first_failed_scheduling_message(affinity_report: 
 
     payments = pods_by_key(affinity_report)["default/payments-0"]
     assert (payments["result"], payments["node"], payments["victims"]) == ("Scheduled", "node-b2", ["default/batch-b2"])
-    assert payments["message"] == "0/6 nodes are available: 6 Insufficient cpu."
+    assert payments["message"] == ("0/6 nodes are available: 6 Insufficient cpu. preemption: found a potential "
+                                   "placement for pod on node node-b2, preempting 1 victims")
     [row] = [line for line in to_table(affinity_report).splitlines() if line.startswith("default/payments-0 ")]
-    assert row.split(None, 4)[4] == "preempted default/batch-b2 after: 0/6 nodes are available: 6 Insufficient cpu."
+    assert row.split(None, 4)[4] == ("preempted default/batch-b2 after: 0/6 nodes are available: 6 Insufficient "
+                                     "cpu. preemption: found a potential placement for pod on node node-b2, "
+                                     "preempting 1 victims")
 
 
 def test_anti_affinity_rejects_the_seventh_cache_pod(affinity_report: dict[str, Any]) -> None:

@@ -145,7 +145,8 @@ def test_simulate_report_shows_the_preemptor_and_its_victim(capsys, tmp_path) ->
         raw.fill("#placements .search", "payments")  # the preemptor, and its victim with it
         assert [" ".join(t.split()) for t in raw.locator("#placements-list li").all_inner_texts()] == [
             "Scheduled default/payments-0 → node-b2 preempted default/batch-b2 after: "
-            "0/6 nodes are available: 6 Insufficient cpu.",
+            "0/6 nodes are available: 6 Insufficient cpu. preemption: found a potential placement for pod on "
+            "node node-b2, preempting 1 victims",
             "Preempted default/batch-b2 preempted by default/payments-0 on node-b2"]
         page.check_clean()
 
