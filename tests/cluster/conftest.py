@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster.helpers import create_namespace, install_kopfsched
 from tests.kubeenv.build import GO_INSTALL_HINT, Binaries, BuildError, build, go_command
 from tests.kubeenv.control_plane import ControlPlane, Options
 
@@ -88,8 +89,7 @@ def control_plane(kubeenv_binaries: Binaries, tmp_path_factory: pytest.TempPathF
 def cluster(control_plane: StartControlPlane) -> Iterator[ControlPlane]:
     """The session's control plane, kopfsched's CRDs and manifests applied with kubectl."""
     with control_plane() as shared:
-        applied = shared.kubectl('apply', '-f', str(ROOT / 'crds'), '-f', str(ROOT / 'manifests'))
-        assert applied.returncode == 0, applied.stderr
+        install_kopfsched(shared)
         yield shared
 
 
@@ -100,9 +100,7 @@ def namespace(cluster: ControlPlane, nodes: Callable[..., dict[str, Any]],
     nodes, whose kwok kubelet completes the pods' graceful deletion."""
     name = f't{next(_namespaces)}-{request.node.name[:40]}'.lower().replace('_', '-').strip('-')
     name = ''.join(c for c in name if c.isalnum() or c == '-')[:63].rstrip('-')
-    cluster.post('/api/v1/namespaces', {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': name}})
-    cluster.wait_for(lambda: cluster.get(f'/api/v1/namespaces/{name}/serviceaccounts/default'),
-                     timeout=30, what=f'the default ServiceAccount of {name}')
+    create_namespace(cluster, name)
     yield name
     cluster.delete(f'/api/v1/namespaces/{name}')
     # Gone before the next test: its pods would otherwise still be pending for the next operator.

@@ -1,9 +1,12 @@
 """Small readers of the real API server's state that the operator tests share."""
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 from tests.kubeenv.control_plane import ControlPlane
+
+ROOT = pathlib.Path(__file__).parents[2]
 
 OPERATOR_USER = 'system:serviceaccount:kopfsched-system:kopfsched'
 
@@ -42,3 +45,16 @@ def refused_requests(cluster: ControlPlane, user: str = OPERATOR_USER) -> list[s
     allowed is admission's, e.g. an Event in a namespace being deleted.)"""
     return [f"{e['verb']} {e['requestURI']}" for e in cluster.audit(user=user)
             if (e.get('annotations') or {}).get('authorization.k8s.io/decision') == 'forbid']
+
+
+def install_kopfsched(cluster: ControlPlane) -> None:
+    """As users install it: `kubectl apply -f crds/ -f manifests/`."""
+    applied = cluster.kubectl('apply', '-f', str(ROOT / 'crds'), '-f', str(ROOT / 'manifests'))
+    assert applied.returncode == 0, applied.stderr
+
+
+def create_namespace(cluster: ControlPlane, name: str) -> None:
+    """A namespace, once its `default` ServiceAccount exists (pods cannot be created before)."""
+    cluster.post('/api/v1/namespaces', {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': name}})
+    cluster.wait_for(lambda: cluster.get(f'/api/v1/namespaces/{name}/serviceaccounts/default'),
+                     timeout=30, what=f'the default ServiceAccount of {name}')

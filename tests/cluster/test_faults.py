@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from kopfsched.testing import make_node, make_pod
-from tests.cluster.conftest import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, ROOT, StartControlPlane
-from tests.cluster.helpers import OPERATOR_USER
+from tests.cluster.conftest import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, StartControlPlane
+from tests.cluster.helpers import OPERATOR_USER, create_namespace, install_kopfsched
 from tests.cluster.operator_process import OperatorProcess, running_operator
 from tests.kubeenv.control_plane import ControlPlane, Options
 
@@ -37,12 +37,8 @@ def installed(control_plane: StartControlPlane) -> Callable[..., contextlib.Abst
     @contextlib.contextmanager
     def start(**options: Any) -> Iterator[Installed]:
         with control_plane(Options(**options)) as cluster:
-            applied = cluster.kubectl('apply', '-f', str(ROOT / 'crds'), '-f', str(ROOT / 'manifests'))
-            assert applied.returncode == 0, applied.stderr
-            cluster.post('/api/v1/namespaces', {'apiVersion': 'v1', 'kind': 'Namespace',
-                                                'metadata': {'name': NAMESPACE}})
-            cluster.wait_for(lambda: cluster.get(f'/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default'),
-                             timeout=30, what='the default ServiceAccount')
+            install_kopfsched(cluster)
+            create_namespace(cluster, NAMESPACE)
             yield cluster, cluster.kubeconfig_for_service_account(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
     return start
 
