@@ -78,3 +78,18 @@ async def async_page(*, width: int = 1280, height: int = 900) -> AsyncIterator[A
 
 def file_url(path: pathlib.Path) -> str:
     return path.resolve().as_uri()
+
+
+class OpenedFile:
+    """A self-contained page opened from a file, with its script errors and network requests
+    recorded: `check_clean` asserts it raised none and fetched nothing but files."""
+
+    def __init__(self, page: Any, path: pathlib.Path) -> None:
+        self.page, self.errors, self.requests = page, [], []
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("request", lambda request: self.requests.append(request.url))
+        page.goto(file_url(path))
+
+    def check_clean(self) -> None:
+        assert self.errors == []
+        assert [url for url in self.requests if not url.startswith("file:")] == []

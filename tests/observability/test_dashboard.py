@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -37,6 +38,51 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class ViewSource:
+    """The dashboard's source over a real scheduler, through the view functions the operator uses."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    async def overview(self) -> dict[str, Any]:
+        from kopfsched.scheduler import view
+        from kopfsched.scheduler.activity import Activity
+        data = await view.overview(self.scheduler, Activity(), self.scheduler.cache)
+        data["instance"] = {"identity": "test", "scheduling": True, "time": 0}
+        for profile in data["profiles"]:
+            profile.update(source="--config", ready={"status": "True"}, queue={})
+        return data
+
+    async def pending(self) -> bytes:
+        from kopfsched.scheduler import view
+        return await view.pending_body(self.scheduler.pending)
+
+    def pending_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+
+@contextlib.asynccontextmanager
+async def page_of(scheduler: Any) -> AsyncIterator[Any]:
+    """The dashboard of `scheduler` served on a free port and opened in the browser; the page
+    must raise no error while it is open."""
+    from tests.browser import async_page
+    app = web.Application()
+    DashboardRoutes(ViewSource(scheduler)).add_to(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        async with async_page() as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/")
+            yield page
+        assert errors == []
+    finally:
+        await runner.cleanup()
+
 
 
 @pytest.fixture
@@ -105,11 +151,8 @@ async def test_the_page_renders_a_large_cluster_aggregated_per_zone(tmp_path) ->
     from kopfsched.cache import Cache
     from kopfsched.config.defaults import default_profile
     from kopfsched.plugins.registry import in_tree_registry
-    from kopfsched.scheduler import view
-    from kopfsched.scheduler.activity import Activity
     from kopfsched.scheduler.scheduler import Scheduler
     from kopfsched.simulate.client import InMemoryClusterClient
-    from tests.browser import async_page
     from tests.builders import make_node, make_pod
 
     registry = in_tree_registry()
@@ -120,49 +163,20 @@ async def test_the_page_renders_a_large_cluster_aggregated_per_zone(tmp_path) ->
                                            labels={"topology.kubernetes.io/zone": f"zone-{'ab'[i % 2]}"}))
     scheduler.cache.add_pod(make_pod("hog", uid="hog", node_name="node-007", requests={"cpu": "3900m"}))
 
-    class Real:
-        async def overview(self) -> dict[str, Any]:
-            data = await view.overview(scheduler, Activity(), scheduler.cache)
-            data["instance"] = {"identity": "test", "scheduling": True, "time": 0}
-            for profile in data["profiles"]:
-                profile.update(source="--config", ready={"status": "True"}, queue={})
-            return data
-
-        async def pending(self) -> bytes:
-            return await view.pending_body(scheduler.pending)
-
-        def pending_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-            return None
-
-    app = web.Application()
-    DashboardRoutes(Real()).add_to(app)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        async with async_page() as page:
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            await page.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/")
-            await page.get_by_text("Busiest nodes").wait_for(timeout=15_000)
-            assert await page.locator("#node-count").inner_text() == "400 nodes, aggregated per zone"
-            assert await page.locator(".zone h3").all_inner_texts() == [
-                "zone-a\n200 nodes · CPU 0% (0/800) · memory 0% (0B/6.3Ti) · pods 0/22000",
-                "zone-b\n200 nodes · CPU 0.5% (3.9/800) · memory 0% (0B/6.3Ti) · pods 1/22000"]
-            assert await page.locator(".hist").count() == 2
-            busiest = await page.locator(".wide tbody tr").all_inner_texts()
-            assert len(busiest) == 10 and busiest[0].startswith("node-007")
-            await page.screenshot(path=str(tmp_path / "aggregated.png"), full_page=True)
-        assert errors == []
-    finally:
-        await runner.cleanup()
+    async with page_of(scheduler) as page:
+        await page.get_by_text("Busiest nodes").wait_for(timeout=15_000)
+        assert await page.locator("#node-count").inner_text() == "400 nodes, aggregated per zone"
+        assert await page.locator(".zone h3").all_inner_texts() == [
+            "zone-a\n200 nodes · CPU 0% (0/800) · memory 0% (0B/6.3Ti) · pods 0/22000",
+            "zone-b\n200 nodes · CPU 0.5% (3.9/800) · memory 0% (0B/6.3Ti) · pods 1/22000"]
+        assert await page.locator(".hist").count() == 2
+        busiest = await page.locator(".wide tbody tr").all_inner_texts()
+        assert len(busiest) == 10 and busiest[0].startswith("node-007")
+        await page.screenshot(path=str(tmp_path / "aggregated.png"), full_page=True)
 
 
 async def test_the_page_counts_bound_and_pending_pods_and_marks_tainted_nodes_and_gated_pods(tmp_path) -> None:
     """The sandbox's complaint: "24 pods in cache" with 30 pods, no taint shown, no gated pod listed."""
-    from kopfsched.scheduler import view
-    from kopfsched.scheduler.activity import Activity
-    from tests.browser import async_page
     from tests.builders import make_node, make_pod
     from tests.harness import Harness
 
@@ -172,39 +186,13 @@ async def test_the_page_counts_bound_and_pending_pods_and_marks_tainted_nodes_an
                make_pod("held", scheduling_gates=["example.com/quota"]))
     await h.settle()
 
-    class Real:
-        async def overview(self) -> dict[str, Any]:
-            data = await view.overview(h.scheduler, Activity(), h.scheduler.cache)
-            data["instance"] = {"identity": "test", "scheduling": True, "time": 0}
-            for profile in data["profiles"]:
-                profile.update(source="--config", ready={"status": "True"}, queue={})
-            return data
-
-        async def pending(self) -> bytes:
-            return await view.pending_body(h.scheduler.pending)
-
-        def pending_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-            return None
-
-    app = web.Application()
-    DashboardRoutes(Real()).add_to(app)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        async with async_page() as page:
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            await page.goto(f"http://127.0.0.1:{runner.addresses[0][1]}/")
-            await page.locator("tr.pod").nth(1).wait_for(timeout=15_000)
-            assert await page.locator("#cluster").inner_text() == "2 nodes · 1 pod bound · 2 pending"
-            assert await page.locator(".tainted").all_inner_texts() == ["tainted dedicated=gpu:NoSchedule"]
-            assert await page.locator(".ext").all_inner_texts() == ["nvidia.com/gpu 0 / 4"]
-            rows = await page.locator("tr.pod").all_inner_texts()
-            assert rows[0].startswith("default/huge") and rows[1].startswith("default/held")
-            assert "SchedulingGated · gates: example.com/quota" in rows[1]
-            assert "Scheduling is blocked due to non-empty scheduling gates" in rows[1]
-            await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
-        assert errors == []
-    finally:
-        await runner.cleanup()
+    async with page_of(h.scheduler) as page:
+        await page.locator("tr.pod").nth(1).wait_for(timeout=15_000)
+        assert await page.locator("#cluster").inner_text() == "2 nodes · 1 pod bound · 2 pending"
+        assert await page.locator(".tainted").all_inner_texts() == ["tainted dedicated=gpu:NoSchedule"]
+        assert await page.locator(".ext").all_inner_texts() == ["nvidia.com/gpu 0 / 4"]
+        rows = await page.locator("tr.pod").all_inner_texts()
+        assert rows[0].startswith("default/huge") and rows[1].startswith("default/held")
+        assert "SchedulingGated · gates: example.com/quota" in rows[1]
+        assert "Scheduling is blocked due to non-empty scheduling gates" in rows[1]
+        await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)

@@ -18,7 +18,7 @@ from kopfsched.simulate.loader import load_files
 from kopfsched.simulate.replay import replay
 from kopfsched.simulate.replay_output import compare_json, to_json
 from kopfsched.simulate.runner import build_profiles
-from tests.browser import file_url, sync_page
+from tests.browser import OpenedFile, sync_page
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 CLUSTER = str(EXAMPLES / "cluster.yaml")
@@ -61,18 +61,6 @@ def test_the_command_writes_the_page(tmp_path: pathlib.Path, capsys, monkeypatch
     assert page.startswith("<!doctype html>") and '"kind":"replay"' in page
 
 
-class Page:
-    def __init__(self, page: Any, path: pathlib.Path) -> None:
-        self.page, self.errors, self.requests = page, [], []
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("request", lambda request: self.requests.append(request.url))
-        page.goto(file_url(path))
-
-    def check_clean(self) -> None:
-        assert self.errors == []
-        assert [url for url in self.requests if not url.startswith("file:")] == []
-
-
 def chip_values(raw: Any) -> dict[str, str]:
     """{label: value} of the header's chips (a chip is <b>value</b>label)."""
     return raw.evaluate("""() => Object.fromEntries([...document.querySelectorAll('header .chip')].map(
@@ -84,7 +72,7 @@ def test_replay_report_shows_the_runs_figures(single: tuple[dict[str, Any], str]
     path = tmp_path / "replay.html"
     path.write_text(html)
     with sync_page(width=1400, height=1000) as raw:
-        page = Page(raw, path)
+        page = OpenedFile(raw, path)
         chips = chip_values(raw)
         assert chips["pods"] == str(report["summary"]["pods"])
         assert chips["scheduled"] == str(report["summary"]["scheduled"])
@@ -118,7 +106,7 @@ def test_replay_compare_report_has_both_runs_on_one_time_axis(compared: tuple[di
     path = tmp_path / "compare.html"
     path.write_text(html)
     with sync_page(width=1400, height=1000) as raw:
-        page = Page(raw, path)
+        page = OpenedFile(raw, path)
         runs = raw.locator("section.run").evaluate_all("(els) => els.map((e) => e.dataset.run)")
         assert runs == ["before", "after"]
         before, after = report["before"]["summary"], report["after"]["summary"]

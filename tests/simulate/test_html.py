@@ -17,7 +17,7 @@ from kopfsched.simulate.loader import load_objects
 from kopfsched.simulate.output import to_json
 from kopfsched.simulate.runner import simulate
 from kopfsched.testing import make_node, make_pod
-from tests.browser import file_url, sync_page
+from tests.browser import OpenedFile, sync_page
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 CLUSTER = str(EXAMPLES / "cluster.yaml")
@@ -36,18 +36,8 @@ def report_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     return json.loads(capsys.readouterr().out)
 
 
-class Page:
-    """A report opened in Chromium, with its script errors and network requests recorded."""
-
-    def __init__(self, page: Any, path: pathlib.Path) -> None:
-        self.page, self.errors, self.requests = page, [], []
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("request", lambda request: self.requests.append(request.url))
-        page.goto(file_url(path))
-
-    def check_clean(self) -> None:
-        assert self.errors == []
-        assert [url for url in self.requests if not url.startswith("file:")] == []
+class Page(OpenedFile):
+    """A simulate report opened in Chromium."""
 
     def reasons(self) -> list[str]:
         return [" ".join(t.split()) for t in self.page.locator("#pod-reasons .reason").all_inner_texts()]
