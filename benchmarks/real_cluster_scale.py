@@ -2,7 +2,7 @@
 in a real kube-apiserver and etcd, then `kopfsched run` started, made ready and given P new
 pods to bind. Reports the operator's time to ready, its peak RSS and its pods/s.
 
-    python -m benchmarks.real_cluster_scale [--nodes 5000] [--running 50000] [--pods 5000] [-o json]
+    python -m benchmarks.real_cluster_scale [--nodes 5000] [--running 50000] [--pods 5000] [--qps 5000] [-o json]
 
 A benchmark, not a test: every loop is bounded (counts and a deadline per phase). The
 objects are created by 30 parallel clients at no client-side rate limit, as scheduler_perf's
@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import pathlib
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from kopfsched.testing import make_node, make_pod
+from tests.cluster.operator_process import OperatorProcess
 from tests.kubeenv.control_plane import ControlPlane, Options
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -34,8 +35,9 @@ NAMESPACE = 'scale'
 
 
 async def create_all(cluster: ControlPlane, path: str, bodies: Iterable[dict[str, Any]], *,
-                     deadline: float) -> int:
-    """POST every body with CREATORS concurrent clients; the number created."""
+                     deadline: float, created_at: dict[str, float] | None = None) -> int:
+    """POST every body with CREATORS concurrent clients; the number created. `created_at`, if
+    given, receives each object's name and the monotonic time its POST returned."""
     context = ssl.create_default_context(cafile=str(cluster.ca_file))
     context.load_cert_chain(str(cluster.admin.cert), str(cluster.admin.key))
     pending = iter(bodies)
@@ -51,6 +53,8 @@ async def create_all(cluster: ControlPlane, path: str, bodies: Iterable[dict[str
                     async with http.post(path, json=body) as response:
                         if response.status in (200, 201):
                             created += 1
+                            if created_at is not None:
+                                created_at[body['metadata']['name']] = time.monotonic()
                             break
                         if response.status != 429 and response.status < 500:
                             raise RuntimeError(f'POST {path}: {response.status} {await response.text()}')
@@ -59,8 +63,8 @@ async def create_all(cluster: ControlPlane, path: str, bodies: Iterable[dict[str
     return created
 
 
-async def watch_bound(cluster: ControlPlane, count: int, *, deadline: float) -> list[float]:
-    """Monotonic times at which each of `count` pods of NAMESPACE got a nodeName."""
+async def watch_bound(cluster: ControlPlane, prefix: str, count: int, *, deadline: float) -> dict[str, float]:
+    """The monotonic time at which each of `count` pods of NAMESPACE named `prefix`* got a nodeName."""
     context = ssl.create_default_context(cafile=str(cluster.ca_file))
     context.load_cert_chain(str(cluster.admin.cert), str(cluster.admin.key))
     seen: dict[str, float] = {}
@@ -72,17 +76,47 @@ async def watch_bound(cluster: ControlPlane, count: int, *, deadline: float) -> 
                 async for line in _lines(response):
                     event = json.loads(line)
                     obj = event['object']
-                    if obj.get('spec', {}).get('nodeName') and obj['metadata']['name'] not in seen:
-                        seen[obj['metadata']['name']] = time.monotonic()
+                    name = obj['metadata']['name']
+                    if name.startswith(prefix) and obj.get('spec', {}).get('nodeName') and name not in seen:
+                        seen[name] = time.monotonic()
                     if len(seen) >= count or time.monotonic() > deadline:
                         break
-    return sorted(seen.values())
+    return seen
 
 
 async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     async for line in response.content:
         if line.strip():
             yield line
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process, from /proc."""
+    fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+MEAN_METRICS = ('scheduler_scheduling_attempt_duration_seconds', 'scheduler_pod_scheduling_sli_duration_seconds')
+
+
+def operator_means(metrics: str) -> dict[str, float]:
+    """Mean scheduling attempt and SLI duration (queue entry to bound) as the operator measured
+    them: where the pods' wait was spent, inside the scheduler or before it saw them."""
+    sums: dict[str, float] = {}
+    for line in metrics.splitlines():
+        name, _, value = line.partition(' ')
+        for metric in MEAN_METRICS:
+            if name.startswith(metric + '_sum') or name.startswith(metric + '_count'):
+                key = metric + ('_sum' if '_sum' in name else '_count')
+                sums[key] = sums.get(key, 0.0) + float(value)
+    return {f'operator_{metric.split("_", 2)[2].removesuffix("_seconds")}_mean_s':
+            round(sums[metric + '_sum'] / sums[metric + '_count'], 4)
+            for metric in MEAN_METRICS if sums.get(metric + '_count')}
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -109,52 +143,53 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                              timeout=60, what='the default ServiceAccount')
             phase = time.monotonic()
             await create_all(cluster, '/api/v1/nodes', (make_node(f'node-{i}', cpu='32', memory='256Gi', pods=110)
-                                                        for i in range(args.nodes)), deadline=phase + 900)
+                                                        for i in range(args.nodes)), deadline=phase + 3600)
             running = (make_pod(f'running-{i}', NAMESPACE, node_name=f'node-{i % args.nodes}',
                                 requests={'cpu': '100m', 'memory': '500Mi'}) for i in range(args.running))
-            await create_all(cluster, f'/api/v1/namespaces/{NAMESPACE}/pods', running, deadline=phase + 1800)
+            await create_all(cluster, f'/api/v1/namespaces/{NAMESPACE}/pods', running, deadline=phase + 3600)
             figures['populate_s'] = round(time.monotonic() - phase, 1)
             print(f'scale: {args.nodes} nodes and {args.running} running pods in {figures["populate_s"]} s',
                   file=sys.stderr, flush=True)
 
             kubeconfig = cluster.kubeconfig_for_service_account('kopfsched-system', 'kopfsched')
-            log = open(pathlib.Path(workdir) / 'operator.log', 'wb')  # noqa: SIM115  # closed below
             started = time.monotonic()
-            operator = subprocess.Popen([sys.executable, '-m', 'kopfsched', 'run', f'--kubeconfig={kubeconfig}',
-                                         '--no-leader-elect', f'--metrics-port={args.metrics_port}', '--secure-port=0'],
-                                        stdout=log, stderr=subprocess.STDOUT)
+            config = pathlib.Path(workdir) / 'kopfsched-config.yaml'
+            config.write_text(json.dumps({'apiVersion': 'kubescheduler.config.k8s.io/v1',
+                                          'kind': 'KubeSchedulerConfiguration',
+                                          'clientConnection': {'qps': args.qps, 'burst': args.qps},
+                                          'profiles': [{'schedulerName': 'kopfsched'}]}))
+            operator = OperatorProcess(cluster, kubeconfig, config=config).start()
             try:
-                cluster.wait_for(lambda: _ready(args.metrics_port) or operator.poll() is not None,
-                                 timeout=600, what='kopfsched ready', interval=0.2)
-                if operator.poll() is not None:
-                    raise RuntimeError(f'kopfsched exited {operator.returncode}')
+                operator.wait_ready(timeout=600)
+                assert operator.process is not None
                 figures['operator_ready_s'] = round(time.monotonic() - started, 1)
-                figures['operator_rss_ready_mib'] = round(peak_rss_mib(operator.pid), 1)
+                figures['operator_rss_ready_mib'] = round(peak_rss_mib(operator.process.pid), 1)
                 deadline = time.monotonic() + 1200
-                watcher = asyncio.create_task(watch_bound(cluster, args.pods, deadline=deadline))
+                watcher = asyncio.create_task(watch_bound(cluster, 'new-', args.pods, deadline=deadline))
                 await asyncio.sleep(1)  # the watch is open before the first pod arrives
-                first = time.monotonic()
+                first, cpu_before = time.monotonic(), cpu_seconds(operator.process.pid)
                 new = (make_pod(f'new-{i}', NAMESPACE, scheduler_name='kopfsched',
                                 requests={'cpu': '100m', 'memory': '500Mi'}) for i in range(args.pods))
-                await create_all(cluster, f'/api/v1/namespaces/{NAMESPACE}/pods', new, deadline=deadline)
+                created_at: dict[str, float] = {}
+                await create_all(cluster, f'/api/v1/namespaces/{NAMESPACE}/pods', new, deadline=deadline,
+                                 created_at=created_at)
+                created = time.monotonic()
                 bound = await watcher
+                last = max(bound.values(), default=first)
                 figures['bound'] = len(bound)
-                figures['pods_per_second'] = round(len(bound) / (bound[-1] - first), 1) if bound else 0.0
-                figures['operator_peak_rss_mib'] = round(peak_rss_mib(operator.pid), 1)
+                # Binding can go no faster than pods arrive: the creator's rate is the ceiling.
+                figures['created_per_second'] = round(len(created_at) / (created - first), 1)
+                figures['pods_per_second'] = round(len(bound) / (last - first), 1) if bound else 0.0
+                latencies = [bound[name] - created_at[name] for name in bound if name in created_at]
+                figures['latency_p50_s'] = round(percentile(latencies, 0.5), 3)
+                figures['latency_p99_s'] = round(percentile(latencies, 0.99), 3)
+                figures['operator_cpu_ms_per_pod'] = round(
+                    1000 * (cpu_seconds(operator.process.pid) - cpu_before) / max(1, len(bound)), 2)
+                figures.update(operator_means(operator.get('/metrics')[1]))
+                figures['operator_peak_rss_mib'] = round(peak_rss_mib(operator.process.pid), 1)
             finally:
-                operator.terminate()
-                operator.wait(timeout=60)
-                log.close()
+                operator.stop(timeout=60)
     return figures
-
-
-def _ready(port: int) -> bool:
-    import urllib.request
-    try:
-        with urllib.request.urlopen(f'http://127.0.0.1:{port}/readyz', timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def main() -> int:
@@ -162,7 +197,8 @@ def main() -> int:
     parser.add_argument('--nodes', type=int, default=5000)
     parser.add_argument('--running', type=int, default=50_000)
     parser.add_argument('--pods', type=int, default=5000)
-    parser.add_argument('--metrics-port', type=int, default=18251)
+    parser.add_argument('--qps', type=int, default=5000,
+                        help="the operator's client QPS and burst (scheduler_perf's 5000; upstream's default is 50)")
     parser.add_argument('-o', '--output', choices=('table', 'json'), default='table')
     args = parser.parse_args()
     figures = asyncio.run(run(args))
