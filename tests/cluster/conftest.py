@@ -37,14 +37,10 @@ _built: Binaries | str | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line('markers', 'last_in_session: run after every other test (reads what they did)')
-    config.addinivalue_line('markers', 'first_in_session: run on the fresh shared control plane')
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def order(item: pytest.Item) -> int:
-        return -1 if item.get_closest_marker('first_in_session') else \
-            1 if item.get_closest_marker('last_in_session') else 0
-    items.sort(key=order)
+    items.sort(key=lambda item: 1 if item.get_closest_marker('last_in_session') else 0)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

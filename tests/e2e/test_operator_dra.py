@@ -5,12 +5,16 @@ and reservedFor through the API before binding; a pod that wants a device alread
 waits until a new ResourceSlice brings one."""
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import aiohttp
+import pytest
+import yaml
 
-from kopfsched.emulator.server import FastKubernetesEmulator
+from kopfsched.emulator.server import FastKubernetesEmulator, write_kubeconfig
 from tests.builders import make_node, make_pod
+from tests.conftest import ROOT
 from tests.e2e.operator_harness import (
     eventually,
     node_of,
@@ -80,3 +84,48 @@ async def test_claims_are_allocated_written_and_then_the_pods_bound(
     # Allocation and reservation went to the status subresource, the finalizer to the claim.
     paths = sorted({m.path for m in emulator.mutations('PATCH', r'/resourceclaims/')})
     assert paths == [f'{CLAIMS}/first', f'{CLAIMS}/first/status', f'{CLAIMS}/second', f'{CLAIMS}/second/status']
+
+
+def manifests_rbac(*, without: str | None = None) -> list[dict[str, Any]]:
+    """manifests/' ClusterRole and ClusterRoleBinding, the rule naming `without` left out."""
+    role, binding = (yaml.safe_load((ROOT / 'manifests' / name).read_text())
+                     for name in ('02-clusterrole.yaml', '03-clusterrolebinding.yaml'))
+    role['rules'] = [rule for rule in role['rules'] if without not in rule['resources']]
+    return [role, binding]
+
+
+@pytest.mark.emulator(authorization=True)
+@pytest.mark.parametrize('without', [None, 'resourceclaims/binding'], ids=['manifests', 'without-claim-binding'])
+async def test_as_its_service_account_the_operator_allocates_only_with_patch_on_resourceclaims_binding(
+        emulator: FastKubernetesEmulator, http: aiohttp.ClientSession, tmp_path: pathlib.Path,
+        without: str | None) -> None:
+    """The operator with the token and RBAC users install, as tests/cluster runs it: a v1.37
+    server refuses a claim's allocation without `patch resourceclaims/binding` (422), so the pod
+    stays unbound; with manifests/ as written it is bound."""
+    for body in manifests_rbac(without=without):
+        await post(http, f'/apis/rbac.authorization.k8s.io/v1/{body["kind"].lower()}s', body)
+    await post(http, '/api/v1/nodes', make_node('gpu-1'))
+    await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
+                                              'metadata': {'name': 'gpu'}, 'spec': {'selectors': [
+                                                  {'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    await post(http, f'{DRA}/resourceslices', gpu_slice('gpu-1', 'gpu-0'))
+    await post(http, CLAIMS, gpu_claim('first'))
+    token = emulator.service_account_token('kopfsched-system', 'kopfsched')
+    kubeconfig = write_kubeconfig(tmp_path / 'operator.kubeconfig', url=emulator.url, token=token)
+    async with running_operator(kubeconfig):
+        await post(http, PODS, gpu_pod('trainer', 'first'))
+        refused = lambda: [m.status for m in emulator.mutations('PATCH', r'/resourceclaims/first/status$')]  # noqa: E731
+        if without is None:
+            await eventually(lambda: node_of(emulator, 'trainer'), what='trainer bound')
+        else:
+            await eventually(lambda: 422 in refused(), what='the allocation refused')
+    if without is None:
+        assert node_of(emulator, 'trainer') == 'gpu-1'
+        assert [(r['resource'], r['name']) for r in claim_of(emulator, 'first')['status']['reservedFor']] == [
+            ('pods', 'trainer')]
+        assert set(refused()) == {200}
+        assert not [m for m in emulator.mutations() if m.status == 403]  # manifests/ grant all it asks for
+    else:
+        assert node_of(emulator, 'trainer') is None
+        assert 'allocation' not in (claim_of(emulator, 'first').get('status') or {})
+        assert set(refused()) == {422}

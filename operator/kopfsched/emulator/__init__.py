@@ -16,5 +16,7 @@ The emulator is one class built in layers, one module per job, each on the one b
   hosting (in a loop, a thread, a subprocess).
 
 Beside them: `resources` the kinds it serves, `patches` and `selectors` the API semantics it
-implements, `tables` and `openapi` what kubectl reads, `validation` and `event_validation`.
+implements, `namespaces` their lifecycle (Terminating, NamespaceLifecycle admission),
+`authorization` RBAC when it is switched on, `tables` and `openapi` what kubectl reads,
+`validation` and `event_validation`.
 """

@@ -29,6 +29,12 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
 - discovery for kopf, kubernetes_asyncio and kubectl; CRDs register their resources on create.
   /openapi/v3 lists each kind's operations (no schemas), enough for plain `kubectl apply`
   (openapi.py); lists and objects as Tables for `kubectl get` (tables.py);
+- namespaces as the API server and namespace controller run them: Active with the `kubernetes` finalizer
+  and name label, Terminating on DELETE while their content goes, and NamespaceLifecycle's 403 for a create
+  in a terminating one (namespaces.py);
+- with `authorization=True`, RBAC from the stored roles and bindings for ServiceAccount tokens
+  (`service_account_token`), upstream's 401/403 texts, and a ResourceClaim's allocation refused (422)
+  without the verb on `resourceclaims/binding` (authorization.py); /version is the pinned v1.37.2;
 - server-side checks a user notices: a pod without containers, a malformed quantity (validation.py);
   events.k8s.io/v1 Events are readable as core/v1 Events too (core_events.py), as kubectl describe reads them;
 - test hooks: `fail_next()` injects failures (with Retry-After if asked), `throttle()` answers 429 with
@@ -36,8 +42,10 @@ stock kmock 0.8 (each one is something kopf or kubernetes-asyncio breaks without
   `watch_error()` ends watches with an ERROR event of any Status code (and `heal_watches()`),
   `mutations()` is a bounded log of what the API received, `send_bookmarks()`.
 
-Deliberate leniencies: namespaces need not exist; no defaults except a pod's
-`spec.schedulerName` and `status.phase`; status given on create is kept.
+Deliberate leniencies: namespaces need not exist (the real server answers 404); no defaults except a
+pod's `spec.schedulerName` and `status.phase` and a namespace's; status given on create is kept (but a
+namespace's); a namespace's content is deleted at once, inside its DELETE (the controller takes seconds);
+without `authorization`, every request is the admin's.
 
 It runs in the caller's loop (`await emulator.start()` ... `await emulator.stop()`), in a thread with its own loop
 (`EmulatorThread`, what the `emulator` fixture uses), or in a subprocess
@@ -72,6 +80,7 @@ import attrs
 import kmock
 
 from kopfsched.emulator import openapi, tables
+from kopfsched.emulator.authorization import ADMIN, ADMIN_TOKEN, allowed, forbidden, request_attributes
 from kopfsched.emulator.faults import EmulatorFaults
 from kopfsched.emulator.list_watch import _int_query, _WatchError
 from kopfsched.emulator.resources import BUILTIN_RESOURCES, ResourceDef, group_versions
@@ -87,6 +96,13 @@ from kopfsched.emulator.store import (
     status_object,
 )
 from kopfsched.emulator.verbs import _parse_json
+
+VERSION = {'major': '1', 'minor': '37', 'emulationMajor': '1', 'emulationMinor': '37',
+           'minCompatibilityMajor': '1', 'minCompatibilityMinor': '36', 'gitVersion': 'v1.37.2+kopfsched-emulator',
+           'gitCommit': '', 'gitTreeState': 'clean', 'buildDate': '1970-01-01T00:00:00Z', 'goVersion': 'go1.26.8',
+           'compiler': 'gc', 'platform': 'linux/amd64'}
+"""/version: the release the test control plane pins (tests/kubeenv/go.mod), as its kube-apiserver
+answers; the build metadata says it is the emulator."""
 
 
 @attrs.define(kw_only=True, slots=False)
@@ -135,6 +151,10 @@ class FastKubernetesEmulator(EmulatorFaults):
         self.request_count += 1
         response: aiohttp.web.StreamResponse
         self._manager = raw.query.get('fieldManager') or (raw.headers.get('User-Agent') or 'unknown').split('/')[0]
+        user = self._authenticate(raw.headers.get('Authorization', '')) if self.authorization else ADMIN
+        if user is None and not raw.path.startswith('/_emulator/'):
+            return _json_response(ApiError(401, 'Unauthorized').status(), 401)
+        self._user = user or ADMIN
         throttle = self._throttled(raw.method, raw.path_qs)
         failure = None if throttle is not None else self._take_failure(raw.method, raw.path_qs)
         if throttle is not None:
@@ -200,6 +220,10 @@ class FastKubernetesEmulator(EmulatorFaults):
         parsed = ApiPath.parse(path)
         if parsed is None:
             raise ApiError(404, f'the server could not find the requested resource ({method} {path})')
+        if self.authorization and parsed.plural is not None:  # the authorization filter runs before routing
+            attributes = request_attributes(self._user, method, raw.query, parsed)
+            if not allowed(self._store, attributes):
+                raise forbidden(attributes)
         if parsed.plural is None:
             if method != 'GET':
                 raise ApiError(405, f'{method} is not allowed on {path}')
@@ -282,8 +306,7 @@ class FastKubernetesEmulator(EmulatorFaults):
             return document
         match path:
             case '/version':
-                return {'major': '1', 'minor': '34', 'gitVersion': 'v1.34.0-kmock', 'platform': 'linux/amd64',
-                        'goVersion': 'go1.24', 'compiler': 'gc'}, 200
+                return dict(VERSION), 200
             case '/api':
                 return {'kind': 'APIVersions', 'versions': ['v1'], 'serverAddressByClientCIDRs': []}, 200
             case '/apis':
@@ -357,12 +380,13 @@ def _group_doc(group: str, versions: list[str]) -> Obj:
     return {'name': group, 'versions': entries, 'preferredVersion': entries[0]}
 
 
-def write_kubeconfig(path: pathlib.Path, *, url: str) -> pathlib.Path:
-    """A kubeconfig for kubernetes_asyncio, kopf and kubectl pointing at the emulator (no auth)."""
+def write_kubeconfig(path: pathlib.Path, *, url: str, token: str = ADMIN_TOKEN) -> pathlib.Path:
+    """A kubeconfig for kubernetes_asyncio, kopf and kubectl pointing at the emulator; the token is
+    the admin's unless given (`service_account_token`)."""
     path.write_text(json.dumps({
         'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'emulator', 'preferences': {},
         'clusters': [{'name': 'emulator', 'cluster': {'server': url}}],
-        'users': [{'name': 'emulator', 'user': {'token': 'emulator'}}],
+        'users': [{'name': 'emulator', 'user': {'token': token}}],
         'contexts': [{'name': 'emulator', 'context': {'cluster': 'emulator', 'user': 'emulator',
                                                       'namespace': 'default'}}],
     }))

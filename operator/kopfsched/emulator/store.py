@@ -202,6 +202,13 @@ class EmulatorStore(kmock.KubernetesEmulator):
     # Custom resources (spec and status writes alike) are validated against the CRD's openAPIV3Schema after
     # pruning: a violation answers 422 Invalid with one cause per field, as apiextensions' validation does.
     validate_custom_resources: bool = True
+    # Namespaces as the API server and the namespace controller run them (namespaces.py): created Active with
+    # the `kubernetes` finalizer, Terminating on DELETE while their content is deleted, gone once empty; a
+    # create in a terminating namespace is refused with NamespaceLifecycle admission's 403.
+    namespace_lifecycle: bool = True
+    # RBAC from the stored (Cluster)Roles and bindings for the users that tokens name (authorization.py);
+    # off: every request is the admin's.
+    authorization: bool = False
     clock: Callable[[], datetime.datetime] = _utcnow
 
     request_count: int = attrs.field(default=0, init=False)
@@ -217,6 +224,8 @@ class EmulatorStore(kmock.KubernetesEmulator):
     _watch_failures: dict[StoreKey, _WatchFailure] = attrs.field(factory=dict, init=False)
     _throttles: list[_Throttle] = attrs.field(factory=list, init=False)
     _terminating: dict[ObjKey, str] = attrs.field(factory=dict, init=False)  # pod key -> uid, in its grace period
+    _terminating_namespaces: set[str] = attrs.field(factory=set, init=False)
+    _sweeping: set[str] = attrs.field(factory=set, init=False)  # namespaces whose content is being deleted
     _list_snapshots: dict[int, _ListSnapshot] = attrs.field(factory=dict, init=False)  # by continue-token id
     _list_snapshot_ids: Iterator[int] = attrs.field(factory=itertools.count, init=False)
     _compact_on_continue: int = attrs.field(default=0, init=False)

@@ -14,7 +14,7 @@ import aiohttp.web
 import attrs
 import jsonschema
 
-from kopfsched.emulator import event_validation, patches, validation
+from kopfsched.emulator import authorization, event_validation, namespaces, patches, validation
 from kopfsched.emulator.list_watch import EmulatorReads
 from kopfsched.emulator.resources import ResourceDef, crd_status, resources_of_crd
 from kopfsched.emulator.store import ApiError, Obj, ObjKey, _is_crd, _is_new_event, _qualified, _spec_of, status_object
@@ -191,6 +191,22 @@ def _fields_v1(value: Any, *, top: bool = False) -> Obj:
 class EmulatorWrites(EmulatorReads):
     """Writes: create, replace, patch, update (status and other subresources), delete (pods"""
 
+    _user: authorization.User = attrs.field(default=authorization.ADMIN, init=False)  # the request's sender
+    _tokens: dict[str, authorization.User] = attrs.field(factory=dict, init=False)
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token of the ServiceAccount, for `write_kubeconfig(token=...)` (authorization.py)."""
+        token = f'{namespace}.{name}.{uuid.uuid4().hex}'
+        self._tokens[token] = authorization.service_account(namespace, name)
+        return token
+
+    def _authenticate(self, header: str) -> authorization.User | None:
+        """The sender of a request; None for a token nobody was given (401)."""
+        scheme, _, token = header.partition(' ')
+        if not header or (scheme.lower() == 'bearer' and token == authorization.ADMIN_TOKEN):
+            return authorization.ADMIN
+        return self._tokens.get(token) if scheme.lower() == 'bearer' else None
+
     def _create(self, resource: ResourceDef, namespace: str | None, obj: Obj) -> Obj:
         if resource.namespaced:
             if namespace is None:
@@ -199,7 +215,14 @@ class EmulatorWrites(EmulatorReads):
             if body_ns and body_ns != namespace:
                 raise ApiError(400, 'the namespace of the provided object does not match the namespace sent on '
                                     'the request')
+            metadata = obj.get('metadata') or {}
+            self._admit_create(resource, namespace, metadata.get('name') or metadata.get('generateName') or 'Unknown')
         return self._insert(resource, obj, namespace=namespace)
+
+    def _admit_create(self, resource: ResourceDef, namespace: str, name: str) -> None:
+        """NamespaceLifecycle admission: no new content in a terminating namespace (namespaces.py)."""
+        if self.namespace_lifecycle and namespace in self._terminating_namespaces:
+            raise namespaces.terminating_forbidden(resource, name, namespace)
 
     def _insert(self, resource: ResourceDef, obj: Obj, *, namespace: str | None) -> Obj:
         metadata = dict(obj.get('metadata') or {})
@@ -226,6 +249,8 @@ class EmulatorWrites(EmulatorReads):
         if self.managed_fields:
             metadata['managedFields'] = [self._managed_entry(resource, obj, subresource=None)]
         _apply_defaults(resource, new)
+        if self.namespace_lifecycle and namespaces.is_namespace(resource):
+            new = namespaces.with_create_defaults(new)
         self._commit(resource, key, new, old=None)
         return new
 
@@ -270,7 +295,7 @@ class EmulatorWrites(EmulatorReads):
             raise ApiError(400, f'the name of the object ({metadata.get("name")}) does not match the name on the URL '
                                 f'({name})')
         _check_precondition(resource, old, metadata.get('resourceVersion'))
-        return self._update(resource, old, obj, subresource=subresource)
+        return self._update(resource, old, obj, subresource=subresource, verb='update')
 
     def _patch(self, resource: ResourceDef, namespace: str | None, name: str, raw: aiohttp.web.BaseRequest,
                body: bytes, *, subresource: str | None) -> Obj:
@@ -297,14 +322,17 @@ class EmulatorWrites(EmulatorReads):
             raise ApiError(422, str(e)) from e
         if not isinstance(new, dict):
             raise ApiError(422, 'the patch does not produce an object')
-        return self._update(resource, old, new, subresource=subresource)
+        return self._update(resource, old, new, subresource=subresource, verb='patch')
 
-    def _update(self, resource: ResourceDef, old: Obj, obj: Obj, *, subresource: str | None) -> Obj:
+    def _update(self, resource: ResourceDef, old: Obj, obj: Obj, *, subresource: str | None,
+                verb: str = 'update') -> Obj:
         """Write a new version of `old`: keeps identity fields, separates status, bumps generation/rv."""
         if 'status' in resource.subresources:
             if subresource == 'status':
                 obj = {k: v for k, v in old.items() if k != 'status'} | (
                     {'status': obj['status']} if obj.get('status') is not None else {})
+                if self.authorization and resource.plural == 'resourceclaims' and resource.group == 'resource.k8s.io':
+                    self._authorize_claim_binding(resource, old, obj, verb)
             else:
                 obj = {k: v for k, v in obj.items() if k != 'status'} | (
                     {'status': old['status']} if 'status' in old else {})
@@ -319,6 +347,9 @@ class EmulatorWrites(EmulatorReads):
         new = {**obj, 'apiVersion': old['apiVersion'], 'kind': old['kind'], 'metadata': metadata}
         _validate(resource, new)
         new = self._pruned(resource, new)
+        if self.namespace_lifecycle and namespaces.is_namespace(resource):
+            new = namespaces.with_name_label(new)
+            metadata = new['metadata']
         if self.managed_fields and 'managedFields' in old_meta:
             metadata['managedFields'] = old_meta['managedFields']
         if new == old:
@@ -330,11 +361,21 @@ class EmulatorWrites(EmulatorReads):
         self._rv += 1
         metadata['resourceVersion'] = str(self._rv)
         key = (old_meta.get('namespace'), old_meta['name'])
-        if metadata.get('deletionTimestamp') and not metadata.get('finalizers') and not self._in_grace(resource, key):
+        if metadata.get('deletionTimestamp') and not metadata.get('finalizers') and not self._in_grace(resource, key) \
+                and not (namespaces.is_namespace(resource) and key[1] in self._terminating_namespaces):
             self._remove(resource, key, new)
         else:
             self._commit(resource, key, new, old=old)
         return new
+
+    def _authorize_claim_binding(self, resource: ResourceDef, old: Obj, new: Obj, verb: str) -> None:
+        problem = authorization.claim_binding_problem(self._store, self._user, verb, old, new)
+        if problem is not None:
+            name = old['metadata']['name']
+            raise ApiError(422, validation.invalid_message(f'{resource.kind}.{resource.group}', name, [problem]),
+                           details={'name': name, 'group': resource.group, 'kind': resource.kind, 'causes': [
+                               {'reason': 'FieldValueForbidden', 'message': problem.split(': ', 1)[1],
+                                'field': 'status.allocation'}]})
 
     def _delete(self, resource: ResourceDef, namespace: str | None, name: str, *, options: Obj) -> Obj:
         old = self._get(resource, namespace, name)
@@ -344,6 +385,8 @@ class EmulatorWrites(EmulatorReads):
             raise ApiError(409, f'Precondition failed: UID in precondition: {preconditions["uid"]}, UID in object '
                                 f'meta: {old["metadata"].get("uid")}')
         key = (old['metadata'].get('namespace'), name)
+        if self.namespace_lifecycle and namespaces.is_namespace(resource):
+            return self._delete_namespace(resource, old)
         if (grace := self._grace_period(resource, old, options)) is not None:
             return self._delete_gracefully(resource, key, old, grace)
         if old['metadata'].get('finalizers'):
@@ -359,6 +402,61 @@ class EmulatorWrites(EmulatorReads):
         gone = {**old, 'metadata': {**old['metadata'], 'resourceVersion': str(self._rv)}}
         self._remove(resource, key, gone)
         return gone
+
+    def _delete_namespace(self, resource: ResourceDef, old: Obj) -> Obj:
+        """Terminating, its content deleted; gone once nothing is left in it (namespaces.py)."""
+        name = old['metadata']['name']
+        if old['metadata'].get('deletionTimestamp'):
+            return old
+        self._rv += 1
+        new = {**old, 'metadata': {**old['metadata'], 'resourceVersion': str(self._rv),
+                                   'deletionTimestamp': self.clock().strftime('%Y-%m-%dT%H:%M:%SZ')},
+               'status': {**(old.get('status') or {}), 'phase': namespaces.TERMINATING}}
+        self._commit(resource, (None, name), new, old=old)
+        self._terminating_namespaces.add(name)
+        self._sweeping.add(name)  # one emptiness check after the sweep, not one per object removed
+        try:
+            for content in self._namespaced_stores():  # the namespace controller's sweep
+                for (_, item), obj in list(self._store[content.store_key].items()):
+                    if obj['metadata'].get('namespace') == name and (name, item) in self._store[content.store_key]:
+                        self._delete(content, name, item, options={})
+        finally:
+            self._sweeping.discard(name)
+        self._finalize_namespace(name)
+        return new
+
+    def _namespaced_stores(self) -> list[ResourceDef]:
+        """One served resource per store of namespaced objects."""
+        stores: dict[tuple[str, str], ResourceDef] = {}
+        for served in self._registry.values():
+            if served.namespaced and served.plural != 'bindings':
+                stores.setdefault(served.store_key, served)
+        return list(stores.values())
+
+    def _finalize_namespace(self, name: str) -> None:
+        """The namespace controller's last step, once the namespace is empty: its finalizer
+        dropped, and the namespace gone unless metadata.finalizers still hold it."""
+        if any(obj['metadata'].get('namespace') == name
+               for served in self._namespaced_stores() for obj in self._store[served.store_key].values()):
+            return
+        self._terminating_namespaces.discard(name)
+        resource = self._registry['', 'v1', 'namespaces']
+        old = self._store[resource.store_key].get((None, name))
+        if old is None:
+            return
+        spec = {**(old.get('spec') or {}), 'finalizers': [f for f in (old.get('spec') or {}).get('finalizers') or ()
+                                                           if f != namespaces.FINALIZER]}
+        self._rv += 1
+        new = {**old, 'metadata': {**old['metadata'], 'resourceVersion': str(self._rv)}, 'spec': spec}
+        if old['metadata'].get('finalizers'):
+            self._commit(resource, (None, name), new, old=old)
+        else:
+            self._remove(resource, (None, name), new)
+
+    def _remove(self, resource: ResourceDef, key: ObjKey, last: Obj) -> None:
+        super()._remove(resource, key, last)
+        if key[0] is not None and key[0] in self._terminating_namespaces and key[0] not in self._sweeping:
+            self._finalize_namespace(key[0])
 
     def _grace_period(self, resource: ResourceDef, pod: Obj, options: Obj) -> int | None:
         """Seconds a deleted pod terminates for; None: deleted at once (no node, finished, or period 0)."""
@@ -412,6 +510,8 @@ class EmulatorWrites(EmulatorReads):
     def _bind(self, namespace: str | None, name: str, binding: Obj) -> Obj:
         """pods/binding: the only way a scheduler assigns a node (kube-apiserver's BindingREST)."""
         pods = self._registry['', 'v1', 'pods']
+        if namespace is not None:
+            self._admit_create(pods, namespace, name)
         if (binding.get('metadata') or {}).get('namespace', namespace) != namespace:
             raise ApiError(400, 'the namespace of the provided object does not match the namespace sent on the '
                                 'request')
