@@ -68,13 +68,17 @@ async def test_the_effective_scheduler_name_is_written(spec: dict[str, Any], exp
     assert (name, status['schedulerName']) == ('packer', expected)
 
 
-async def test_a_conflicting_profile_shows_the_name_it_claims() -> None:
+async def test_a_conflicting_profile_shows_the_name_it_claims(caplog: pytest.LogCaptureFixture) -> None:
     writer, client = writer_for(profile_cr('first', {'schedulerName': 'shared'}),
                                 profile_cr('second', {'schedulerName': 'shared'}, created='2026-01-02T00:00:00Z'))
     await writer.write_profiles()
     written = dict(client.patches)
     assert {name: (s['schedulerName'], s['conditions'][0]['reason']) for name, s in written.items()} == {
         'first': ('shared', 'Serving'), 'second': ('shared', 'Conflict')}
+    # Said once in the log too, where a refused profile is looked for first.
+    assert [r.getMessage() for r in caplog.records if r.levelname == 'WARNING'] == [
+        'SchedulerProfile second is not served: spec.schedulerName: scheduler name "shared" is also used by '
+        'SchedulerProfile/first']
 
 
 async def test_the_status_written_is_valid_under_the_crd_schema() -> None:

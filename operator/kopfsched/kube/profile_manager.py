@@ -101,6 +101,7 @@ class ProfileManager:
         ordered = sorted((cr for cr in self.crs.values() if cr.valid is not None), key=lambda c: (c.created, c.name))
         candidates = [*self.config_profiles, *(cr.valid for cr in ordered if cr.valid is not None)]
         owners = [None] * len(self.config_profiles) + [cr.name for cr in ordered]
+        before = {name: cr.conflicts for name, cr in self.crs.items()}
         for cr in self.crs.values():
             cr.conflicts = []
         rejected: set[int] = set()
@@ -110,10 +111,15 @@ class ProfileManager:
             if owner is not None:
                 self.crs[owner].conflicts.append(problem)
         served = [profile for index, profile in enumerate(candidates) if index not in rejected]
+        for name, cr in self.crs.items():
+            if cr.conflicts and [str(p) for p in cr.conflicts] != [str(p) for p in before.get(name, ())]:
+                # The status says it too, but a refused profile is easy to miss.
+                logger.warning("SchedulerProfile %s is not served: %s", name, "; ".join(str(p) for p in cr.conflicts))
         for cr in self.crs.values():
             ready = not cr.problems and not cr.conflicts and cr.valid is not None
             if ready != cr.ready:
                 cr.ready, cr.transition = ready, self.wall_clock()
+
         if served != self.served:
             self.served = served
             self.scheduler.set_profiles(served)
