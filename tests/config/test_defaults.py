@@ -21,15 +21,21 @@ UPSTREAM = [
     ("NodeDeclaredFeatures", None),
 ]
 
-# Upstream's ExpandedPluginsV1 (DynamicResources as the DynamicResourceAllocation gate adds it).
+# Upstream's ExpandedPluginsV1 (pkg/scheduler/apis/config/testing/defaults at v1.37.2), less what
+# kopfsched's plugins do not implement there: PreFilter of NodeName (narrows to spec.nodeName,
+# which pending pods here never have), NodeUnschedulable and TaintToleration (no-ops unless the
+# alpha InPlacePodVerticalScalingSchedulerPreemption is on), DefaultPreemption's PreEnqueue
+# (async preemption's "waiting for the preemption for this pod to be finished") and
+# DynamicResources' Score.
 EXPANDED = {
     "queueSort": ["PrioritySort"],
     "preEnqueue": ["SchedulingGates", "DynamicResources"],
     "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources"],
+                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources",
+                  "NodeDeclaredFeatures"],
     "filter": ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
                "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-               "InterPodAffinity", "DynamicResources"],
+               "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures"],
     "postFilter": ["DynamicResources", "DefaultPreemption"],
     "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
                  "InterPodAffinity", "NodeResourcesBalancedAllocation"],

@@ -39,7 +39,7 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[PluginRef, ...] = (
 )
 """The multiPoint defaults in upstream's order, with upstream's score weights."""
 
-UPSTREAM_DEFAULTS_NOT_IMPLEMENTED: tuple[str, ...] = ("NodeDeclaredFeatures",)
+UPSTREAM_DEFAULTS_NOT_IMPLEMENTED: tuple[str, ...] = ()
 """Upstream defaults kopfsched does not implement yet: left out of the default profile.
 Disabling them in a pasted configuration, or giving them pluginConfig, is accepted and
 has no effect."""
