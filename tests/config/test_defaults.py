@@ -24,9 +24,8 @@ UPSTREAM = [
 # Upstream's ExpandedPluginsV1 (pkg/scheduler/apis/config/testing/defaults at v1.37.2), less what
 # kopfsched's plugins do not implement there: PreFilter of NodeName (narrows to spec.nodeName,
 # which pending pods here never have), NodeUnschedulable and TaintToleration (no-ops unless the
-# alpha InPlacePodVerticalScalingSchedulerPreemption is on), DefaultPreemption's PreEnqueue
-# (async preemption's "waiting for the preemption for this pod to be finished") and
-# DynamicResources' Score.
+# alpha InPlacePodVerticalScalingSchedulerPreemption is on) and DefaultPreemption's PreEnqueue
+# (async preemption's "waiting for the preemption for this pod to be finished").
 EXPANDED = {
     "queueSort": ["PrioritySort"],
     "preEnqueue": ["SchedulingGates", "DynamicResources"],
@@ -40,14 +39,14 @@ EXPANDED = {
     "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
                  "InterPodAffinity", "NodeResourcesBalancedAllocation"],
     "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
-              "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"],
+              "InterPodAffinity", "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality"],
     "reserve": ["VolumeBinding", "DynamicResources"], "permit": [], "preBind": ["VolumeBinding", "DynamicResources"],
     "bind": ["DefaultBinder"],
     "postBind": [],
 }
 SCORE_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "VolumeBinding": 1,
-                 "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
-                 "ImageLocality": 1}
+                 "PodTopologySpread": 2, "InterPodAffinity": 2, "DynamicResources": 2,
+                 "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
 
 
 def test_upstream_default_plugins_in_order_with_weights():

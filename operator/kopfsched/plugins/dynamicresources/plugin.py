@@ -20,6 +20,10 @@ Extension points:
   use by another pod ("deallocation of ResourceClaim completed"); otherwise Unschedulable with
   no reason, so the FitError message carries no text of this plugin (v1.37.2, as upstream logs
   "No new claims to deallocate" but returns a bare status).
+- PreScore/Score/NormalizeScore (v1.37, DRAPrioritizedList locked on): a node scores, per
+  `firstAvailable` request, 8 minus the index of the sub-request its allocation takes there
+  (FirstAvailableDeviceRequestMaxSize - i), normalized so the best node gets 100; every node
+  scores 0 for a pod without claims, as upstream (there is no PreScore to skip it).
 - Reserve/Unreserve: assume (or forget) the chosen allocation in memory, shared by every
   profile, so no other pod gets those devices before the API write lands.
 - PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
@@ -42,7 +46,7 @@ from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.interface import MAX_NODE_SCORE, NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
@@ -58,11 +62,14 @@ from kopfsched.plugins.dynamicresources.allocator import (
 )
 from kopfsched.plugins.dynamicresources.manager import DEVICE_CLASS, RESOURCE_CLAIM, DraManager, manager_for
 from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper.normalize_score import default_normalize_score
 
 NAME = "DynamicResources"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX_SIZE = 256
 """resourceapi.ResourceClaimReservedForMaxSize."""
+FIRST_AVAILABLE_MAX_SIZE = 8
+"""resourceapi.FirstAvailableDeviceRequestMaxSize: the score of a request's first sub-request."""
 
 
 @dataclass(frozen=True)
@@ -343,6 +350,48 @@ class DynamicResources:
                 data.rejections[nodes[row].name] = status
                 passed[position] = False
         return passed
+
+    # PreScore / Score
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Score over many nodes: zeros at once for the usual pod, one without claims."""
+        data = state.get(STATE_KEY)
+        if data is None or data.allocator is None or not data.node_allocations:
+            return np.zeros(len(rows), dtype=np.int64)
+        nodes = table.nodes
+        return np.fromiter((self.score(state, pod, nodes[row]) for row in rows.tolist()), dtype=np.int64,
+                           count=len(rows))
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """computeScore: the sub-requests this node's allocation takes, earlier ones worth more.
+        Zero where Filter made no allocation (no claim to allocate, or the one-request case)."""
+        data = state.get(STATE_KEY)
+        if data is None or data.allocator is None:
+            return 0
+        placement = data.node_allocations.get(node.name)
+        if placement is None:
+            return 0
+        pending = {index: position for position, index in enumerate(data.pending)}
+        score = 0
+        for index, claim in enumerate(data.claims):
+            requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
+            position = pending.get(index)
+            if position is not None:
+                chosen = placement.options[position] if position < len(placement.options) else ()
+                pairs = zip(requests, chosen, strict=False)
+                score += sum(FIRST_AVAILABLE_MAX_SIZE - option
+                             for request, option in pairs if request.get("firstAvailable"))
+                continue
+            allocated = {result.get("request") for result in
+                         (((_allocation(claim) or {}).get("devices") or {}).get("results") or ())}
+            for request in requests:
+                for i, sub in enumerate(request.get("firstAvailable") or ()):
+                    if f"{request.get('name') or ''}/{sub.get('name') or ''}" in allocated:
+                        score += FIRST_AVAILABLE_MAX_SIZE - i
+        return score
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
+        return default_normalize_score(scores, max_priority=MAX_NODE_SCORE)
 
     # PostFilter
 
