@@ -84,7 +84,7 @@ VolumeLimitScaling                            Beta  on
 """)
 """Every gate kube-scheduler v1.37.2 reads, with its stage and default there."""
 
-SWITCHABLE: frozenset[str] = frozenset({POP_FROM_BACKOFF_Q})
+SWITCHABLE: frozenset[str] = frozenset({POP_FROM_BACKOFF_Q, STORAGE_CAPACITY_SCORING})
 """The gates whose other value kopfsched implements too."""
 
 KNOWN: Mapping[str, bool] = {name: gate.default for name, gate in UPSTREAM.items()}
