@@ -14,6 +14,7 @@ import pytest
 from kopfsched import features
 
 KUBEENV = Path(__file__).resolve().parent / "kubeenv"
+SWITCH = "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
 
 
 def _module_dir(module: str) -> Path:
@@ -55,14 +56,13 @@ def test_the_gate_table_is_the_pinned_releases() -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("Nope=true", "unrecognized feature gate 'Nope' (kube-scheduler v1.37.2 has no such gate; kopfsched can "
-                  "switch: SchedulerPopFromBackoffQ, StorageCapacityScoring)"),
+                  f"switch: {SWITCH})"),
     ("NodeDeclaredFeatures=false", "cannot set feature gate NodeDeclaredFeatures to false, feature is locked to true"),
     ("OpportunisticBatching=false", "feature gate OpportunisticBatching cannot be switched in kopfsched: it stays on, "
                                     "as its default (see docs/feature-gates.md; kopfsched can switch: "
-                                    "SchedulerPopFromBackoffQ, StorageCapacityScoring)"),
+                                    f"{SWITCH})"),
     ("GenericWorkload=true", "feature gate GenericWorkload cannot be switched in kopfsched: it stays off, as its "
-                             "default (see docs/feature-gates.md; kopfsched can switch: SchedulerPopFromBackoffQ, "
-                             "StorageCapacityScoring)"),
+                             f"default (see docs/feature-gates.md; kopfsched can switch: {SWITCH})"),
 ], ids=["unknown", "locked", "beta-on-not-switchable", "beta-off-not-switchable"])
 def test_gates_kopfsched_cannot_switch_are_one_line_errors(text: str, message: str) -> None:
     with pytest.raises(ValueError) as raised:
