@@ -76,8 +76,9 @@ def _feature_gates(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-FEATURE_GATES_HELP = ("Name=true|false,... as kube-scheduler's --feature-gates, for the gates kopfsched can switch: "
-                      "SchedulerPopFromBackoffQ (default: every gate at its default, see docs/feature-gates.md)")
+FEATURE_GATES_HELP = ("Name=true|false,... as kube-scheduler v1.37.2's --feature-gates; kopfsched can switch "
+                      "SchedulerPopFromBackoffQ, StorageCapacityScoring and VolumeLimitScaling (default: every "
+                      "gate at its default, see docs/feature-gates.md)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ FAKE_POINTS: dict[str, tuple[str, ...]] = {
     "NodeResourcesBalancedAllocation": ("preScore", "score"),
     "ImageLocality": ("score",),
     "DefaultBinder": ("bind",),
+    "NodeDeclaredFeatures": ("preFilter", "filter"),
     # Out-of-tree style plugins.
     "MyPlugin": SCORING,
     "OtherSort": ("queueSort",),

@@ -9,37 +9,44 @@ from kopfsched.framework.interface import EXTENSION_POINTS
 from kopfsched.plugins.registry import IN_TREE_MODULES
 from tests.config.fakes import FAKE_POINTS, every_in_tree_plugin, fake_registry
 
-# kube-scheduler v1 getDefaultPlugins (multiPoint), DynamicResources inserted before
-# DefaultPreemption by the DynamicResourceAllocation gate (on by default).
+# kube-scheduler v1.37.2 pkg/scheduler/apis/config/v1/default_plugins.go getDefaultPlugins
+# (multiPoint): DynamicResources (weight 2) inserted before DefaultPreemption by the
+# DynamicResourceAllocation gate, NodeDeclaredFeatures appended by its gate (both locked on).
 UPSTREAM = [
-    ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
+    ("SchedulingGates", None), ("PrioritySort", None), ("NodeName", None), ("NodeUnschedulable", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
     ("VolumeRestrictions", None), ("NodeVolumeLimits", None), ("VolumeBinding", None), ("VolumeZone", None),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", None), ("DefaultPreemption", None),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", 2), ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 ]
 
-# Upstream's ExpandedPluginsV1 (DynamicResources as the DynamicResourceAllocation gate adds it).
+# Upstream's ExpandedPluginsV1 (pkg/scheduler/apis/config/testing/defaults at v1.37.2), less what
+# kopfsched's plugins do not implement there: PreFilter of NodeName (narrows to spec.nodeName,
+# which pending pods here never have), NodeUnschedulable and TaintToleration (no-ops unless the
+# alpha InPlacePodVerticalScalingSchedulerPreemption is on) and DefaultPreemption's PreEnqueue
+# (async preemption's "waiting for the preemption for this pod to be finished").
 EXPANDED = {
     "queueSort": ["PrioritySort"],
     "preEnqueue": ["SchedulingGates", "DynamicResources"],
     "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources"],
-    "filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+                  "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources",
+                  "NodeDeclaredFeatures"],
+    "filter": ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
                "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-               "InterPodAffinity", "DynamicResources"],
+               "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures"],
     "postFilter": ["DynamicResources", "DefaultPreemption"],
     "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
                  "InterPodAffinity", "NodeResourcesBalancedAllocation"],
     "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
-              "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"],
+              "InterPodAffinity", "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality"],
     "reserve": ["VolumeBinding", "DynamicResources"], "permit": [], "preBind": ["VolumeBinding", "DynamicResources"],
     "bind": ["DefaultBinder"],
     "postBind": [],
 }
 SCORE_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "VolumeBinding": 1,
-                 "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
-                 "ImageLocality": 1}
+                 "PodTopologySpread": 2, "InterPodAffinity": 2, "DynamicResources": 2,
+                 "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
 
 
 def test_upstream_default_plugins_in_order_with_weights():
@@ -57,7 +64,7 @@ def test_default_profile_expands_multipoint_per_extension_point():
     assert list(profile.plugins) == list(EXTENSION_POINTS)
     assert {point: profile.enabled(point) for point in EXTENSION_POINTS} == faked
     assert profile.score_weights() == {name: w for name, w in SCORE_WEIGHTS.items() if name in FAKE_POINTS}
-    assert profile.plugins["filter"][0] == PluginRef("NodeUnschedulable", None)
+    assert profile.plugins["filter"][0] == PluginRef("NodeName", None)
 
 
 def test_default_profile_fields():

@@ -23,8 +23,8 @@ def test_dra_example():
     assert [(p["name"], p["result"], p["node"]) for p in report["pods"]] == [
         ("trainer", "Scheduled", "gpu-a100-2"), ("llm-finetune", "Unschedulable", None)]
     assert pods["llm-finetune"]["message"] == (
-        "0/4 nodes are available: 4 cannot allocate all claims. still not schedulable, "
-        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")  # upstream's, word for word
+        "0/4 nodes are available: 4 cannot allocate all claims. "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")  # v1.37.2's, word for word
     assert pods["trainer"]["filter"] == {
         node: {"plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
                "reasons": ["cannot allocate all claims"]} for node in ("gpu-l4-1", "gpu-l4-2")}

@@ -20,7 +20,18 @@ from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.dynamicresources import DynamicResources
 from kopfsched.simulate.client import InMemoryClusterClient
 from kopfsched.testing import FakeSnapshot, make_node, make_pod, node_info
-from tests.plugins.dra import allocation, claim, device, device_class, local_selector, request, resource_slice, result
+from tests.plugins.dra import (
+    allocation,
+    claim,
+    device,
+    device_class,
+    first_available,
+    local_selector,
+    request,
+    resource_slice,
+    result,
+    sub_request,
+)
 
 NS = "default"
 POD_NAME, POD_UID = "my-pod", "1234"
@@ -127,10 +138,12 @@ def unresolvable(reason: str) -> Status:
                  unresolvable('resourceclaim "my-pod-my-resource" is being deleted'), id="deleted-claim"),
     pytest.param(pod_with_claim_template(),
                  [claim(CLAIM_NAME, request("req-1", CLASS), namespace=NS, owner_uid=POD_UID + "123")], "preenqueue",
-                 unresolvable("ResourceClaim default/my-pod-my-resource was not created for pod default/my-pod "
-                              "(pod is not owner)"), id="wrong-claim"),
+                 unresolvable("ResourceClaim default/my-pod-my-resource was not created for Pod default/my-pod "
+                              "(Pod is not owner)"), id="wrong-claim"),
+    # Not in upstream's table: the claim tracker's Get answers the assume cache's NotFoundError
+    # (pkg/scheduler/util/assumecache), as v1.37.2's own framework prints it (tests/differential's oracle).
     pytest.param(pod_with_claim_name(), [], "preenqueue",
-                 unresolvable('resourceclaim.resource.k8s.io "my-pod-my-resource" not found'), id="claim-not-found"),
+                 unresolvable('could not find ResourceClaim "default/my-pod-my-resource"'), id="claim-not-found"),
     pytest.param(pod_with_claim_name(), [pending_claim()], "prefilter",
                  unresolvable(f"request req-1: device class {CLASS} does not exist"), id="missing-class"),
     pytest.param(pod_with_claim_name(), [pending_claim(request("req-1", "does-not-exist"))], "prefilter",
@@ -179,12 +192,12 @@ def outcome(answer: Any) -> Any:
     return (answer.code, answer.reasons) if isinstance(answer, Status) else answer
 
 
+# v1.37.2 dynamicresources_test.go: "missing-class" and "no-resources" expect a bare
+# fwk.NewStatus(fwk.Unschedulable) from PostFilter (no reason, so no text in the FitError).
 @pytest.mark.parametrize(("pod", "objects", "postfilter"), [
     pytest.param(make_pod("foo"), [], Status.unschedulable(), id="empty"),
-    pytest.param(pod_with_claim_name(), [pending_claim()], Status.unschedulable("no new claims to deallocate"),
-                 id="missing-class"),
-    pytest.param(pod_with_claim_name(), [pending_claim(), DEVICE_CLASS], Status.unschedulable("still not schedulable"),
-                 id="no-resources"),
+    pytest.param(pod_with_claim_name(), [pending_claim()], Status.unschedulable(), id="missing-class"),
+    pytest.param(pod_with_claim_name(), [pending_claim(), DEVICE_CLASS], Status.unschedulable(), id="no-resources"),
 ])
 def test_post_filter_without_anything_to_deallocate(pod, objects, postfilter):
     harness = Harness(objects)
@@ -425,8 +438,10 @@ def test_filter_timeout_args_rejected(bad):
         DynamicResourcesArgs.from_dict({"filterTimeout": bad})
 
 
+# v1.37.2 dynamicresources_test.go "timeout": fwk.AsStatus(fmt.Errorf("node %s: timed out trying
+# to allocate devices", ...)), an Error so the pod retries via backoff.
 @pytest.mark.parametrize(("timeout", "expected"), [
-    (3.0, (UNRESOLVABLE, ("timed out trying to allocate devices",))),
+    (3.0, (Code.ERROR, (f"node {WORKER}: timed out trying to allocate devices",))),
     (0.0, (UNRESOLVABLE, ("cannot allocate all claims",))),
 ])
 def test_a_search_past_the_filter_timeout_rejects_the_node(timeout, expected):
@@ -443,3 +458,74 @@ def test_a_search_past_the_filter_timeout_rejects_the_node(timeout, expected):
     harness.handle.clock = lambda: float(next(ticks))
     harness.plugin = DynamicResources(DynamicResourcesArgs(filter_timeout=timeout), harness.handle)
     assert outcome(harness.cycle(pod_with_claim_name())["filter"][WORKER]) == expected
+
+
+# --- Score (v1.37.2 dynamicresources_test.go, the *-prioritized-list-scoring cases) -----------------
+
+
+WORKER3 = "worker-3"
+CLAIM_NAME2 = "my-pod-my-resource-2"
+
+
+def _devices(node: str, count: int, **attributes: Any) -> dict:
+    return resource_slice(f"{node}-{DRIVER}", node, DRIVER,
+                          *(device(f"instance-{i}", attributes=attributes or None) for i in range(1, count + 1)),
+                          node=node)
+
+
+def _pod_with_two_claim_names() -> dict:
+    return make_pod(POD_NAME, NS, uid=POD_UID, resourceClaims=[
+        {"name": "my-resource", "resourceClaimName": CLAIM_NAME},
+        {"name": "my-resource-2", "resourceClaimName": CLAIM_NAME2}])
+
+
+def _subs(*counts: int) -> list[dict]:
+    return [sub_request(f"subreq-{i}", CLASS, count) for i, count in enumerate(counts, start=1)]
+
+
+@pytest.mark.parametrize(("pod", "claims", "slices", "nodes", "scores", "normalized"), [
+    pytest.param(pod_with_claim_name(),
+                 [pending_claim(first_available("req-1", sub_request("subreq-1", CLASS, 1,
+                                                                     f'device.attributes["{DRIVER}"].healthy'),
+                                                sub_request("subreq-2", CLASS, 1)))],
+                 [resource_slice(f"{WORKER}-{DRIVER}", WORKER, DRIVER,
+                                 device("instance-1", attributes={"healthy": True}), node=WORKER),
+                  resource_slice(f"{WORKER2}-{DRIVER}", WORKER2, DRIVER,
+                                 device("instance-1", attributes={"healthy": False}), node=WORKER2)],
+                 (WORKER, WORKER2), {WORKER: 8, WORKER2: 7}, {WORKER: 100, WORKER2: 87},
+                 id="single-claim-prioritized-list-scoring"),
+    pytest.param(_pod_with_two_claim_names(),
+                 [pending_claim(first_available("req-1", *_subs(1))),
+                  claim(CLAIM_NAME2, first_available("req-1", *_subs(4, 3, 2, 1)), namespace=NS, owner_uid=POD_UID)],
+                 [_devices(WORKER, 4), _devices(WORKER2, 2), _devices(WORKER3, 1)],
+                 (WORKER, WORKER2, WORKER3), {WORKER: 15, WORKER2: 13}, {WORKER: 100, WORKER2: 86},
+                 id="multiple-claims-prioritized-list-scoring"),
+    pytest.param(pod_with_claim_name(),
+                 [pending_claim(first_available("req-1", *_subs(2, 1)), first_available("req-2", *_subs(2, 1)))],
+                 [_devices(WORKER, 4), _devices(WORKER2, 3), _devices(WORKER3, 2)],
+                 (WORKER, WORKER2, WORKER3), {WORKER: 16, WORKER2: 15, WORKER3: 14},
+                 {WORKER: 100, WORKER2: 93, WORKER3: 87}, id="multiple-requests-prioritized-list-scoring"),
+])
+def test_score_prefers_earlier_sub_requests(pod, claims, slices, nodes, scores, normalized):
+    import numpy as np
+
+    harness = Harness([*claims, DEVICE_CLASS, *slices], nodes=nodes)
+    info, state = PodInfo(pod), CycleState()
+    assert harness.plugin.pre_filter(state, info, harness.nodes) is None
+    feasible = [n for n in harness.nodes if harness.plugin.filter(state, info, n) is None]
+    raw = {n.name: harness.plugin.score(state, info, n) for n in feasible}
+    assert raw == scores
+    out = harness.plugin.normalize_score(state, info, np.array(list(raw.values()), dtype=np.int64))
+    assert dict(zip(raw, out.tolist(), strict=True)) == normalized
+
+
+def test_score_is_zero_without_claims_and_for_plain_requests():
+    harness = Harness([pending_claim(), DEVICE_CLASS, WORKER_SLICE])
+    state = CycleState()
+    plain = PodInfo(make_pod("foo"))
+    harness.plugin.pre_filter(state, plain, harness.nodes)
+    assert harness.plugin.score(state, plain, harness.nodes[0]) == 0
+    info, state = PodInfo(pod_with_claim_name()), CycleState()
+    harness.plugin.pre_filter(state, info, harness.nodes)
+    assert harness.plugin.filter(state, info, harness.nodes[0]) is None
+    assert harness.plugin.score(state, info, harness.nodes[0]) == 0

@@ -290,3 +290,46 @@ async def test_end_to_end_node_at_its_csi_limit_is_skipped() -> None:
     h.add_objects("CSINode", csi_node("n1", (EBS, 2)))  # the driver reports room for one more
     await h.settle()
     assert h.node_of("full") == "n1"
+
+
+# --- VolumeLimitScaling: v1.37.2 csi_test.go TestVolumeLimitScalingGate ---------------------------------
+
+
+def csi_driver(name: str, *, prevent: bool | None) -> dict:
+    spec = {} if prevent is None else {"preventPodSchedulingIfMissing": prevent}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture
+def gates():
+    from kopfsched import features
+
+    saved = features.GATES
+    yield lambda text: features.set_gates(features.parse(text))
+    features.set_gates(saved)
+
+
+NO_CSI_DRIVER = (csi_node("n"),)  # upstream's limitSource "no-csi-driver": a CSINode without drivers
+NOT_INSTALLED = (Code.UNSCHEDULABLE, f"{EBS} CSI driver is not installed on the node")
+
+
+@pytest.mark.parametrize(("enabled", "csi_node_objs", "driver", "expected"), [
+    pytest.param(True, NO_CSI_DRIVER, csi_driver(EBS, prevent=None), None,
+                 id="gate enabled - allow scheduling when CSIDriver exists but PreventPodSchedulingIfMissing is "
+                    "not set"),
+    pytest.param(True, NO_CSI_DRIVER, csi_driver(EBS, prevent=True), NOT_INSTALLED,
+                 id="gate enabled - fail when driver not installed and PreventPodSchedulingIfMissing is true"),
+    pytest.param(False, NO_CSI_DRIVER, csi_driver(EBS, prevent=True), None,
+                 id="gate disabled - skip driver presence check (regardless of CSIDriver presence)"),
+    pytest.param(True, (csi_node("n", (EBS, 2)),), csi_driver(EBS, prevent=True), None,
+                 id="gate enabled - driver installed within limit"),
+    pytest.param(True, NO_CSI_DRIVER, None, None, id="gate enabled - allow scheduling when CSIDriver object missing"),
+    pytest.param(True, (), csi_driver(EBS, prevent=True), NOT_INSTALLED, id="no CSINode at all"),
+])
+def test_volume_limit_scaling_gate(gates, enabled, csi_node_objs, driver, expected):
+    gates("" if enabled else "VolumeLimitScaling=false")
+    plugin = CSILimits(None, handle_with(*OBJECTS, *csi_node_objs, *((driver,) if driver else ())))
+    state, info = CycleState(), PodInfo(claims("csi-ebs-0"))
+    assert plugin.pre_filter(state, info, []) is None
+    status = plugin.filter(state, info, node_info(make_node("n")))
+    assert (None if status is None else (status.code, status.message)) == expected

@@ -24,7 +24,7 @@ from kopfsched.plugins.volumebinding.binder import (
 from kopfsched.plugins.volumebinding.plugin import ERR_REASON_UNBOUND_IMMEDIATE, STATE_KEY
 from kopfsched.simulate.client import InMemoryClusterClient
 from kopfsched.testing import RecordingClient, make_handle, make_node, make_pod, run_filter
-from tests.plugins.claims import DYNAMIC, IMMEDIATE, WFFC, ZONE, ZONED, pv, pvc
+from tests.plugins.claims import DYNAMIC, IMMEDIATE, WFFC, ZONE, ZONED, pv, pvc, storage_class
 
 UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
@@ -368,10 +368,20 @@ def test_args(raw: dict | None, expected: VolumeBindingArgs):
                  [("bindTimeoutSeconds",
                    "Invalid value: -10: invalid BindTimeoutSeconds, should not be a negative value")],
                  id="negative"),
-    pytest.param({"shape": [{"utilization": 0, "score": 0}]},
-                 [("shape", "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring")],
-                 id="shape-without-gate"),
     pytest.param({"bindTimeout": 1}, [("bindTimeout", "unknown field")], id="unknown-field"),
+    # v1.37.2 validation_pluginargs_test.go, TestValidateVolumeBindingArgs with StorageCapacityScoring on.
+    pytest.param({"shape": []}, [("shape", "Required value: at least one point must be specified")],
+                 id="[StorageCapacityScoring=on] shape should not be empty"),
+    pytest.param({"shape": [{"utilization": 3, "score": 3}, {"utilization": 1, "score": 1}]},
+                 [("shape[1].utilization", "Invalid value: 1: values must be sorted in increasing order")],
+                 id="[StorageCapacityScoring=on] shape points must be sorted in increasing order"),
+    pytest.param({"shape": [{"utilization": -1, "score": 1}, {"utilization": 10, "score": -1},
+                            {"utilization": 20, "score": 11}, {"utilization": 101, "score": 1}]},
+                 [("shape[0].utilization", "Invalid value: -1: not in valid range [0, 100]"),
+                  ("shape[1].score", "Invalid value: -1: not in valid range [0, 10]"),
+                  ("shape[2].score", "Invalid value: 11: not in valid range [0, 10]"),
+                  ("shape[3].utilization", "Invalid value: 101: not in valid range [0, 100]")],
+                 id="[StorageCapacityScoring=on] shape point: invalid utilization and score"),
 ])
 def test_args_validation(raw: dict, problems: list[tuple[str, str]]):
     with pytest.raises(ArgsError) as info:
@@ -379,8 +389,94 @@ def test_args_validation(raw: dict, problems: list[tuple[str, str]]):
     assert info.value.problems == problems
 
 
-def test_pre_score_always_skips_without_storage_capacity_scoring():
+@pytest.fixture
+def capacity_scoring_off():
+    from kopfsched import features
+
+    saved = features.GATES
+    features.set_gates(features.parse("StorageCapacityScoring=false"))
+    yield
+    features.set_gates(saved)
+
+
+def test_without_storage_capacity_scoring_shape_is_refused_and_pre_score_skips(capacity_scoring_off):
+    with pytest.raises(ArgsError) as info:
+        PLUGIN.decode_args({"shape": [{"utilization": 0, "score": 0}]})
+    assert info.value.problems == [
+        ("shape", "unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring")]
+    assert PLUGIN.decode_args(None) == VolumeBindingArgs(600)
     assert plugin([]).pre_score(CycleState(), PodInfo(pod_with("data")), []).code is Code.SKIP
+
+
+def test_shape_defaults_as_upstream():
+    assert PLUGIN.decode_args(None).shape == ((0, 10), (100, 0))
+    assert PLUGIN.decode_args({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}).shape \
+        == ((0, 0), (100, 10))
+
+
+# --- Score (StorageCapacityScoring): v1.37.2 volume_binding_test.go TestVolumeBinding's wantScores -----
+
+WAIT = "wait-sc"
+WITH_CAPACITY = "wait-sc-with-storage-capacity"
+CAPACITY_DRIVER = "driver-with-storage-capacity"
+NODE_LABEL = "node-label"  # upstream's nodeLabelKey: each node's capacity is reached by its own label
+SCORE_NODES = [make_node(n, labels={NODE_LABEL: n}) for n in ("node-a", "node-b", "node-c")]
+CLASSES = [storage_class(WAIT), storage_class(WITH_CAPACITY, provisioner=CAPACITY_DRIVER),
+           csi_driver(CAPACITY_DRIVER)]
+
+
+def node_capacity(node: str, size: str) -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": node, "namespace": "kube-system"}, "storageClassName": WITH_CAPACITY,
+            "nodeTopology": {"matchLabels": {NODE_LABEL: node}}, "capacity": size}
+
+
+LOCAL_PVS = [pv("pv-a-0", sc=WAIT, size="200Gi", node="node-a"), pv("pv-a-1", sc=WAIT, size="200Gi", node="node-a"),
+             pv("pv-b-0", sc=WAIT, size="100Gi", node="node-b"), pv("pv-b-1", sc=WAIT, size="100Gi", node="node-b")]
+CAPACITIES = [node_capacity("node-a", "100Gi"), node_capacity("node-b", "50Gi"), node_capacity("node-c", "10Gi")]
+STATIC_PVS = [pv(f"pv-static-{n}", sc=WAIT, size="100Gi", node=f"node-{n}") for n in "abc"]
+
+
+@pytest.mark.parametrize(("claims", "objects", "shape", "scores"), [
+    pytest.param([pvc("pvc-a", sc=WAIT, size="50Gi")], LOCAL_PVS, None, {"node-a": 75, "node-b": 50},
+                 id="local volumes with close capacity are preferred"),
+    pytest.param([pvc("pvc-dynamic", sc=WITH_CAPACITY, size="10Gi")], CAPACITIES, None,
+                 {"node-a": 90, "node-b": 80, "node-c": 0}, id="storage capacity score"),
+    pytest.param([pvc("pvc-dynamic", sc=WITH_CAPACITY, size="10Gi"), pvc("pvc-static", sc=WAIT, size="50Gi")],
+                 [*STATIC_PVS, *CAPACITIES], None, {"node-a": 50, "node-b": 50, "node-c": 50},
+                 id="storage capacity score with static binds"),
+    pytest.param([pvc("pvc-dynamic-0", sc=WITH_CAPACITY, size="50Gi"), pvc("pvc-dynamic-1", sc=WITH_CAPACITY,
+                                                                           size="50Gi")],
+                 [node_capacity("node-a", "100Gi")], None, {"node-a": 0},
+                 id="dynamic provisioning with multiple PVCs of the same StorageClass"),
+    pytest.param([pvc("pvc-dynamic", sc=WITH_CAPACITY, size="10Gi")],
+                 [node_capacity("node-a", "100Gi"), node_capacity("node-b", "20Gi"), node_capacity("node-c", "10Gi")],
+                 [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
+                 {"node-a": 10, "node-b": 50, "node-c": 100}, id="prefer node with least allocatable"),
+    pytest.param([pvc("pvc-dynamic", sc=WITH_CAPACITY, size="10Gi")],
+                 [node_capacity("node-a", "100Gi"), node_capacity("node-b", "20Gi"), node_capacity("node-c", "10Gi")],
+                 [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}],
+                 {"node-a": 90, "node-b": 50, "node-c": 0}, id="prefer node with maximum allocatable"),
+])
+def test_score(claims, objects, shape, scores):
+    pod = pod_with(*(c["metadata"]["name"] for c in claims))
+    handle = make_handle(SCORE_NODES, objects=[*CLASSES, *claims, *objects])
+    plugin = PLUGIN.new(PLUGIN.decode_args({"bindTimeoutSeconds": 300, **({"shape": shape} if shape else {})}),
+                        handle)
+    state, info = CycleState(), PodInfo(pod)
+    assert plugin.pre_filter(state, info, []) is None
+    feasible = [n for n in handle.snapshot.node_infos() if plugin.filter(state, info, n) is None]
+    assert plugin.pre_score(state, info, feasible) is None
+    assert {n.name: plugin.score(state, info, n) for n in feasible} == scores
+
+
+def test_a_pod_without_claims_scores_zero_everywhere():
+    handle = make_handle(SCORE_NODES, objects=CLASSES)
+    plugin = PLUGIN.new(PLUGIN.decode_args(None), handle)
+    state, info = CycleState(), PodInfo(make_pod("plain"))
+    assert plugin.pre_filter(state, info, []) is not None  # Skip: nothing to filter
+    assert plugin.pre_score(state, info, []) is None
+    assert [plugin.score(state, info, n) for n in handle.snapshot.node_infos()] == [0, 0, 0]
 
 
 @pytest.mark.parametrize(("old", "new", "hint"), [

@@ -75,7 +75,7 @@ def pod_with(*volumes: dict[str, Any], name: str = "p", namespace: str = "defaul
                                                                                                 **kwargs)
 
 
-KIND_OF = {"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment"}
+KIND_OF = {"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment", "CSIDriver"}
 
 
 def store_of(*objs: dict[str, Any]) -> ObjectStore:

@@ -23,6 +23,7 @@ from tests.queue.queues import HINTS, contents, empty, fail, make_profile, pod
 from tests.waiting import drain, until
 
 MakeQueue = Callable[..., SchedulingQueue]
+SWITCH = "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
 
 
 @pytest.fixture
@@ -193,7 +194,8 @@ def test_the_scheduler_follows_the_feature_gate(gates: str, expected: bool) -> N
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("Nope=true", "unknown feature gate 'Nope' (kopfsched can switch: SchedulerPopFromBackoffQ)"),
+    ("Nope=true", "unrecognized feature gate 'Nope' (kube-scheduler v1.37.2 has no such gate; kopfsched can "
+                  f"switch: {SWITCH})"),
     ("SchedulerPopFromBackoffQ", "invalid feature gate 'SchedulerPopFromBackoffQ': expected Name=true or Name=false"),
     ("SchedulerPopFromBackoffQ=maybe",
      "invalid feature gate 'SchedulerPopFromBackoffQ=maybe': expected Name=true or Name=false"),

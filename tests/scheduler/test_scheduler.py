@@ -90,7 +90,8 @@ async def test_least_allocated_spreads_and_explain_totals_are_weighted():
     assert h.node_of("p") == "b"
     scores = h.recorder.last("p").scores
     weights = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,
-               "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+               "InterPodAffinity": 2, "VolumeBinding": 1, "DynamicResources": 2, "NodeResourcesBalancedAllocation": 1,
+               "ImageLocality": 1}
     for node in ("a", "b"):
         entry = scores[node]
         assert entry["total"] == sum(weights[name] * score for name, score in entry.items() if name != "total")

@@ -49,3 +49,38 @@ def test_a_new_pv_brings_the_waiting_pod_back():
     harness.add_objects("PersistentVolume", pv("on-a", node="node-a"))
     asyncio.run(harness.settle())
     assert harness.node_of("app") == "node-a"
+
+
+def _place_with_storage_capacity(gates: str) -> tuple[str | None, dict]:
+    """A 10Gi claim to provision; node-a's storage has 100Gi free, node-b's 20Gi, but node-b
+    has more free cpu: the storage score decides only when StorageCapacityScoring is on."""
+    from kopfsched import features
+    from tests.plugins.claims import storage_class
+
+    saved = features.GATES
+    features.set_gates(features.parse(gates))
+    try:
+        harness = Harness([make_node("node-a", labels={"pool": "a"}), make_node("node-b", labels={"pool": "b"})])
+    finally:
+        features.set_gates(saved)
+    harness.add_objects("StorageClass", storage_class("csi", provisioner="csi.example.com"))
+    harness.add_objects("CSIDriver", {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                                      "metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}})
+    for pool, size in (("a", "100Gi"), ("b", "20Gi")):
+        harness.add_objects("CSIStorageCapacity", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": f"capacity-{pool}", "namespace": "kube-system"}, "storageClassName": "csi",
+            "nodeTopology": {"matchLabels": {"pool": pool}}, "capacity": size})
+    harness.add_objects("PersistentVolumeClaim", pvc("data", sc="csi", size="10Gi"))
+    harness.add_pods(make_pod("busy", requests={"cpu": "2"}, node_name="node-a"),
+                     make_pod("app", uid="uid-app", requests={"cpu": "1", "memory": "1Gi"},
+                              volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]))
+    asyncio.run(harness.settle())
+    return harness.node_of("app"), harness.recorder.last("app").scores
+
+
+def test_storage_capacity_scoring_prefers_the_emptiest_storage_and_switches_off():
+    node, scores = _place_with_storage_capacity("")
+    assert (node, scores["node-a"]["VolumeBinding"], scores["node-b"]["VolumeBinding"]) == ("node-a", 90, 50)
+    node, scores = _place_with_storage_capacity("StorageCapacityScoring=false")
+    assert (node, "VolumeBinding" in scores["node-b"]) == ("node-b", False)

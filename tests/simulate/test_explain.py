@@ -54,7 +54,8 @@ def test_scores_weights_total_and_rank() -> None:
     assert entry["scores"]["small"]["NodeResourcesFit"] == 75
     assert entry["weights"] == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                                 "PodTopologySpread": 2, "InterPodAffinity": 2,
-                                "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1, "VolumeBinding": 1}
+                                "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1, "VolumeBinding": 1,
+                                "DynamicResources": 2}
     for scores in entry["scores"].values():
         assert scores["total"] == sum(entry["weights"][p] * s for p, s in scores.items() if p != "total")
     # v1.37's BalancedAllocation: big goes from balance 100 to 93 (50 + (50 + 93 - 100) // 2 = 71),

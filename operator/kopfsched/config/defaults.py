@@ -1,10 +1,13 @@
-"""Upstream's default plugin set (kube-scheduler v1 `getDefaultPlugins`), and the default
-profile built from the part of it that this registry implements.
+"""Upstream's default plugin set (kube-scheduler v1.37.2's `getDefaultPlugins` with its
+`applyFeatureGates` at the default gates), and the default profile built from the part of it
+that this registry implements.
 
 Every default is enabled through multiPoint, so a plugin runs at every extension point
-it implements; the weights below apply at the score point. `DynamicResources` is added
-by upstream's feature gate `DynamicResourceAllocation` (GA, on by default), right
-before `DefaultPreemption`.
+it implements; the weights below apply at the score point. Two gates add plugins, both
+locked on at v1.37: `DynamicResourceAllocation` puts `DynamicResources` (weight 2) right
+before `DefaultPreemption`, and `NodeDeclaredFeatures` appends its plugin after
+`DefaultBinder`. The other gates that would add plugins (GenericWorkload: GangScheduling;
+TopologyAwareWorkloadScheduling; InPlacePodVerticalScalingSchedulerPreemption) are off.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from kopfsched.framework.registry import Registry
 UPSTREAM_DEFAULT_PLUGINS: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
-    PluginRef("NodeUnschedulable"),
     PluginRef("NodeName"),
+    PluginRef("NodeUnschedulable"),
     PluginRef("TaintToleration", 3),
     PluginRef("NodeAffinity", 2),
     PluginRef("NodePorts"),
@@ -27,11 +30,12 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[PluginRef, ...] = (
     PluginRef("VolumeZone"),
     PluginRef("PodTopologySpread", 2),
     PluginRef("InterPodAffinity", 2),
-    PluginRef("DynamicResources"),
+    PluginRef("DynamicResources", 2),
     PluginRef("DefaultPreemption"),
     PluginRef("NodeResourcesBalancedAllocation", 1),
     PluginRef("ImageLocality", 1),
     PluginRef("DefaultBinder"),
+    PluginRef("NodeDeclaredFeatures"),
 )
 """The multiPoint defaults in upstream's order, with upstream's score weights."""
 

@@ -11,6 +11,10 @@ driver. A volume counts once per node however many pods use it, under the driver
 - a VolumeAttachment to the node not already counted through a pod (a volume still
   detaching from a deleted pod).
 
+With VolumeLimitScaling (beta, on in v1.37), a node whose CSINode does not list a driver the
+new pod's volumes need, where that driver's CSIDriver sets `preventPodSchedulingIfMissing`, is
+"<driver> CSI driver is not installed on the node" (Unschedulable).
+
 A node over a driver's limit is "node(s) exceed max volume count" (Unschedulable). A
 claim the new pod names that does not exist is UnschedulableAndUnresolvable. PreFilter
 answers Skip for a pod without claims, ephemeral or migratable inline volumes, so pods
@@ -24,6 +28,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from kopfsched import features
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import (
     ActionType,
@@ -183,6 +188,7 @@ class CSILimits:
         self.handle = handle
         # Unbound claims get a volume handle of their own that no real volume can have.
         self.random_volume_id_prefix = uuid.uuid4().hex
+        self.enable_volume_limit_scaling = features.enabled(features.VOLUME_LIMIT_SCALING)
 
     @property
     def _objects(self) -> Any:
@@ -209,6 +215,10 @@ class CSILimits:
             new_volumes = self.attachable_volumes(pod, csi_node, new_pod=True)
             if not new_volumes:
                 return None
+            if self.enable_volume_limit_scaling:
+                for driver in new_volumes.values():
+                    if not self._driver_installed(driver, csi_node):
+                        return Status.unschedulable(f"{driver} CSI driver is not installed on the node")
             limits = volume_limits(csi_node)
             if not limits:
                 return None
@@ -232,6 +242,16 @@ class CSILimits:
             if limit is not None and used.get(driver, 0) + count > limit:
                 return Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
         return None
+
+    def _driver_installed(self, driver: str, csi_node: Obj | None) -> bool:
+        """checkCSIDriverOnNode: only a CSIDriver that opts in (preventPodSchedulingIfMissing)
+        must be on the node's CSINode; an unknown driver may not be CSI at all."""
+        csi_driver = self._objects.get("CSIDriver", driver)
+        if csi_driver is None or not objects.spec(csi_driver).get("preventPodSchedulingIfMissing"):
+            return True
+        if csi_node is None:
+            return False
+        return any(entry.get("name") == driver for entry in objects.spec(csi_node).get("drivers") or ())
 
     def attachable_volumes(self, pod: PodInfo, csi_node: Obj | None, *, new_pod: bool) -> VolumeMap:
         """filterAttachableVolumes. Raises _FilterError with the status Filter returns."""

@@ -33,6 +33,7 @@ IN_TREE_MODULES: dict[str, str] = {
     "PodTopologySpread": "kopfsched.plugins.podtopologyspread",
     "DynamicResources": "kopfsched.plugins.dynamicresources",
     "DefaultPreemption": "kopfsched.plugins.defaultpreemption",
+    "NodeDeclaredFeatures": "kopfsched.plugins.nodedeclaredfeatures",
     "Coscheduling": "kopfsched.plugins.coscheduling",
 }
 

@@ -33,6 +33,7 @@ _LABELS = {
     ActionType.UPDATE_NODE_TAINT: "UpdateNodeTaint",
     ActionType.UPDATE_NODE_CONDITION: "UpdateNodeCondition",
     ActionType.UPDATE_NODE_ANNOTATION: "UpdateNodeAnnotation",
+    ActionType.UPDATE_NODE_DECLARED_FEATURE: "UpdateNodeDeclaredFeature",
     ActionType.UPDATE_POD_LABEL: "UpdatePodLabel",
     ActionType.UPDATE_POD_SCALE_DOWN: "UpdatePodScaleDown",
     ActionType.UPDATE_POD_TOLERATION: "UpdatePodToleration",
@@ -93,6 +94,9 @@ def node_update_actions(old: Obj, new: Obj) -> ActionType:
         actions |= ActionType.UPDATE_NODE_CONDITION
     if (_meta(old).get("annotations") or {}) != (_meta(new).get("annotations") or {}):
         actions |= ActionType.UPDATE_NODE_ANNOTATION
+    # Kept sorted by the kubelet, so a list comparison is enough (NodeDeclaredFeatures, locked on).
+    if (_status(old).get("declaredFeatures") or []) != (_status(new).get("declaredFeatures") or []):
+        actions |= ActionType.UPDATE_NODE_DECLARED_FEATURE
     return actions
 
 

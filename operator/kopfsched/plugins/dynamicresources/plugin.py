@@ -4,8 +4,10 @@ the scheduler allocates them (upstream's dynamicresources.go, resource.k8s.io/v1
 Extension points:
 
 - PreEnqueue: every claim the pod names must exist ("pod \"ns/name\": ResourceClaim not
-  created yet" while the claim of a template is not generated), must not be deleting, and a
-  generated claim must be owned by the pod; otherwise the pod waits outside the active queue.
+  created yet" while a template's claim is not in status.resourceClaimStatuses; "could not
+  find ResourceClaim \"ns/name\"" for a claim by name that does not exist), must not be
+  deleting, and a generated claim must be owned by the pod; otherwise the pod waits outside
+  the active queue until a claim event or the pod's own status update lets it in.
 - PreFilter: Skip for pods without claims (their cycles cost nothing more). An allocated
   claim must be reservable for the pod ("resourceclaim in use"); an unallocated one needs
   its device classes ("request <r>: device class <c> does not exist"). Then one allocator
@@ -15,13 +17,20 @@ Extension points:
   available on the node"); the unallocated claims must fit the node's devices ("cannot
   allocate all claims"). Both UnschedulableAndUnresolvable: preemption does not free devices.
 - PostFilter: deallocates one allocated claim that is not available on any node and not in
-  use by another pod ("deallocation of ResourceClaim completed"), else "still not schedulable".
+  use by another pod ("deallocation of ResourceClaim completed"); otherwise Unschedulable with
+  no reason, so the FitError message carries no text of this plugin (v1.37.2, as upstream logs
+  "No new claims to deallocate" but returns a bare status).
+- PreScore/Score/NormalizeScore (v1.37, DRAPrioritizedList locked on): a node scores, per
+  `firstAvailable` request, 8 minus the index of the sub-request its allocation takes there
+  (FirstAvailableDeviceRequestMaxSize - i), normalized so the best node gets 100; every node
+  scores 0 for a pod without claims, as upstream (there is no PreScore to skip it).
 - Reserve/Unreserve: assume (or forget) the chosen allocation in memory, shared by every
   profile, so no other pod gets those devices before the API write lands.
 - PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
 
 Args: `filterTimeout` (a duration, default 10s, 0 disables): how long the search may take on one
-node before the node is "timed out trying to allocate devices".
+node before Filter answers an Error "node <name>: timed out trying to allocate devices" (the
+pod retries with backoff).
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.interface import MAX_NODE_SCORE, NodeToStatus, PostFilterResult
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
@@ -53,11 +62,14 @@ from kopfsched.plugins.dynamicresources.allocator import (
 )
 from kopfsched.plugins.dynamicresources.manager import DEVICE_CLASS, RESOURCE_CLAIM, DraManager, manager_for
 from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper.normalize_score import default_normalize_score
 
 NAME = "DynamicResources"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX_SIZE = 256
 """resourceapi.ResourceClaimReservedForMaxSize."""
+FIRST_AVAILABLE_MAX_SIZE = 8
+"""resourceapi.FirstAvailableDeviceRequestMaxSize: the score of a request's first sub-request."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,8 @@ class DynamicResourcesArgs:
 
     filter_timeout: float = 10.0
     """Seconds Filter may spend searching one node's devices (DRASchedulerFilterTimeout, on by
-    default): past it the node is "timed out trying to allocate devices". 0 disables it."""
+    default): past it Filter answers an Error, "node <name>: timed out trying to allocate devices".
+    0 disables it."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DynamicResourcesArgs:
@@ -161,8 +174,6 @@ class _StateData:
     unavailable: set[int] = field(default_factory=set)
     allocations: dict[int, Obj] = field(default_factory=dict)
     """Claim index → the allocation Reserve assumed for it."""
-    rejected: bool = False
-    """PreFilter turned the pod away: nothing for PostFilter to deallocate."""
     quick: tuple[Mapping[str, int], int] | None = None
     """Allocator.quick: (free devices per node, devices needed) for the one-request case."""
     invalid_nodes: frozenset[str] = frozenset()
@@ -190,13 +201,13 @@ class DynamicResources:
         claims = []
         for name, generated in pod_claim_names(pod.pod):
             claim = self.manager.get_claim(pod.namespace, name)
-            if claim is None:
-                raise ClaimError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            if claim is None:  # the assume cache's NotFoundError, as upstream's claim tracker returns it
+                raise ClaimError(f'could not find ResourceClaim "{pod.namespace}/{name}"')
             if (claim.get("metadata") or {}).get("deletionTimestamp"):
                 raise ClaimError(f'resourceclaim "{name}" is being deleted')
             if generated and not _controlled_by(claim, pod):
-                raise ClaimError(f"ResourceClaim {claim_ref(claim)} was not created for pod {pod.key} "
-                                 "(pod is not owner)")
+                raise ClaimError(f"ResourceClaim {claim_ref(claim)} was not created for Pod {pod.key} "
+                                 "(Pod is not owner)")
             claims.append(claim)
         return claims
 
@@ -229,7 +240,6 @@ class DynamicResources:
             if allocation is not None:
                 reserved = (claim.get("status") or {}).get("reservedFor") or ()
                 if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(claim, pod.uid):
-                    data.rejected = True
                     return Status.unresolvable("resourceclaim in use")
                 data.available_on.append(self._selector(allocation))
                 continue
@@ -237,7 +247,6 @@ class DynamicResources:
             data.pending.append(index)
             problem = self._check_requests(claim)
             if problem is not None:
-                data.rejected = True
                 return problem
         if data.pending:
             objects = self.handle.objects
@@ -276,7 +285,7 @@ class DynamicResources:
                                                            f"{name}/{sub.get('name') or ''}")) is not None), None)
             else:
                 problem = Status.unresolvable(f"resource claim {claim_ref(claim)}, request {name}: "
-                                              "unsupported request type")
+                                              "unknown request type")
             if problem is not None:
                 return problem
         return None
@@ -307,7 +316,11 @@ class DynamicResources:
         if data.allocator is not None:
             try:
                 allocations = data.allocator.allocate(node.name, labels)
-            except (InvalidPoolsError, AllocationTimeout) as exc:
+            except AllocationTimeout:
+                # An Error, not a rejection: a timeout may be transient, so the pod retries
+                # with backoff rather than waiting for a cluster event (v1.37.2).
+                return Status.as_error(f"node {node.name}: timed out trying to allocate devices")
+            except InvalidPoolsError as exc:
                 return Status.unresolvable(str(exc))
             except AllocationError as exc:
                 return Status.as_error(str(exc))
@@ -338,6 +351,48 @@ class DynamicResources:
                 passed[position] = False
         return passed
 
+    # PreScore / Score
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Score over many nodes: zeros at once for the usual pod, one without claims."""
+        data = state.get(STATE_KEY)
+        if data is None or data.allocator is None or not data.node_allocations:
+            return np.zeros(len(rows), dtype=np.int64)
+        nodes = table.nodes
+        return np.fromiter((self.score(state, pod, nodes[row]) for row in rows.tolist()), dtype=np.int64,
+                           count=len(rows))
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """computeScore: the sub-requests this node's allocation takes, earlier ones worth more.
+        Zero where Filter made no allocation (no claim to allocate, or the one-request case)."""
+        data = state.get(STATE_KEY)
+        if data is None or data.allocator is None:
+            return 0
+        placement = data.node_allocations.get(node.name)
+        if placement is None:
+            return 0
+        pending = {index: position for position, index in enumerate(data.pending)}
+        score = 0
+        for index, claim in enumerate(data.claims):
+            requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
+            position = pending.get(index)
+            if position is not None:
+                chosen = placement.options[position] if position < len(placement.options) else ()
+                pairs = zip(requests, chosen, strict=False)
+                score += sum(FIRST_AVAILABLE_MAX_SIZE - option
+                             for request, option in pairs if request.get("firstAvailable"))
+                continue
+            allocated = {result.get("request") for result in
+                         (((_allocation(claim) or {}).get("devices") or {}).get("results") or ())}
+            for request in requests:
+                for i, sub in enumerate(request.get("firstAvailable") or ()):
+                    if f"{request.get('name') or ''}/{sub.get('name') or ''}" in allocated:
+                        score += FIRST_AVAILABLE_MAX_SIZE - i
+        return score
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
+        return default_normalize_score(scores, max_priority=MAX_NODE_SCORE)
+
     # PostFilter
 
     def post_filter(self, state: CycleState, pod: PodInfo,
@@ -345,15 +400,13 @@ class DynamicResources:
         data = state.get(STATE_KEY)
         if data is None or not data.claims:
             return None, Status.unschedulable()
-        if data.rejected:
-            return None, Status.unschedulable("no new claims to deallocate")
         for index in sorted(data.unavailable):
             claim = data.claims[index]
             reserved = (claim.get("status") or {}).get("reservedFor") or ()
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 self.handle.spawn(self._deallocate(claim), f"deallocate ResourceClaim {claim_ref(claim)}")
                 return None, Status.unschedulable("deallocation of ResourceClaim completed")
-        return None, Status.unschedulable("still not schedulable")
+        return None, Status.unschedulable()
 
     async def _deallocate(self, claim: Obj) -> None:
         await self.handle.client.patch_object(kind=RESOURCE_CLAIM, obj=claim, patch=_versioned(claim, {

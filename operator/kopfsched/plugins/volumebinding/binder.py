@@ -100,6 +100,9 @@ class PodVolumes:
     static_bindings: list[BindingInfo] = field(default_factory=list)
     dynamic_provisions: list[Obj] = field(default_factory=list)
     """Claims to provision, as they will be annotated with the selected node."""
+    node_capacities: list[Obj | None] = field(default_factory=list)
+    """Per claim to provision, the CSIStorageCapacity that showed enough room on the node (None
+    when capacity is not checked): what StorageCapacityScoring scores."""
 
 
 @dataclass(slots=True)
@@ -183,8 +186,8 @@ class VolumeBinder:
                 to_match, claims.unbound_volumes_delay_binding, labels)
             to_provision.extend(unmatched)
         if not fast_fail and to_provision:
-            unbound_satisfied, sufficient_storage, volumes.dynamic_provisions = self._check_volume_provisions(
-                to_provision, labels)
+            unbound_satisfied, sufficient_storage, volumes.dynamic_provisions, volumes.node_capacities = (
+                self._check_volume_provisions(to_provision, labels))
         reasons = [reason for ok, reason in ((bound_satisfied, ERR_REASON_NODE_CONFLICT),
                                              (unbound_satisfied, ERR_REASON_BIND_CONFLICT),
                                              (sufficient_storage, ERR_REASON_NOT_ENOUGH_SPACE),
@@ -220,13 +223,15 @@ class VolumeBinder:
             bindings.append(BindingInfo(pvc=pvc, pv=pv))
         return not unmatched, bindings, unmatched
 
-    def _check_volume_provisions(self, claims: list[Obj],
-                                 labels: Mapping[str, str]) -> tuple[bool, bool, list[Obj]]:
-        """(provisioning allowed on this node, enough capacity, the claims to provision).
+    def _check_volume_provisions(self, claims: list[Obj], labels: Mapping[str, str],
+                                 ) -> tuple[bool, bool, list[Obj], list[Obj | None]]:
+        """(provisioning allowed on this node, enough capacity, the claims to provision, the
+        capacity object found for each).
 
         Capacity is checked as upstream's hasEnoughCapacity: only for provisioners whose
         CSIDriver sets `storageCapacity`, against the CSIStorageCapacity objects of the claim's
         class whose nodeTopology selects the node."""
+        capacities: list[Obj | None] = []
         for pvc in claims:
             class_name = claim_class(pvc)
             if not class_name:
@@ -236,22 +241,28 @@ class VolumeBinder:
                 raise VolumeBindingError(f'failed to find storage class "{class_name}"')
             provisioner = storage_class.get("provisioner") or ""
             if not provisioner or provisioner == NOT_SUPPORTED_PROVISIONER:
-                return False, True, []
+                return False, True, [], []
             if not match_topology_selector_terms(storage_class.get("allowedTopologies"), labels):
-                return False, True, []
-            if not self._has_enough_capacity(provisioner, pvc, class_name, labels):
-                return True, False, []
-        return True, True, list(claims)
+                return False, True, [], []
+            sufficient, capacity = self._has_enough_capacity(provisioner, pvc, class_name, labels)
+            if not sufficient:
+                return True, False, [], []
+            capacities.append(capacity)
+        return True, True, list(claims), capacities
 
-    def _has_enough_capacity(self, provisioner: str, pvc: Obj, class_name: str, labels: Mapping[str, str]) -> bool:
+    def _has_enough_capacity(self, provisioner: str, pvc: Obj, class_name: str,
+                             labels: Mapping[str, str]) -> tuple[bool, Obj | None]:
+        """(enough room, the first CSIStorageCapacity that has it; None when not checked)."""
         if "storage" not in (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}):
-            return True  # no capacity to check for
+            return True, None  # no capacity to check for
         driver = self.objects.get("CSIDriver", provisioner)
         if driver is None or not (driver.get("spec") or {}).get("storageCapacity"):
-            return True  # not a CSI driver, or one that does not publish capacity
+            return True, None  # not a CSI driver, or one that does not publish capacity
         size = math.ceil(requested_storage(pvc))
-        return any(capacity.get("storageClassName") == class_name and _capacity_sufficient(capacity, size)
-                   and _node_has_access(capacity, labels) for capacity in self.objects.list("CSIStorageCapacity"))
+        found = next((capacity for capacity in self.objects.list("CSIStorageCapacity")
+                      if capacity.get("storageClassName") == class_name and _capacity_sufficient(capacity, size)
+                      and _node_has_access(capacity, labels)), None)
+        return found is not None, found
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
 

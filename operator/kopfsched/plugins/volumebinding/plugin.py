@@ -8,37 +8,53 @@ Extension points (upstream's volume_binding.go; the logic is in `binder.py`):
   (UnschedulableAndUnresolvable) until a PVC/PV event moves it.
 - Filter: the node must fit the bound PVs' node affinity, and offer a matching available PV
   or allowed provisioning for every delayed claim (UnschedulableAndUnresolvable otherwise).
-- PreScore/Score: always Skip, as upstream without the alpha StorageCapacityScoring gate.
+- PreScore/Score (StorageCapacityScoring, beta and on in v1.37): the node whose volumes would
+  be least full scores best. Per storage class, utilization is what the pod's claims request
+  over the capacity there: the matched PVs' capacity when any claim binds a static PV, else
+  the CSIStorageCapacity that showed room for each claim to provision; the `shape` maps
+  utilization to a score (default 0 -> 10, 100 -> 0, times 10), averaged over classes. A pod
+  without claims scores 0 everywhere, as upstream. With the gate off: Skip.
 - Reserve/Unreserve: assume (or revert) the node's PV↔PVC bindings in memory, so the next pod
   does not take the same PV before the API write lands.
 - PreBind: write the bindings and wait, up to `bindTimeoutSeconds`, until they are bound.
 
-Args: `bindTimeoutSeconds` (default 600, not negative); `shape` only with StorageCapacityScoring,
-which kopfsched does not have.
+Args: `bindTimeoutSeconds` (default 600, not negative); `shape` (utilization 0..100 increasing,
+score 0..10; default [{0, 10}, {100, 0}]), refused when StorageCapacityScoring is off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
+from kopfsched import features
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.quantity import QuantityError, parse_quantity
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.helper import objects
-from kopfsched.plugins.helper.volumes import ephemeral_claim_owned_error
+from kopfsched.plugins.helper.volumes import claim_class, ephemeral_claim_owned_error
 from kopfsched.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, VolumeBinder, VolumeBindingError
-from kopfsched.plugins.volumebinding.volumes import pod_claims
+from kopfsched.plugins.volumebinding.volumes import pod_claims, requested_storage, volume_capacity
 
 NAME = "VolumeBinding"
 DEFAULT_BIND_TIMEOUT_SECONDS = 600
 ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, MAX_CUSTOM_PRIORITY_SCORE), (100, 0))
+"""SetDefaults_VolumeBindingArgs with StorageCapacityScoring: the emptier, the better."""
 
 
 # --- args --------------------------------------------------------------------------------
@@ -50,6 +66,13 @@ class VolumeBindingArgs:
 
     bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS
     """How long PreBind waits for the PV controller to bind the pod's claims; 0 checks once."""
+    shape: tuple[tuple[int, int], ...] = ()
+    """(utilization, score) points of Score's broken line; empty when StorageCapacityScoring
+    is off (no Score)."""
+
+    def __post_init__(self) -> None:
+        if not self.shape and features.enabled(features.STORAGE_CAPACITY_SCORING):
+            object.__setattr__(self, "shape", DEFAULT_SHAPE)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> VolumeBindingArgs:
@@ -59,12 +82,78 @@ class VolumeBindingArgs:
         if timeout < 0:
             problems.append(("bindTimeoutSeconds",
                              f"Invalid value: {timeout}: invalid BindTimeoutSeconds, should not be a negative value"))
-        if raw.get("shape") is not None:
-            problems.append(("shape", "unexpected field `shape`, remove it or turn on the feature gate "
-                                      "StorageCapacityScoring"))
+        shape: tuple[tuple[int, int], ...] = ()
+        if not features.enabled(features.STORAGE_CAPACITY_SCORING):
+            if raw.get("shape") is not None:
+                problems.append(("shape", "unexpected field `shape`, remove it or turn on the feature gate "
+                                          "StorageCapacityScoring"))
+        elif raw.get("shape") is not None:
+            shape = _decode_shape(raw["shape"], problems)
         if problems:
             raise ArgsError(problems)
-        return cls(bind_timeout_seconds=timeout)
+        return cls(bind_timeout_seconds=timeout, shape=shape)
+
+
+def _decode_shape(raw: Any, problems: list[tuple[str, str]]) -> tuple[tuple[int, int], ...]:
+    """upstream's validateFunctionShape, over the raw points."""
+    if not isinstance(raw, list) or not raw:
+        problems.append(("shape", "Required value: at least one point must be specified"))
+        return ()
+    points = []
+    for i, item in enumerate(raw):
+        item = item if isinstance(item, Mapping) else {}
+        point = []
+        for key in ("utilization", "score"):
+            value = item.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int):
+                problems.append((f"shape[{i}].{key}", f"must be an integer, got {value!r}"))
+                value = 0
+            point.append(value)
+        problems.extend((f"shape[{i}].{key}", "unknown field") for key in item if key not in ("utilization", "score"))
+        points.append((point[0], point[1]))
+    for i in range(1, len(points)):
+        if points[i - 1][0] >= points[i][0]:
+            problems.append((f"shape[{i}].utilization",
+                             f"Invalid value: {points[i][0]}: values must be sorted in increasing order"))
+            break
+    for i, (utilization, score) in enumerate(points):
+        if not 0 <= utilization <= MAX_UTILIZATION:
+            problems.append((f"shape[{i}].utilization", f"Invalid value: {utilization}: not in valid range [0, 100]"))
+        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            problems.append((f"shape[{i}].score", f"Invalid value: {score}: not in valid range [0, 10]"))
+    return tuple(points)
+
+
+def _capacity_of(capacity: Mapping[str, Any]) -> Fraction:
+    """A CSIStorageCapacity's `capacity` (not maximumVolumeSize: Score reads Capacity); none is 0."""
+    try:
+        return parse_quantity(capacity["capacity"]) if capacity.get("capacity") is not None else Fraction(0)
+    except QuantityError:
+        return Fraction(0)
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """helper.BuildBrokenLinearFunction: the shape's value at utilization p (Go's division)."""
+    for i, (utilization, score) in enumerate(shape):
+        if p <= utilization:
+            if i == 0:
+                return score
+            u0, s0 = shape[i - 1]
+            return s0 + int((score - s0) * (p - u0) / (utilization - u0))
+    return shape[-1][1]
+
+
+def capacity_score(shape: Sequence[tuple[int, int]], classes: Mapping[str, tuple[int, int]]) -> int:
+    """buildScorerFunction: per class (requested, capacity), the shape's score of its
+    utilization (100 when it does not fit), averaged over classes and rounded."""
+    if not classes:
+        return 0
+    total = 0
+    for requested, capacity in classes.values():
+        fits = capacity != 0 and requested <= capacity
+        utilization = requested * MAX_UTILIZATION // capacity if fits else MAX_UTILIZATION
+        total += broken_linear(shape, utilization)
+    return math.floor(total / len(classes) + 0.5)
 
 
 # --- cycle state -------------------------------------------------------------------------
@@ -95,6 +184,10 @@ class VolumeBinding:
     def __init__(self, args: VolumeBindingArgs | None, handle: Handle) -> None:
         args = args or VolumeBindingArgs()
         self.handle = handle
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        self.shape: tuple[tuple[int, int], ...] | None = (
+            tuple((u, s * scale) for u, s in args.shape)
+            if args.shape and features.enabled(features.STORAGE_CAPACITY_SCORING) else None)
         self.binder = VolumeBinder(objects=handle.objects, client=handle.client,
                                    bind_timeout=float(args.bind_timeout_seconds),
                                    node_labels=self._node_labels, clock=handle.clock)
@@ -159,10 +252,38 @@ class VolumeBinding:
     # PreScore / Score
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        return SKIP  # scoring needs the alpha StorageCapacityScoring gate
+        return SKIP if self.shape is None else None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return 0
+        data = state.get(STATE_KEY)
+        volumes = data.pod_volumes_by_node.get(node.name) if data is not None else None
+        if self.shape is None or volumes is None:
+            return 0
+        classes: dict[str, tuple[int, int]] = {}
+        if volumes.static_bindings:
+            for binding in volumes.static_bindings:
+                class_name = (binding.pv.get("spec") or {}).get("storageClassName") or ""
+                requested, capacity = classes.get(class_name, (0, 0))
+                classes[class_name] = (requested + math.ceil(requested_storage(binding.pvc)),
+                                       capacity + math.ceil(volume_capacity(binding.pv)))
+        else:
+            for pvc, found in zip(volumes.dynamic_provisions, volumes.node_capacities, strict=False):
+                if found is None:
+                    continue
+                class_name = claim_class(pvc) or ""
+                requested, _ = classes.get(class_name, (0, 0))
+                # The class's capacity on the node, once: two claims of one class share it.
+                classes[class_name] = (requested + math.ceil(requested_storage(pvc)),
+                                       math.ceil(_capacity_of(found)))
+        return capacity_score(self.shape, classes)
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Zeros at once for a pod without claims (the usual pod), else Score per node."""
+        if state.get(STATE_KEY) is None:
+            return np.zeros(len(rows), dtype=np.int64)
+        nodes = table.nodes
+        return np.fromiter((self.score(state, pod, nodes[row]) for row in rows.tolist()), dtype=np.int64,
+                           count=len(rows))
 
     # Reserve / Unreserve
 
