@@ -5,6 +5,11 @@ Pending pods are taken in simulate's queue order (creationTimestamp, then input 
 is explained by both on the same cluster, then the oracle's outcome is applied to it (the pod
 bound to its node, or its preemption's victims deleted and the pod nominated), so that both
 see the same cluster at every step even where upstream would pick among equal nodes at random.
+
+kopfsched's side is `explain --as-given`: one scheduling attempt of the pod over the snapshot
+as it stands, which is what the oracle runs. explain's default mode replays simulate's whole
+run instead (other pods, higher-priority ones first, placed before this one; a preemptor
+reported Scheduled after its victims are gone), which is a different question.
 """
 
 from __future__ import annotations
@@ -53,9 +58,10 @@ def pending_in_queue_order(objects: list[dict[str, Any]]) -> list[str]:
 
 
 def kopfsched_explain(objects: list[dict[str, Any]], ref: str) -> dict[str, Any]:
+    """`kopfsched explain REF --as-given -o json` over the objects."""
     inputs = load_objects(copy.deepcopy(objects), "differential")
     assert not inputs.problems, inputs.problems
-    return asyncio.run(explain_pod(inputs, ref)).entry
+    return asyncio.run(explain_pod(inputs, ref, as_given=True)).entry
 
 
 def started(pod: dict[str, Any]) -> str:
