@@ -21,6 +21,16 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 HOST_KEY = "kubernetes.io/hostname"
 GPU = "example.com/gpu"
 
+PRIORITY_CLASSES = (
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch"},
+     "value": 100, "globalDefault": True},
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "critical"},
+     "value": 1000},
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "polite"},
+     "value": 1000, "preemptionPolicy": "Never"},
+)
+"""With a global default: a pod without a priority or a class gets 100."""
+
 cpu = st.sampled_from(["100m", "250m", "500m", "1", "1500m", "2"])
 memory = st.sampled_from(["64Mi", "256Mi", "512Mi", "1Gi", "2Gi"])
 
@@ -116,9 +126,14 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
         spec["resources"] = {"requests": {"cpu": draw(cpu), "memory": draw(memory)}}
         for container in spec["containers"] + spec.get("initContainers", []):
             container["resources"] = {}
-    if draw(st.booleans()):
+    how = draw(st.integers(0, 3))
+    if how in (1, 2):
         spec["priority"] = draw(st.sampled_from([0, 100, 1000]))
+    elif how == 3:  # admission sets the priority (and preemptionPolicy) from the class
+        spec["priorityClassName"] = draw(st.sampled_from([c["metadata"]["name"] for c in PRIORITY_CLASSES]))
     if pending:
+        if draw(st.integers(0, 7)) == 0:
+            spec["schedulingGates"] = [{"name": "example.com/quota"}]
         if draw(st.integers(0, 4)) == 0:
             spec["preemptionPolicy"] = "Never"
         tolerations = []
@@ -149,10 +164,23 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
             spec["affinity"] = affinity
         if draw(st.integers(0, 2)) == 0:
             spec["topologySpreadConstraints"] = [_spread(draw, labels)]
-        if draw(st.integers(0, 4)) == 0:
-            spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([80, 8080]))}]
+    if draw(st.integers(0, 4)) == 0:
+        ports = {(p["hostPort"], p.get("protocol"), p.get("hostIP")): p
+                 for p in (_host_port(draw) for _ in range(draw(st.integers(1, 2))))}
+        spec["containers"][0]["ports"] = list(ports.values())  # the API server rejects duplicates
     meta = {"name": name, "namespace": draw(st.sampled_from(NAMESPACES)), "labels": labels}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _host_port(draw: st.DrawFn) -> dict[str, Any]:
+    """NodePorts' inputs: a port, its protocol and host IP (0.0.0.0 conflicts with every IP)."""
+    port = draw(st.sampled_from([80, 8080]))
+    out: dict[str, Any] = {"containerPort": port, "hostPort": port}
+    if draw(st.integers(0, 2)) == 0:
+        out["protocol"] = draw(st.sampled_from(["TCP", "UDP"]))
+    if draw(st.integers(0, 2)) == 0:
+        out["hostIP"] = draw(st.sampled_from(["0.0.0.0", "10.0.0.1", "10.0.0.2"]))
+    return out
 
 
 def _spread(draw: st.DrawFn, labels: dict[str, str]) -> dict[str, Any]:
@@ -181,6 +209,7 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        *PRIORITY_CLASSES,
         *nodes,
     ]
     for i in range(draw(st.integers(0, max_running))):
@@ -193,5 +222,7 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
     for i in range(draw(st.integers(1, max_pending))):
         pending = draw(pod(f"pod-{i}", pending=True))
         pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
+        if draw(st.integers(0, 4)) == 0:  # an earlier attempt preempted for it: its room is kept
+            pending["status"] = {"nominatedNodeName": draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))}
         objects.append(pending)
     return objects
