@@ -38,6 +38,8 @@ class Difference:
         for value in (self.upstream, self.kopfsched):
             if isinstance(value, dict) and value.get("plugin"):
                 return str(value["plugin"])
+        if self.field.startswith("weights."):
+            return self.field.split(".", 1)[1]
         if self.field.startswith("scores."):
             return self.field.split(".")[2] if self.field.count(".") >= 2 else "total"
         return self.field.split(".")[0]
@@ -107,6 +109,10 @@ def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Differ
             out.append(Difference(key, field, a, b))
 
     differ("result", ours["result"], theirs["result"])
+    for plugin in sorted(set(ours["weights"]) | set(theirs["weights"])):
+        if plugin in KNOWN_ABSENT_SCORES and plugin not in ours["weights"]:
+            continue
+        differ(f"weights.{plugin}", ours["weights"].get(plugin), theirs["weights"].get(plugin))
     differ("message", ours["message"], theirs["message"])
     for node in sorted(set(ours["filter"]) | set(theirs["filter"])):
         differ(f"filter.{node}", ours["filter"].get(node), theirs["filter"].get(node))

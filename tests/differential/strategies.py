@@ -31,6 +31,9 @@ PRIORITY_CLASSES = (
 )
 """With a global default: a pod without a priority or a class gets 100."""
 
+SCORE_PLUGINS = ("NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality", "InterPodAffinity",
+                 "NodeAffinity", "PodTopologySpread", "TaintToleration")
+
 cpu = st.sampled_from(["100m", "250m", "500m", "1", "1500m", "2"])
 memory = st.sampled_from(["64Mi", "256Mi", "512Mi", "1Gi", "2Gi"])
 
@@ -202,6 +205,75 @@ def _spread(draw: st.DrawFn, labels: dict[str, str]) -> dict[str, Any]:
 
 
 @st.composite
+def disruption_budget(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """What preemption reads of a PDB: its selector and status (the disruption controller's)."""
+    status: dict[str, Any] = {"disruptionsAllowed": draw(st.sampled_from([0, 1])),
+                              "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+    if draw(st.integers(0, 3)) == 0:
+        status["disruptedPods"] = {f"run-{draw(st.integers(0, 3))}": "2026-01-01T00:00:00Z"}
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": draw(st.sampled_from(NAMESPACES))},
+            "spec": {"selector": _selector(draw), "maxUnavailable": 1}, "status": status}
+
+
+@st.composite
+def scheduler_configuration(draw: st.DrawFn) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration whose default-scheduler profile changes a few of the
+    default plugins' args and weights, or turns plugins off, as users tune them."""
+    profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
+    score_enabled = [{"name": name, "weight": draw(st.sampled_from([1, 3, 5]))}
+                     for name in draw(st.lists(st.sampled_from(SCORE_PLUGINS), max_size=2, unique=True))]
+    score_disabled = [{"name": name} for name in draw(st.lists(st.sampled_from(SCORE_PLUGINS), max_size=1))
+                      if name not in {e["name"] for e in score_enabled}]
+    plugins: dict[str, Any] = {}
+    if score_enabled or score_disabled:
+        plugins["score"] = {k: v for k, v in (("enabled", score_enabled), ("disabled", score_disabled)) if v}
+    if draw(st.integers(0, 5)) == 0:
+        plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
+    if plugins:
+        profile["plugins"] = plugins
+    config: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from(["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]))
+        strategy: dict[str, Any] = {"type": kind, "resources": [
+            {"name": "cpu", "weight": draw(st.sampled_from([1, 2]))},
+            {"name": "memory", "weight": 1}, *([{"name": GPU, "weight": 3}] if draw(st.booleans()) else [])]}
+        if kind == "RequestedToCapacityRatio":
+            strategy["requestedToCapacityRatio"] = {"shape": draw(st.sampled_from([
+                [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
+                [{"utilization": 0, "score": 10}, {"utilization": 50, "score": 3}, {"utilization": 100, "score": 0}],
+            ]))}
+        config.append({"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}})
+    if draw(st.integers(0, 2)) == 0:
+        config.append({"name": "NodeResourcesBalancedAllocation", "args": {"resources": [
+            {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
+            *([{"name": GPU, "weight": 1}] if draw(st.booleans()) else [])]}})
+    if draw(st.integers(0, 2)) == 0:
+        config.append({"name": "InterPodAffinity", "args": {
+            "hardPodAffinityWeight": draw(st.sampled_from([0, 1, 10])),
+            "ignorePreferredTermsOfExistingPods": draw(st.booleans())}})
+    if draw(st.integers(0, 2)) == 0:
+        args: dict[str, Any] = {"defaultingType": "List"}
+        if draw(st.booleans()):
+            args["defaultConstraints"] = [{"maxSkew": draw(st.sampled_from([1, 2])), "topologyKey": ZONE_KEY,
+                                           "whenUnsatisfiable": draw(st.sampled_from(
+                                               ["DoNotSchedule", "ScheduleAnyway"]))}]
+        config.append({"name": "PodTopologySpread", "args": args})
+    if draw(st.integers(0, 3)) == 0:
+        config.append({"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 0,
+                                                             "minCandidateNodesAbsolute": 1}})
+    if draw(st.integers(0, 3)) == 0:
+        config.append({"name": "NodeAffinity", "args": {"addedAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 20, "preference": {"matchExpressions": [
+                    {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}})
+    if config:
+        profile["pluginConfig"] = config
+    return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "profiles": [profile]}
+
+
+@st.composite
 def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
              max_pending: int = 4) -> list[dict[str, Any]]:
     """A snapshot: namespaces, nodes, running pods bound to them, pending pods in creation order."""
@@ -212,6 +284,10 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
         *PRIORITY_CLASSES,
         *nodes,
     ]
+    for i in range(draw(st.integers(0, 2))):
+        objects.append(draw(disruption_budget(f"pdb-{i}")))
+    if draw(st.integers(0, 2)) == 0:  # passed to both sides, as kube-scheduler's --config
+        objects.append(draw(scheduler_configuration()))
     for i in range(draw(st.integers(0, max_running))):
         running = draw(pod(f"run-{i}", pending=False))
         running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
