@@ -20,6 +20,7 @@ EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOST_KEY = "kubernetes.io/hostname"
 GPU = "example.com/gpu"
+CSI_DRIVER = "csi.example.com"
 
 PRIORITY_CLASSES = (
     {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch"},
@@ -119,9 +120,16 @@ def _containers(draw: st.DrawFn, prefix: str, count: int, *, sidecar: bool = Fal
 
 
 @st.composite
-def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
+def pod(draw: st.DrawFn, name: str, *, pending: bool, claims: dict[str, list[str]] | None = None) -> dict[str, Any]:
     labels = {"app": draw(st.sampled_from(APPS)), "tier": draw(st.sampled_from(["front", "back"]))}
     spec: dict[str, Any] = {"containers": _containers(draw, "c", draw(st.integers(1, 2)))}
+    namespace = draw(st.sampled_from(NAMESPACES))
+    if claims is not None and draw(st.integers(0, 2)) == 0:
+        # Claims of the pod's namespace, now and then one that does not exist.
+        names = draw(st.lists(st.sampled_from([*claims.get(namespace, []), "missing"]), min_size=1, max_size=2,
+                              unique=True))
+        spec["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}}
+                           for i, claim in enumerate(names)]
     if draw(st.integers(0, 3)) == 0:
         spec["initContainers"] = _containers(draw, "init", draw(st.integers(1, 2)), sidecar=True)
     if draw(st.integers(0, 6)) == 0:
@@ -171,7 +179,7 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
         ports = {(p["hostPort"], p.get("protocol"), p.get("hostIP")): p
                  for p in (_host_port(draw) for _ in range(draw(st.integers(1, 2))))}
         spec["containers"][0]["ports"] = list(ports.values())  # the API server rejects duplicates
-    meta = {"name": name, "namespace": draw(st.sampled_from(NAMESPACES)), "labels": labels}
+    meta = {"name": name, "namespace": namespace, "labels": labels}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -273,6 +281,68 @@ def scheduler_configuration(draw: st.DrawFn) -> dict[str, Any]:
             "profiles": [profile]}
 
 
+STORAGE_CLASSES = (
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait"},
+     "provisioner": CSI_DRIVER, "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+     "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "now"},
+     "provisioner": CSI_DRIVER, "volumeBindingMode": "Immediate"},
+)
+
+
+@st.composite
+def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """The volume plugins' inputs: StorageClasses (WaitForFirstConsumer with and without a
+    provisioner, Immediate), PVs with zone affinity or zone labels, PVCs bound or not (ReadWriteOncePod
+    now and then), CSINodes with attach limits. Returns (objects, claim names per namespace)."""
+    volumes: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(0, 3))):
+        zone = draw(st.sampled_from(ZONES))
+        spec: dict[str, Any] = {"capacity": {"storage": draw(st.sampled_from(["1Gi", "5Gi"]))},
+                                "accessModes": ["ReadWriteOnce"],
+                                "storageClassName": draw(st.sampled_from(["local", "wait"])),
+                                "csi": {"driver": CSI_DRIVER, "volumeHandle": f"pv-{i}"},
+                                "persistentVolumeReclaimPolicy": "Retain"}
+        if draw(st.booleans()):
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]}}
+        meta: dict[str, Any] = {"name": f"pv-{i}"}
+        if draw(st.integers(0, 2)) == 0:
+            meta["labels"] = {ZONE_KEY: zone}  # VolumeZone's input
+        volumes.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec,
+                        "status": {"phase": "Available"}})
+    claims: dict[str, list[str]] = {}
+    objects: list[dict[str, Any]] = [*STORAGE_CLASSES]
+    free = list(volumes)
+    for i in range(draw(st.integers(0, 3))):
+        namespace = draw(st.sampled_from(NAMESPACES))
+        name = f"claim-{i}"
+        spec = {"accessModes": [draw(st.sampled_from(["ReadWriteOnce", "ReadWriteOnce", "ReadWriteOncePod"]))],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": draw(st.sampled_from(["wait", "local", "now"]))}
+        status: dict[str, Any] = {"phase": "Pending"}
+        matching = [v for v in free if v["spec"]["storageClassName"] == spec["storageClassName"]]
+        if matching and draw(st.booleans()):
+            volume = draw(st.sampled_from(matching))
+            free.remove(volume)
+            spec["volumeName"] = volume["metadata"]["name"]
+            status = {"phase": "Bound", "accessModes": spec["accessModes"],
+                      "capacity": volume["spec"]["capacity"]}
+            volume["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": name}
+            volume["status"] = {"phase": "Bound"}
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": name, "namespace": namespace}, "spec": spec, "status": status})
+        claims.setdefault(namespace, []).append(name)
+    for node_obj in nodes:
+        if draw(st.booleans()):
+            name = node_obj["metadata"]["name"]
+            objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+                            "spec": {"drivers": [{"name": CSI_DRIVER, "nodeID": name,
+                                                  "allocatable": {"count": draw(st.sampled_from([1, 2]))}}]}})
+    return volumes + objects, claims
+
+
 @st.composite
 def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
              max_pending: int = 4) -> list[dict[str, Any]]:
@@ -288,15 +358,19 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
         objects.append(draw(disruption_budget(f"pdb-{i}")))
     if draw(st.integers(0, 2)) == 0:  # passed to both sides, as kube-scheduler's --config
         objects.append(draw(scheduler_configuration()))
+    claims: dict[str, list[str]] | None = None
+    if draw(st.integers(0, 2)) == 0:
+        volume_objects, claims = draw(storage(nodes))
+        objects += volume_objects
     for i in range(draw(st.integers(0, max_running))):
-        running = draw(pod(f"run-{i}", pending=False))
+        running = draw(pod(f"run-{i}", pending=False, claims=claims))
         running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
         # Distinct start times: preemption spares the longest-running of equal priority, and
         # equal (missing) times would leave the choice to the order of pods on the node.
         running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
         objects.append(running)
     for i in range(draw(st.integers(1, max_pending))):
-        pending = draw(pod(f"pod-{i}", pending=True))
+        pending = draw(pod(f"pod-{i}", pending=True, claims=claims))
         pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
         if draw(st.integers(0, 4)) == 0:  # an earlier attempt preempted for it: its room is kept
             pending["status"] = {"nominatedNodeName": draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))}

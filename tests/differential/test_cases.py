@@ -74,3 +74,16 @@ def test_shrunk_case(oracle: Oracle, tmp_path: Path, objects: list[dict[str, Any
     for entry in (theirs, ours):
         assert {k: sorted(entry[k]) if k == "victims" else entry[k] for k in expected} == expected
     assert compare_entries(ours, theirs) == []
+
+
+@pytest.mark.xfail(strict=True, reason="pending: DynamicResources' PostFilter error when its PreFilter never "
+                                       "ran (harness.PENDING_POSTFILTER_ERROR); drop the exemption when this passes")
+def test_postfilter_stops_at_dynamicresources_without_its_state(oracle: Oracle, tmp_path: Path) -> None:
+    claimant = pod("claimant", "100m", "64Mi")
+    claimant["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]
+    objects = [node("node-0", "1", "1Gi"), claimant]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    message = '0/1 nodes are available: persistentvolumeclaim "missing" not found. not found'
+    assert oracle.explain([str(path)], "default/claimant")["message"] == message
+    assert kopfsched_explain(objects, "default/claimant")["message"] == message
