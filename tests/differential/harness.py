@@ -5,6 +5,11 @@ Pending pods are taken in simulate's queue order (creationTimestamp, then input 
 is explained by both on the same cluster, then the oracle's outcome is applied to it (the pod
 bound to its node, or its preemption's victims deleted and the pod nominated), so that both
 see the same cluster at every step even where upstream would pick among equal nodes at random.
+
+kopfsched's side is `explain --as-given`: one scheduling attempt of the pod over the snapshot
+as it stands, which is what the oracle runs. explain's default mode replays simulate's whole
+run instead (other pods, higher-priority ones first, placed before this one; a preemptor
+reported Scheduled after its victims are gone), which is a different question.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ class Difference:
         for value in (self.upstream, self.kopfsched):
             if isinstance(value, dict) and value.get("plugin"):
                 return str(value["plugin"])
+        if self.field.startswith("weights."):
+            return self.field.split(".", 1)[1]
         if self.field.startswith("scores."):
             return self.field.split(".")[2] if self.field.count(".") >= 2 else "total"
         return self.field.split(".")[0]
@@ -53,9 +60,10 @@ def pending_in_queue_order(objects: list[dict[str, Any]]) -> list[str]:
 
 
 def kopfsched_explain(objects: list[dict[str, Any]], ref: str) -> dict[str, Any]:
+    """`kopfsched explain REF --as-given -o json` over the objects."""
     inputs = load_objects(copy.deepcopy(objects), "differential")
     assert not inputs.problems, inputs.problems
-    return asyncio.run(explain_pod(inputs, ref)).entry
+    return asyncio.run(explain_pod(inputs, ref, as_given=True)).entry
 
 
 def started(pod: dict[str, Any]) -> str:
@@ -92,6 +100,22 @@ KNOWN_ABSENT_SCORES = frozenset({"VolumeBinding", "DynamicResources"})
 both score 0 for a pod without volumes or claims, which kopfsched skips (no entry)."""
 
 
+PENDING_POSTFILTER_ERROR = " not found"
+"""Pending (issue 21's DynamicResources parity work, not fixed here): when a PreFilter plugin
+before DynamicResources rejects the pod as UnschedulableAndUnresolvable (a missing PVC, an
+unbound Immediate claim), DynamicResources' PreFilter never runs, its PostFilter fails to read
+the state ("not found", an Error) and v1.37.2 stops PostFilter there: the FailedScheduling
+message ends in "not found" instead of preemption's text. kopfsched's message is compared up to
+that part; tests/differential/test_cases.py keeps the case as a strict xfail."""
+
+
+def message_differs(ours: str, theirs: str) -> bool:
+    if theirs.endswith("." + PENDING_POSTFILTER_ERROR) and ours != theirs:
+        fit_error = theirs[:-len(PENDING_POSTFILTER_ERROR)]
+        return not (ours == fit_error or ours.startswith(fit_error + " "))
+    return ours != theirs
+
+
 def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Difference]:
     key = f"{theirs['namespace']}/{theirs['name']}"
     out: list[Difference] = []
@@ -101,7 +125,12 @@ def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Differ
             out.append(Difference(key, field, a, b))
 
     differ("result", ours["result"], theirs["result"])
-    differ("message", ours["message"], theirs["message"])
+    for plugin in sorted(set(ours["weights"]) | set(theirs["weights"])):
+        if plugin in KNOWN_ABSENT_SCORES and plugin not in ours["weights"]:
+            continue
+        differ(f"weights.{plugin}", ours["weights"].get(plugin), theirs["weights"].get(plugin))
+    if message_differs(ours["message"], theirs["message"]):
+        out.append(Difference(key, "message", ours["message"], theirs["message"]))
     for node in sorted(set(ours["filter"]) | set(theirs["filter"])):
         differ(f"filter.{node}", ours["filter"].get(node), theirs["filter"].get(node))
     if ours["result"] == theirs["result"] == "Scheduled":

@@ -20,6 +20,20 @@ EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 ZONE_KEY = "topology.kubernetes.io/zone"
 HOST_KEY = "kubernetes.io/hostname"
 GPU = "example.com/gpu"
+CSI_DRIVER = "csi.example.com"
+
+PRIORITY_CLASSES = (
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch"},
+     "value": 100, "globalDefault": True},
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "critical"},
+     "value": 1000},
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "polite"},
+     "value": 1000, "preemptionPolicy": "Never"},
+)
+"""With a global default: a pod without a priority or a class gets 100."""
+
+SCORE_PLUGINS = ("NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality", "InterPodAffinity",
+                 "NodeAffinity", "PodTopologySpread", "TaintToleration")
 
 cpu = st.sampled_from(["100m", "250m", "500m", "1", "1500m", "2"])
 memory = st.sampled_from(["64Mi", "256Mi", "512Mi", "1Gi", "2Gi"])
@@ -106,9 +120,16 @@ def _containers(draw: st.DrawFn, prefix: str, count: int, *, sidecar: bool = Fal
 
 
 @st.composite
-def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
+def pod(draw: st.DrawFn, name: str, *, pending: bool, claims: dict[str, list[str]] | None = None) -> dict[str, Any]:
     labels = {"app": draw(st.sampled_from(APPS)), "tier": draw(st.sampled_from(["front", "back"]))}
     spec: dict[str, Any] = {"containers": _containers(draw, "c", draw(st.integers(1, 2)))}
+    namespace = draw(st.sampled_from(NAMESPACES))
+    if claims is not None and draw(st.integers(0, 2)) == 0:
+        # Claims of the pod's namespace, now and then one that does not exist.
+        names = draw(st.lists(st.sampled_from([*claims.get(namespace, []), "missing"]), min_size=1, max_size=2,
+                              unique=True))
+        spec["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}}
+                           for i, claim in enumerate(names)]
     if draw(st.integers(0, 3)) == 0:
         spec["initContainers"] = _containers(draw, "init", draw(st.integers(1, 2)), sidecar=True)
     if draw(st.integers(0, 6)) == 0:
@@ -116,9 +137,14 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
         spec["resources"] = {"requests": {"cpu": draw(cpu), "memory": draw(memory)}}
         for container in spec["containers"] + spec.get("initContainers", []):
             container["resources"] = {}
-    if draw(st.booleans()):
+    how = draw(st.integers(0, 3))
+    if how in (1, 2):
         spec["priority"] = draw(st.sampled_from([0, 100, 1000]))
+    elif how == 3:  # admission sets the priority (and preemptionPolicy) from the class
+        spec["priorityClassName"] = draw(st.sampled_from([c["metadata"]["name"] for c in PRIORITY_CLASSES]))
     if pending:
+        if draw(st.integers(0, 7)) == 0:
+            spec["schedulingGates"] = [{"name": "example.com/quota"}]
         if draw(st.integers(0, 4)) == 0:
             spec["preemptionPolicy"] = "Never"
         tolerations = []
@@ -149,10 +175,23 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool) -> dict[str, Any]:
             spec["affinity"] = affinity
         if draw(st.integers(0, 2)) == 0:
             spec["topologySpreadConstraints"] = [_spread(draw, labels)]
-        if draw(st.integers(0, 4)) == 0:
-            spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([80, 8080]))}]
-    meta = {"name": name, "namespace": draw(st.sampled_from(NAMESPACES)), "labels": labels}
+    if draw(st.integers(0, 4)) == 0:
+        ports = {(p["hostPort"], p.get("protocol"), p.get("hostIP")): p
+                 for p in (_host_port(draw) for _ in range(draw(st.integers(1, 2))))}
+        spec["containers"][0]["ports"] = list(ports.values())  # the API server rejects duplicates
+    meta = {"name": name, "namespace": namespace, "labels": labels}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _host_port(draw: st.DrawFn) -> dict[str, Any]:
+    """NodePorts' inputs: a port, its protocol and host IP (0.0.0.0 conflicts with every IP)."""
+    port = draw(st.sampled_from([80, 8080]))
+    out: dict[str, Any] = {"containerPort": port, "hostPort": port}
+    if draw(st.integers(0, 2)) == 0:
+        out["protocol"] = draw(st.sampled_from(["TCP", "UDP"]))
+    if draw(st.integers(0, 2)) == 0:
+        out["hostIP"] = draw(st.sampled_from(["0.0.0.0", "10.0.0.1", "10.0.0.2"]))
+    return out
 
 
 def _spread(draw: st.DrawFn, labels: dict[str, str]) -> dict[str, Any]:
@@ -174,6 +213,137 @@ def _spread(draw: st.DrawFn, labels: dict[str, str]) -> dict[str, Any]:
 
 
 @st.composite
+def disruption_budget(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """What preemption reads of a PDB: its selector and status (the disruption controller's)."""
+    status: dict[str, Any] = {"disruptionsAllowed": draw(st.sampled_from([0, 1])),
+                              "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+    if draw(st.integers(0, 3)) == 0:
+        status["disruptedPods"] = {f"run-{draw(st.integers(0, 3))}": "2026-01-01T00:00:00Z"}
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": draw(st.sampled_from(NAMESPACES))},
+            "spec": {"selector": _selector(draw), "maxUnavailable": 1}, "status": status}
+
+
+@st.composite
+def scheduler_configuration(draw: st.DrawFn) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration whose default-scheduler profile changes a few of the
+    default plugins' args and weights, or turns plugins off, as users tune them."""
+    profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
+    score_enabled = [{"name": name, "weight": draw(st.sampled_from([1, 3, 5]))}
+                     for name in draw(st.lists(st.sampled_from(SCORE_PLUGINS), max_size=2, unique=True))]
+    score_disabled = [{"name": name} for name in draw(st.lists(st.sampled_from(SCORE_PLUGINS), max_size=1))
+                      if name not in {e["name"] for e in score_enabled}]
+    plugins: dict[str, Any] = {}
+    if score_enabled or score_disabled:
+        plugins["score"] = {k: v for k, v in (("enabled", score_enabled), ("disabled", score_disabled)) if v}
+    if draw(st.integers(0, 5)) == 0:
+        plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
+    if plugins:
+        profile["plugins"] = plugins
+    config: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from(["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]))
+        strategy: dict[str, Any] = {"type": kind, "resources": [
+            {"name": "cpu", "weight": draw(st.sampled_from([1, 2]))},
+            {"name": "memory", "weight": 1}, *([{"name": GPU, "weight": 3}] if draw(st.booleans()) else [])]}
+        if kind == "RequestedToCapacityRatio":
+            strategy["requestedToCapacityRatio"] = {"shape": draw(st.sampled_from([
+                [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
+                [{"utilization": 0, "score": 10}, {"utilization": 50, "score": 3}, {"utilization": 100, "score": 0}],
+            ]))}
+        config.append({"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}})
+    if draw(st.integers(0, 2)) == 0:
+        config.append({"name": "NodeResourcesBalancedAllocation", "args": {"resources": [
+            {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
+            *([{"name": GPU, "weight": 1}] if draw(st.booleans()) else [])]}})
+    if draw(st.integers(0, 2)) == 0:
+        config.append({"name": "InterPodAffinity", "args": {
+            "hardPodAffinityWeight": draw(st.sampled_from([0, 1, 10])),
+            "ignorePreferredTermsOfExistingPods": draw(st.booleans())}})
+    if draw(st.integers(0, 2)) == 0:
+        args: dict[str, Any] = {"defaultingType": "List"}
+        if draw(st.booleans()):
+            args["defaultConstraints"] = [{"maxSkew": draw(st.sampled_from([1, 2])), "topologyKey": ZONE_KEY,
+                                           "whenUnsatisfiable": draw(st.sampled_from(
+                                               ["DoNotSchedule", "ScheduleAnyway"]))}]
+        config.append({"name": "PodTopologySpread", "args": args})
+    if draw(st.integers(0, 3)) == 0:
+        config.append({"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 0,
+                                                             "minCandidateNodesAbsolute": 1}})
+    if draw(st.integers(0, 3)) == 0:
+        config.append({"name": "NodeAffinity", "args": {"addedAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 20, "preference": {"matchExpressions": [
+                    {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}})
+    if config:
+        profile["pluginConfig"] = config
+    return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "profiles": [profile]}
+
+
+STORAGE_CLASSES = (
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait"},
+     "provisioner": CSI_DRIVER, "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+     "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "now"},
+     "provisioner": CSI_DRIVER, "volumeBindingMode": "Immediate"},
+)
+
+
+@st.composite
+def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """The volume plugins' inputs: StorageClasses (WaitForFirstConsumer with and without a
+    provisioner, Immediate), PVs with zone affinity or zone labels, PVCs bound or not (ReadWriteOncePod
+    now and then), CSINodes with attach limits. Returns (objects, claim names per namespace)."""
+    volumes: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(0, 3))):
+        zone = draw(st.sampled_from(ZONES))
+        spec: dict[str, Any] = {"capacity": {"storage": draw(st.sampled_from(["1Gi", "5Gi"]))},
+                                "accessModes": ["ReadWriteOnce"],
+                                "storageClassName": draw(st.sampled_from(["local", "wait"])),
+                                "csi": {"driver": CSI_DRIVER, "volumeHandle": f"pv-{i}"},
+                                "persistentVolumeReclaimPolicy": "Retain"}
+        if draw(st.booleans()):
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]}}
+        meta: dict[str, Any] = {"name": f"pv-{i}"}
+        if draw(st.integers(0, 2)) == 0:
+            meta["labels"] = {ZONE_KEY: zone}  # VolumeZone's input
+        volumes.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec,
+                        "status": {"phase": "Available"}})
+    claims: dict[str, list[str]] = {}
+    objects: list[dict[str, Any]] = [*STORAGE_CLASSES]
+    free = list(volumes)
+    for i in range(draw(st.integers(0, 3))):
+        namespace = draw(st.sampled_from(NAMESPACES))
+        name = f"claim-{i}"
+        spec = {"accessModes": [draw(st.sampled_from(["ReadWriteOnce", "ReadWriteOnce", "ReadWriteOncePod"]))],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": draw(st.sampled_from(["wait", "local", "now"]))}
+        status: dict[str, Any] = {"phase": "Pending"}
+        matching = [v for v in free if v["spec"]["storageClassName"] == spec["storageClassName"]]
+        if matching and draw(st.booleans()):
+            volume = draw(st.sampled_from(matching))
+            free.remove(volume)
+            spec["volumeName"] = volume["metadata"]["name"]
+            status = {"phase": "Bound", "accessModes": spec["accessModes"],
+                      "capacity": volume["spec"]["capacity"]}
+            volume["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": name}
+            volume["status"] = {"phase": "Bound"}
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": name, "namespace": namespace}, "spec": spec, "status": status})
+        claims.setdefault(namespace, []).append(name)
+    for node_obj in nodes:
+        if draw(st.booleans()):
+            name = node_obj["metadata"]["name"]
+            objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+                            "spec": {"drivers": [{"name": CSI_DRIVER, "nodeID": name,
+                                                  "allocatable": {"count": draw(st.sampled_from([1, 2]))}}]}})
+    return volumes + objects, claims
+
+
+@st.composite
 def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
              max_pending: int = 4) -> list[dict[str, Any]]:
     """A snapshot: namespaces, nodes, running pods bound to them, pending pods in creation order."""
@@ -181,17 +351,28 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        *PRIORITY_CLASSES,
         *nodes,
     ]
+    for i in range(draw(st.integers(0, 2))):
+        objects.append(draw(disruption_budget(f"pdb-{i}")))
+    if draw(st.integers(0, 2)) == 0:  # passed to both sides, as kube-scheduler's --config
+        objects.append(draw(scheduler_configuration()))
+    claims: dict[str, list[str]] | None = None
+    if draw(st.integers(0, 2)) == 0:
+        volume_objects, claims = draw(storage(nodes))
+        objects += volume_objects
     for i in range(draw(st.integers(0, max_running))):
-        running = draw(pod(f"run-{i}", pending=False))
+        running = draw(pod(f"run-{i}", pending=False, claims=claims))
         running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
         # Distinct start times: preemption spares the longest-running of equal priority, and
         # equal (missing) times would leave the choice to the order of pods on the node.
         running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
         objects.append(running)
     for i in range(draw(st.integers(1, max_pending))):
-        pending = draw(pod(f"pod-{i}", pending=True))
+        pending = draw(pod(f"pod-{i}", pending=True, claims=claims))
         pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
+        if draw(st.integers(0, 4)) == 0:  # an earlier attempt preempted for it: its room is kept
+            pending["status"] = {"nominatedNodeName": draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))}
         objects.append(pending)
     return objects

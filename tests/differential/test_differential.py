@@ -26,11 +26,6 @@ from tests.differential.strategies import clusters
 EXAMPLES = 100
 
 
-# Open after the merge of the round's branches (issue 21 stays open): explain now reports the
-# attempt simulate makes, so a preemptor reads Scheduled where the oracle's single attempt
-# reads Unschedulable, and one seeded case reprieves one victim fewer than upstream. Run it
-# with --runxfail to see the case.
-@pytest.mark.xfail(reason="known divergences after the merge: preemptor result, one reprieve", strict=False)
 @pytest.mark.timeout(900)  # the oracle's build (once per hash) and 100 examples on a busy machine
 @seed(21)
 @settings(max_examples=EXAMPLES, deadline=None, database=None,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kopfsched.framework.node_table import ColumnSpec, NodeTable, WhatIfTable, label_column
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, PodSlots, WhatIfTable, label_column
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.noderesources.resource_allocation import (
     ALLOCATABLE_CPU,
@@ -132,3 +132,21 @@ def test_removed_below_applies_alone_to_real_nodes() -> None:
         WhatIfTable(base, rows, removed=[[]], removed_below=1)
     with pytest.raises(ValueError, match="removed_below applies alone"):
         WhatIfTable(WhatIfTable(base, rows), np.array([0], dtype=np.int64), removed_below=1)
+
+
+@pytest.mark.parametrize("nodes_first", [False, True], ids=["columns-first", "nodes-first"])
+@pytest.mark.parametrize("spec", [*SPECS, BY_HAND], ids=lambda s: s.name)
+def test_added_slots_count_once_whichever_is_read_first(spec: ColumnSpec, nodes_first: bool) -> None:
+    """A reprieve step's table: a Filter without a batch form (NodePorts) lists the nodes before
+    NodeResourcesFit reads its columns; the reprieved pods' shares must still count once
+    (the differential tests found a victim evicted that v1.37.2 reprieves)."""
+    nodes = _nodes()
+    base = NodeTable(nodes)
+    rows = np.array([0, 2], dtype=np.int64)
+    queues = [[_pod("a", cpu="1", **{GPU: "1"}), _pod("b", memory="2Gi")], [_pod("c", cpu="300m")]]
+    mask = np.array([[True, False], [True, False]])
+    table = WhatIfTable(base, rows, added_slots=(PodSlots(queues), np.arange(2, dtype=np.int64), mask))
+    copies = [_by_hand(nodes[0], [], [queues[0][0]]), _by_hand(nodes[2], [], [queues[1][0]])]
+    if nodes_first:
+        assert [list(n.pods) for n in table.nodes] == [list(c.pods) for c in copies]
+    assert table.column(spec).tolist() == [spec.extract(copy) for copy in copies]

@@ -196,6 +196,10 @@ class Env:
              running("b", cpu="2", priority=1, labels={"app": "db"}, start=T1)],
             (pdb("db", {"app": "db"}, 0, disrupted=("a",)),), preemptor(cpu="4"), ["a", "b"], 1, None,
             id="pods-already-disrupted-do-not-count"),
+        pytest.param(
+            [running("old", cpu="1500m", priority=1, start=T0), running("new", cpu="2", priority=1, start=T1)],
+            (), preemptor(host_ports=[80]), ["new"], 0, None,
+            id="preemptor-with-host-port-the-longer-running-pod-is-reprieved"),
     ],
 )
 def test_select_victims_on_node(pods, pdbs, pod, victims, violations, status):

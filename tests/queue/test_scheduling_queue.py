@@ -623,6 +623,19 @@ def test_nominator_moves_with_the_status(make_queue: MakeQueue) -> None:
     assert names(queue.nominator.nominated_pods_for_node("n2")) == ["p"]
 
 
+def test_gated_pod_keeps_its_nomination(make_queue: MakeQueue) -> None:
+    """v1.37's addPod records the nomination before PreEnqueue: a gated pod's room on its
+    nominated node is kept from lower-priority pods (the differential tests found it)."""
+    queue = make_queue()
+    raw = nominated("g", "n1").pod
+    raw["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    queue.add(PodInfo(raw))
+    assert contents(queue) == empty(gated=["g"])
+    assert names(queue.nominator.nominated_pods_for_node("n1")) == ["g"]
+    queue.delete(PodInfo(raw))
+    assert len(queue.nominator) == 0
+
+
 def test_dropped_nomination_wakes_lower_or_equal_priority_pods(make_queue: MakeQueue, clock: FakeClock) -> None:
     queue = make_queue(make_profile(HINTS))
     for name, priority in [("higher", 20), ("equal", 10), ("lower", 5)]:

@@ -181,6 +181,16 @@ def test_unresolvable_everywhere_means_preemption_cannot_help() -> None:
                                              "which removing pods cannot change")
 
 
+@pytest.mark.parametrize("as_given", [False, True], ids=["simulate", "as-given"])
+def test_a_prefilter_rejection_is_every_nodes_verdict(as_given: bool) -> None:
+    """The PreFilter's status stands for every node, in both modes (as-given listed none)."""
+    pod = make_pod("web", volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}])
+    entry = run([make_node("a"), make_node("b"), pod], "default/web", as_given=as_given).entry
+    verdict = {"plugin": "VolumeRestrictions", "code": "UnschedulableAndUnresolvable",
+               "reasons": ['persistentvolumeclaim "missing" not found']}
+    assert entry["filter"] == {"a": verdict, "b": verdict}
+
+
 def test_profile_override_is_used_whatever_the_schedulername() -> None:
     from kopfsched.cli import _override_profiles
     from kopfsched.plugins.registry import full_registry

@@ -325,7 +325,10 @@ class WhatIfTable(NodeTable):
                 array -= self.base.lower_priority(spec, self.removed_below)[self.base_rows]
             if self._flat is None:
                 removed = None if self.removed_below is not None else self._removed
-                self._flat = (_Pods.of(self._added), _Pods.of(removed))
+                # With added_slots, `_added` is only the slots listed (by `nodes`): the slots'
+                # shares are added below, and counting the listed pods too would add them twice.
+                added = None if self._slots is not None else self._added
+                self._flat = (_Pods.of(added), _Pods.of(removed))
             added_pods, removed_pods = self._flat
             if added_pods is not None:
                 added_pods.add_shares(array, spec.per_pod, 1)

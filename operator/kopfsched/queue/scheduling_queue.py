@@ -265,6 +265,8 @@ class SchedulingQueue:
             self.update(known.pod_info if known else None, pod)
             return True
         qpi = QueuedPodInfo(pod, self._clock() if timestamp is None else timestamp)
+        # Before PreEnqueue, whatever it says: a gated pod's nomination holds its room too (v1.37).
+        self.nominator.add_nominated_pod(pod, "")
         self._move_to_active(qpi, str(ev.UNSCHEDULED_POD_ADD))
         return True
 
@@ -316,6 +318,7 @@ class SchedulingQueue:
                 if self._requeue(qpi, strategy, str(event)) in (ACTIVE, BACKOFF):
                     break
             return
+        self.nominator.add_nominated_pod(new, "")  # in no queue: added, as upstream's addPod
         self._move_to_active(QueuedPodInfo(new, self._clock()), str(ev.UNSCHEDULED_POD_UPDATE))
 
     def delete(self, pod: PodInfo) -> None:
@@ -604,8 +607,6 @@ class SchedulingQueue:
         self._pool_pop(uid)
         self._backoff_delete(uid)
         self._active.add_or_update(qpi)
-        if event in (str(ev.UNSCHEDULED_POD_ADD), str(ev.UNSCHEDULED_POD_UPDATE)):
-            self.nominator.add_nominated_pod(qpi.pod_info, "")
         self._wakeup.set()
         logger.debug("Pod %s moved to activeQ on %s", qpi.key, event)
         return True

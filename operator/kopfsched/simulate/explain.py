@@ -214,6 +214,9 @@ async def _explain_as_given(explanation: Explanation, sim: Simulation, fwk: Fram
         entry["note"] = (entry["note"] + "; " if entry["note"] else "") + (
             "the pod is gated and would not be attempted; the nodes are evaluated anyway")
     state = CycleState()
+    # The snapshot as the attempt will see it: node names listed from a stale one would leave
+    # a PreFilter rejection's nodes out of "filter".
+    scheduler.cache.update_snapshot(scheduler.snapshot)
     node_names = [n.name for n in scheduler.snapshot.node_infos()]
     explanation.nodes = node_results(sim)
     explanation.view = cluster_view(sim, [])  # before PostFilter removes any victim

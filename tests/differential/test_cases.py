@@ -1,0 +1,89 @@
+"""Shrunk cases the random tests found, kept as they were fixed: each is judged by the oracle
+too, and its outcome is asserted exactly (so that a case still means what it meant if the
+harness changes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.differential.harness import compare_entries, kopfsched_explain
+from tests.differential.oracle import Oracle
+
+
+def node(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+
+
+def pod(name: str, cpu: str, memory: str, *, node_name: str = "", started: str = "", priority: int = 0,
+        host_port: int = 0, gated: bool = False, nominated: str = "") -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c0", "image": "nginx:1.27",
+                                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    if host_port:
+        container["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
+    spec: dict[str, Any] = {"containers": [container], "priority": priority}
+    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                           "spec": spec}
+    if node_name:
+        spec["nodeName"] = node_name
+        out["status"] = {"phase": "Running", "startTime": started}
+    if gated:
+        spec["schedulingGates"] = [{"name": "example.com/quota"}]
+    if nominated:
+        out["status"] = {"nominatedNodeName": nominated}
+    return out
+
+
+CASES = [
+    pytest.param(
+        # The reprieve step's table listed its nodes for NodePorts (the preemptor has a host
+        # port) before NodeResourcesFit summed it: the reprieved pod counted twice, its 512Mi
+        # did not fit back, and kopfsched evicted both pods where v1.37.2 evicts one.
+        [node("node-0", "2", "1Gi"),
+         pod("old", "100m", "512Mi", node_name="node-0", started="2025-12-31T00:00:00Z"),
+         pod("new", "1500m", "256Mi", node_name="node-0", started="2026-01-01T00:00:00Z"),
+         pod("preemptor", "1", "64Mi", priority=1000, host_port=80)],
+        "default/preemptor", {"result": "Unschedulable", "nominatedNode": "node-0", "victims": ["default/new"]},
+        id="host-port-preemptor-reprieves-the-longer-running-pod"),
+    pytest.param(
+        # A gated pod's nomination holds its room (v1.37's addPod nominates before PreEnqueue):
+        # kopfsched nominated only pods that passed PreEnqueue, and put `late` on node-0.
+        [node("node-0", "4", "2Gi"),
+         pod("running", "1", "1Gi", node_name="node-0", started="2025-12-31T00:00:00Z", priority=100),
+         pod("gated", "3", "256Mi", priority=1000, gated=True, nominated="node-0"),
+         pod("late", "1", "64Mi", priority=100)],
+        "default/late", {"result": "Unschedulable", "nominatedNode": None, "victims": [],
+                         "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                                    "available: 1 No preemption victims found for incoming pod."},
+        id="gated-pod-keeps-its-nominated-room"),
+]
+
+
+@pytest.mark.parametrize(("objects", "ref", "expected"), CASES)
+def test_shrunk_case(oracle: Oracle, tmp_path: Path, objects: list[dict[str, Any]], ref: str,
+                     expected: dict[str, Any]) -> None:
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    theirs = oracle.explain([str(path)], ref)
+    ours = kopfsched_explain(objects, ref)
+    for entry in (theirs, ours):
+        assert {k: sorted(entry[k]) if k == "victims" else entry[k] for k in expected} == expected
+    assert compare_entries(ours, theirs) == []
+
+
+@pytest.mark.xfail(strict=True, reason="pending: DynamicResources' PostFilter error when its PreFilter never "
+                                       "ran (harness.PENDING_POSTFILTER_ERROR); drop the exemption when this passes")
+def test_postfilter_stops_at_dynamicresources_without_its_state(oracle: Oracle, tmp_path: Path) -> None:
+    claimant = pod("claimant", "100m", "64Mi")
+    claimant["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]
+    objects = [node("node-0", "1", "1Gi"), claimant]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    message = '0/1 nodes are available: persistentvolumeclaim "missing" not found. not found'
+    assert oracle.explain([str(path)], "default/claimant")["message"] == message
+    assert kopfsched_explain(objects, "default/claimant")["message"] == message
