@@ -348,15 +348,16 @@ class Framework:
     @timed("Filter", no_status)
     def run_filter_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
-        pod_dependent_only: bool = False,
+        pod_dependent_only: bool = False, reasons: bool = True,
     ) -> tuple[np.ndarray, dict[int, Status]]:
         """Filter many nodes: (boolean mask over `rows`, True where the node passed;
         row -> first rejection).
 
         Each node's status comes from the first plugin that rejects it, exactly as if the
         nodes were filtered one by one. An Error status is returned among the rejections;
-        the caller aborts the cycle on it."""
-        return self.rows.filter(state, pod, table, rows, pod_dependent_only=pod_dependent_only)
+        the caller aborts the cycle on it. `reasons=False`: the mask (and errors) alone are
+        exact; the rejections of batch plugins are left out (no Status per node is built)."""
+        return self.rows.filter(state, pod, table, rows, pod_dependent_only=pod_dependent_only, reasons=reasons)
 
     # -- PostFilter ----------------------------------------------------------------------------
 

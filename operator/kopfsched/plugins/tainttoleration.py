@@ -3,7 +3,7 @@ tolerates (Filter), and prefers nodes with fewer untolerated PreferNoSchedule ta
 (Score, reversed by NormalizeScore so that 0 untolerated taints scores 100).
 
 Most nodes carry no hard taint, so the batch Filter looks only at rows whose
-`has_hard_taints` column is set.
+`has_hard_taints` column is set, and judges each distinct set of hard taints among them once.
 """
 
 from __future__ import annotations
@@ -38,6 +38,27 @@ HAS_HARD_TAINTS = ColumnSpec("TaintToleration/hasHardTaints",
 HAS_PREFER_NO_SCHEDULE_TAINTS = ColumnSpec("TaintToleration/hasPreferNoScheduleTaints",
                                            lambda n: any(t.get("effect") == PREFER_NO_SCHEDULE for t in n.taints),
                                            np.bool_, node_static=True)
+
+_taint_sets: dict[tuple[tuple[Any, Any, Any], ...], int] = {}
+"""Every distinct list of NoSchedule/NoExecute taints ever seen on a node -> its code (>= 0)."""
+_taint_set_taints: list[list[Obj]] = []
+"""Code -> that list, as taints `find_matching_untolerated_taint` reads (key, value, effect)."""
+
+
+def _hard_taint_set(node: NodeInfo) -> int:
+    """The code of the node's NoSchedule/NoExecute taints, in order; -1 when it has none."""
+    hard = tuple((t.get("key"), t.get("value"), t.get("effect")) for t in node.taints if do_not_schedule_taint(t))
+    if not hard:
+        return -1
+    code = _taint_sets.get(hard)
+    if code is None:
+        code = _taint_sets[hard] = len(_taint_set_taints)
+        _taint_set_taints.append([{"key": k, "value": v, "effect": e} for k, v, e in hard])
+    return code
+
+
+HARD_TAINT_SET = ColumnSpec("TaintToleration/hardTaintSet", _hard_taint_set, node_static=True)
+"""Nodes with the same hard taints are tolerated alike: Filter judges each distinct set once."""
 
 _UNTAINTED = "TaintToleration/untainted"
 """NodeTable.derived's key: the node has no taint Filter looks at."""
@@ -84,11 +105,18 @@ class TaintToleration:
         passed = table.derived(_UNTAINTED, _untainted, rows, _untainted_one)
         if count_nonzero(passed) == len(passed):
             return passed
+        tainted = (~passed).nonzero()[0]
+        codes = table.column(HARD_TAINT_SET)[rows[tainted]]
+        distinct = np.unique(codes)
         tolerations = pod.tolerations
-        nodes = table.nodes
-        for i in (~passed).nonzero()[0].tolist():
-            passed[i] = find_matching_untolerated_taint(nodes[rows[i]].taints, tolerations) is None
+        tolerated = np.zeros(int(distinct[-1]) + 1, dtype=bool)
+        for code in distinct.tolist():
+            tolerated[code] = find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None
+        passed[tainted] = tolerated[codes]
         return passed
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return [Status.unresolvable(ERR_REASON_NOT_MATCH)] * len(rows)  # one reason, whichever taint
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE, prefer_no_schedule_tolerations(pod.tolerations))
