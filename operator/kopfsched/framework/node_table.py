@@ -49,7 +49,7 @@ class ColumnSpec:
 _LOWER_PRIORITY_TABLES_KEPT = 4
 """Priorities whose lower-priority columns a table keeps current (the least recently used go)."""
 
-_DERIVED_KEPT = 8
+_DERIVED_KEPT = 64
 """Derived arrays a table keeps (the least recently used go)."""
 
 _DERIVED_ONE_BY_ONE = 8
