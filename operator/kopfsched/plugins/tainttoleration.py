@@ -8,6 +8,7 @@ Most nodes carry no hard taint, so the batch Filter looks only at rows whose
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -57,6 +58,9 @@ def _hard_taint_set(node: NodeInfo) -> int:
     return code
 
 
+_JUDGE_ALL_SETS = 16
+"""Up to this many distinct taint sets seen, Filter judges every one of them for each pod."""
+
 HARD_TAINT_SET = ColumnSpec("TaintToleration/hardTaintSet", _hard_taint_set, node_static=True)
 """Nodes with the same hard taints are tolerated alike: Filter judges each distinct set once."""
 
@@ -86,6 +90,24 @@ def count_intolerable_prefer_no_schedule(taints: Sequence[Obj], tolerations: Seq
                if t.get("effect") == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, t))
 
 
+_TOLERATED = "TaintToleration/tolerated"
+"""NodeTable.derived's key (with the pod's tolerations): the node's hard taints are tolerated."""
+
+
+def _tolerated_rows(table: NodeTable, rows: np.ndarray, tolerations: Sequence[Obj]) -> np.ndarray:
+    """Per row: every hard taint of the node is tolerated, judged once per distinct taint set."""
+    codes = table.column(HARD_TAINT_SET)[rows]
+    known = len(_taint_set_taints)
+    if known <= _JUDGE_ALL_SETS:  # the usual few sets: judge them all rather than find those here
+        judged: list[int] = list(range(known))
+    else:
+        judged = np.unique(codes[codes >= 0]).tolist()
+    tolerated = np.ones(known + 1, dtype=bool)  # the trailing slot: no hard taint (-1)
+    for code in judged:
+        tolerated[code] = find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None
+    return tolerated[codes]
+
+
 class TaintToleration:
     name = "TaintToleration"
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
@@ -105,15 +127,12 @@ class TaintToleration:
         passed = table.derived(_UNTAINTED, _untainted, rows, _untainted_one)
         if count_nonzero(passed) == len(passed):
             return passed
-        tainted = (~passed).nonzero()[0]
-        codes = table.column(HARD_TAINT_SET)[rows[tainted]]
-        distinct = np.unique(codes)
         tolerations = pod.tolerations
-        tolerated = np.zeros(int(distinct[-1]) + 1, dtype=bool)
-        for code in distinct.tolist():
-            tolerated[code] = find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None
-        passed[tainted] = tolerated[codes]
-        return passed
+        # Pods of one shape tolerate alike: the table keeps each node's answer per tolerations.
+        key = (_TOLERATED, json.dumps(tolerations, sort_keys=True, default=str))
+        return table.derived(key, lambda table, rows: _tolerated_rows(table, rows, tolerations), rows,
+                             lambda table, row: find_matching_untolerated_taint(
+                                 table.nodes[row].taints, tolerations) is None)
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         return [Status.unresolvable(ERR_REASON_NOT_MATCH)] * len(rows)  # one reason, whichever taint
