@@ -253,7 +253,8 @@ def _gpu_trace_nodes(nodes: int) -> list[Obj]:
     return [_gpu_trace_node(i, *shapes[i * len(shapes) // nodes]) for i in range(nodes)]
 
 
-def _gpu_trace_pod(name: str, rng: random.Random, models: list[str], affinity_share: float) -> Obj:
+def _gpu_trace_pod(name: str, rng: random.Random, models: list[str], affinity_share: float,
+                   model_rng: random.Random) -> Obj:
     """A pod of the trace's mix (openb_pod_list_default.csv): one in eight needs no GPU; of the
     others, almost all want one GPU, a few 2, 4 or 8. One pod in a hundred asks for more than any
     node has (CPU-only pods of 160 CPUs). `affinity_share` of the GPU pods require one or two
@@ -274,8 +275,8 @@ def _gpu_trace_pod(name: str, rng: random.Random, models: list[str], affinity_sh
     if gpus:
         requests[GPU_RESOURCE] = str(gpus)
         extra["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
-        if rng.random() < affinity_share:
-            wanted = sorted(set(rng.choices(models, k=rng.choice((1, 2)))))
+        if rng.random() < affinity_share:  # the models from a draw of their own: the same pods either way
+            wanted = sorted(set(model_rng.choices(models, k=model_rng.choice((1, 2)))))
             term = {"matchExpressions": [{"key": GPU_MODEL_LABEL, "operator": "In", "values": wanted}]}
             extra["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [term]}}}
@@ -290,7 +291,8 @@ def _gpu_trace(nodes: int, init_pods: int, pods: int, affinity_share: float) -> 
     node_objs = _gpu_trace_nodes(nodes)
     rng = random.Random(GPU_TRACE_SEED)
     models = [shape[4] for shape in GPU_TRACE_NODE_SHAPES if shape[4]]
-    every = [_gpu_trace_pod(f"pod-{i}", rng, models, affinity_share) for i in range(init_pods + pods)]
+    model_rng = random.Random(GPU_TRACE_SEED + 1)
+    every = [_gpu_trace_pod(f"pod-{i}", rng, models, affinity_share, model_rng) for i in range(init_pods + pods)]
     init = every[:init_pods]
     for i, pod in enumerate(init):  # running pods spread round robin, as scheduler_perf's init pods
         pod["metadata"]["name"] = pod["metadata"]["uid"] = f"init-{i}"
@@ -307,8 +309,8 @@ def gpu_trace(nodes: int, init_pods: int, pods: int) -> Workload:
 
 
 def gpu_trace_affinity(nodes: int, init_pods: int, pods: int) -> Workload:
-    """AlibabaGPUTraceGpuspec33: gpu-trace with a third of the GPU pods requiring one or two
-    GPU models through required node affinity."""
+    """AlibabaGPUTraceGpuspec33: gpu-trace's nodes and pods, a third of the GPU pods requiring
+    one or two GPU models through required node affinity."""
     return _gpu_trace(nodes, init_pods, pods, 1 / 3)
 
 
