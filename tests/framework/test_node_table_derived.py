@@ -13,7 +13,7 @@ from kopfsched.bench.workloads import default_node, default_pod
 from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.node_table import _DERIVED_KEPT, ColumnSpec, NodeTable
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.noderesources.args import (
     NodeResourcesBalancedAllocationArgs,
@@ -128,11 +128,12 @@ def test_many_changed_rows_are_recomputed_in_one_call_and_too_many_rebuild():
 def test_keys_are_kept_apart_and_the_least_recently_used_go():
     table = table_of(10)
     rows = np.arange(10, dtype=np.int64)
-    for key in range(12):
+    for key in range(_DERIVED_KEPT + 4):
         counting = Counting(key * 1000)
         table.derived(key, counting.compute, rows)
         assert table.derived(key, counting.compute, rows).tolist() == [key * 1000 + i for i in range(10)]
-    assert table.derived(11, Counting(-1).compute, rows).tolist()[0] == 11000  # kept
+    last = _DERIVED_KEPT + 3
+    assert table.derived(last, Counting(-1).compute, rows).tolist()[0] == last * 1000  # kept
     assert table.derived(0, Counting(-1).compute, rows).tolist()[0] == -1  # dropped
 
 

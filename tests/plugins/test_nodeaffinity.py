@@ -6,6 +6,7 @@ import pytest
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ActionType, EventResource, QueueingHint
 from kopfsched.framework.interface import PreFilterResult
+from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
@@ -268,3 +269,56 @@ def test_node_change_hint(added: dict | None, old_labels: dict | None, new_label
     pod = PodInfo(make_pod(node_selector={"foo": "bar"}))
     old = None if old_labels is None else make_node("n", labels=old_labels)
     assert plugin_with(added).is_schedulable_after_node_change(pod, old, make_node("n", labels=new_labels)) is hint
+
+
+BATCH_NODES = [
+    ("node1", {"foo": "bar"}), ("node2", {}), ("node3", {"foo": "bar", "baz": "blah"}),
+    ("node4", {"kernel-version": "0206"}), ("node5", {"kernel-version": "x"}), ("node6", {"mem-type": "DDR3"}),
+    ("node7", {"GPU": "NVIDIA-GRID-K1"}), ("node8", {"GPU": "AMD", "zone": "foo"}), ("node9", {"zone": "bar"}),
+]
+BATCH_PODS = [case.values[0] for case in FILTER_CASES] + [
+    {"affinity": required({"matchExpressions": [expr("kernel-version", "Lt", "300")]})},
+    {"affinity": required({"matchExpressions": [expr("GPU", "DoesNotExist")]})},
+    {"affinity": required({"matchFields": [name_in("node3")], "matchExpressions": [expr("foo", "Exists")]},
+                          {"matchFields": [name_in("node7")]})},
+    {"affinity": required({"matchFields": [{"key": "spec.other", "operator": "NotIn", "values": ["x"]}]})},
+    {"node_selector": {"zone": "foo", "GPU": "AMD"}},
+    {"node_selector": {"foo": "no-node-has-it"}},
+]
+
+
+@pytest.mark.parametrize("added", [None, ADDED_ZONE], ids=["pod-only", "added-affinity"])
+@pytest.mark.parametrize("pod_kwargs", BATCH_PODS, ids=lambda kwargs: str(kwargs)[:60])
+def test_batch_agrees_with_per_node(pod_kwargs: dict, added: dict | None) -> None:
+    """filter_nodes' mask and filter_statuses' reasons are `filter`'s, node for node, for every
+    operator, invalid and empty terms, matchFields and the scheduler-enforced selector; asked
+    twice so that the selector's rows kept by the table are checked too."""
+    nodes = [NodeInfo(make_node(name, labels=labels)) for name, labels in BATCH_NODES]
+    table = NodeTable(nodes)
+    plugin, pod = plugin_with(added), PodInfo(make_pod(**pod_kwargs))
+    state = CycleState()
+    if isinstance(plugin.pre_filter(state, pod, nodes), Status):
+        return  # skipped or rejected at PreFilter: Filter never runs
+    for rows in (np.arange(len(nodes)), np.array([8, 2, 6, 0]), np.arange(len(nodes)), np.array([], dtype=np.int64)):
+        expected = [plugin.filter(state, pod, nodes[r]) for r in rows]
+        passed = plugin.filter_nodes(state, pod, table, rows)
+        assert passed.tolist() == [status is None for status in expected]
+        rejected = rows[~passed]
+        statuses = plugin.filter_statuses(state, pod, table, rejected)
+        assert [(s.code, s.reasons) for s in statuses] == [(s.code, s.reasons) for s in expected if s is not None]
+
+
+def test_batch_follows_label_changes() -> None:
+    """The rows a selector matches are kept by the table: a node whose labels change is judged again."""
+    nodes = [NodeInfo(make_node(f"n{i}", labels={"gpu": "a100" if i % 2 else "t4"})) for i in range(6)]
+    table = NodeTable(nodes)
+    plugin = plugin_with()
+    pod = PodInfo(make_pod(affinity=required({"matchExpressions": [expr("gpu", "In", "a100")]})))
+    state = CycleState()
+    plugin.pre_filter(state, pod, nodes)
+    rows = np.arange(6)
+    for _ in range(2):  # the second call keeps the answer of every row
+        assert plugin.filter_nodes(state, pod, table, rows).tolist() == [False, True] * 3
+    nodes[0].set_node(make_node("n0", labels={"gpu": "a100"}))
+    table.refresh([0])
+    assert plugin.filter_nodes(state, pod, table, rows).tolist() == [True, True, False, True, False, True]

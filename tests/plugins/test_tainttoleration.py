@@ -168,6 +168,8 @@ NODE_TAINTS = [
     [taint("evict", effect="NoExecute")],
     [taint("dedicated", "gpu"), taint("evict", effect="NoExecute")],
     [taint("node.kubernetes.io/unschedulable")],
+    [taint("dedicated", "gpu")],  # a taint set seen before: judged once for both nodes
+    [taint("evict", effect="NoExecute"), taint("dedicated", "gpu"), taint("soft", effect="PreferNoSchedule")],
 ]
 POD_TOLERATIONS = [
     None,
@@ -185,8 +187,11 @@ def test_batch_agrees_with_per_node(tolerations: list[dict] | None) -> None:
     plugin, pod = TaintToleration(None, None), PodInfo(make_pod(tolerations=tolerations))
     for rows in (np.arange(len(nodes)), np.array([5, 3, 1]), np.array([], dtype=np.int64)):
         state = CycleState()
-        expected = [plugin.filter(state, pod, nodes[r]) is None for r in rows]
-        assert plugin.filter_nodes(state, pod, table, rows).tolist() == expected
+        statuses = [plugin.filter(state, pod, nodes[r]) for r in rows]
+        passed = plugin.filter_nodes(state, pod, table, rows)
+        assert passed.tolist() == [status is None for status in statuses]
+        assert [(s.code, s.reasons) for s in plugin.filter_statuses(state, pod, table, rows[~passed])] == [
+            (s.code, s.reasons) for s in statuses if s is not None]
         plugin.pre_score(state, pod, nodes)
         assert plugin.score_nodes(state, pod, table, rows).tolist() == [plugin.score(state, pod, nodes[r])
                                                                          for r in rows]

@@ -28,11 +28,14 @@ class _Progress(NullObserver):
     """Counts the measured pods scheduled; keeps every attempt's latency (churn pods' too, as
     scheduler_perf's attempt-duration histogram) and the time spent per extension point."""
 
-    def __init__(self, measured: set[str], done: asyncio.Event, report: Callable[[int], None] | None) -> None:
+    def __init__(self, measured: set[str], done: asyncio.Event, report: Callable[[int], None] | None, *,
+                 settle: bool = False) -> None:
         self.measured = measured
         self.latencies: list[float] = []
         self.scheduled = 0
         self.failed = 0
+        self.unschedulable: set[str] | None = set() if settle else None
+        """With `settle`: the measured pods found unschedulable and not scheduled since."""
         self.points: dict[str, list[float]] = {}
         """extension point -> [calls, seconds]"""
         self._done = done
@@ -42,13 +45,22 @@ class _Progress(NullObserver):
         self.latencies.append(attempt.seconds)
         if attempt.result != "scheduled":
             self.failed += 1
+            if self.unschedulable is not None and attempt.pod.uid in self.measured:
+                self.unschedulable.add(attempt.pod.uid)
+                self._check_done()
             return
         if attempt.pod.uid not in self.measured:
             return
         self.scheduled += 1
+        if self.unschedulable is not None:
+            self.unschedulable.discard(attempt.pod.uid)
         if self._report is not None and self.scheduled % 1000 == 0:
             self._report(self.scheduled)
-        if self.scheduled >= len(self.measured):
+        self._check_done()
+
+    def _check_done(self) -> None:
+        settled = self.scheduled + (len(self.unschedulable) if self.unschedulable is not None else 0)
+        if settled >= len(self.measured):
             self._done.set()
 
     def extension_point(self, profile: str, point: str, code: str, seconds: float) -> None:
@@ -110,7 +122,7 @@ async def run_workload(workload: Workload, *, profile: ProfileConfig | None = No
         print(f"bench: {n}/{len(workload.pods)} pods scheduled", file=sys.stderr)
 
     measured = {pod["metadata"]["uid"] for pod in workload.pods}
-    observer = _Progress(measured, done, report if progress else None)
+    observer = _Progress(measured, done, report if progress else None, settle=workload.settle)
     scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=time.perf_counter,
                           rng=random.Random(seed),
                           observer=observer if also_observe is None else Observers(observer, also_observe))
@@ -146,6 +158,7 @@ async def _measure(workload: Workload, scheduler: Scheduler, observer: _Progress
         "initPods": len(workload.init_pods),
         "pods": len(workload.pods),
         "scheduled": observer.scheduled,
+        **({"unschedulable": len(observer.unschedulable)} if observer.unschedulable is not None else {}),
         "failedAttempts": observer.failed,
         "seconds": round(elapsed, 3),
         "podsPerSecond": round(observer.scheduled / elapsed, 1) if elapsed else 0.0,

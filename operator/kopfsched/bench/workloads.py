@@ -8,6 +8,7 @@ schedule (scheduler_perf's `churn` op in `create` mode); only the measured pods 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,9 @@ class Workload:
     """Seconds between two churn pods (scheduler_perf's intervalMilliseconds: 200)."""
     objects: list[Obj] = field(default_factory=list)
     """Other API objects, loaded before the pods (e.g. DeviceClasses, ResourceSlices, ResourceClaims)."""
+    settle: bool = False
+    """Some measured pods fit nowhere: the run ends when every measured pod was scheduled or
+    found unschedulable once, rather than when every one is scheduled."""
 
 
 def default_node(i: int, *, zones: bool = False) -> Obj:
@@ -206,6 +210,110 @@ def dra(nodes: int, init_pods: int, pods: int) -> Workload:
     return Workload(node_objs, init, measured, objects=objects)
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+
+GPU_TRACE_NODE_SHAPES: tuple[tuple[int, int, int, int, str], ...] = (
+    # (nodes, CPUs, memory GiB, GPUs, GPU model): the 1523 nodes of Alibaba's cluster-trace-gpu-v2023
+    # (openb_node_list_all_node.csv) grouped by shape; 310 of them have no GPU.
+    (200, 32, 256, 0, ""), (110, 96, 512, 0, ""),
+    (549, 96, 384, 8, "G2"),
+    (387, 104, 512, 2, "T4"), (17, 96, 384, 4, "T4"),
+    (131, 64, 256, 2, "P100"), (3, 32, 128, 1, "P100"),
+    (39, 128, 1024, 8, "G3"),
+    (21, 96, 768, 8, "V100M32"), (9, 64, 256, 4, "V100M32"),
+    (8, 96, 384, 8, "V100M16"), (28, 64, 256, 4, "V100M16"), (19, 8, 32, 1, "V100M16"),
+    (2, 32, 128, 1, "A10"),
+)
+GPU_TRACE_SEED = 2023
+
+
+def _gpu_trace_node(i: int, cpus: int, memory_gib: int, gpus: int, model: str) -> Obj:
+    """A node of the GPU trace: its GPU model and count as labels (as NVIDIA's GPU feature
+    discovery sets them), and GPU nodes tainted as GPU pools are (pods that request GPUs get
+    the toleration from the ExtendedResourceToleration admission plugin)."""
+    name = f"node-{i}"
+    labels = {"kubernetes.io/hostname": name}
+    allocatable = {"cpu": str(cpus), "memory": f"{memory_gib}Gi", "pods": "110"}
+    spec: Obj = {}
+    if gpus:
+        labels[GPU_MODEL_LABEL] = model
+        labels[GPU_COUNT_LABEL] = str(gpus)
+        allocatable[GPU_RESOURCE] = str(gpus)
+        spec["taints"] = [{"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}]
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": spec, "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+
+
+def _gpu_trace_nodes(nodes: int) -> list[Obj]:
+    """`nodes` nodes whose shapes follow the trace's mix (all 1523 of them at 1523), shuffled."""
+    shapes = [shape[1:] for shape in GPU_TRACE_NODE_SHAPES for _ in range(shape[0])]
+    random.Random(GPU_TRACE_SEED).shuffle(shapes)
+    return [_gpu_trace_node(i, *shapes[i * len(shapes) // nodes]) for i in range(nodes)]
+
+
+def _gpu_trace_pod(name: str, rng: random.Random, models: list[str], affinity_share: float,
+                   model_rng: random.Random) -> Obj:
+    """A pod of the trace's mix (openb_pod_list_default.csv): one in eight needs no GPU; of the
+    others, almost all want one GPU, a few 2, 4 or 8. One pod in a hundred asks for more than any
+    node has (CPU-only pods of 160 CPUs). `affinity_share` of the GPU pods require one or two
+    GPU models by required node affinity, as the trace's gpu_spec column does."""
+    gpus = 0
+    if rng.random() >= 0.133:
+        gpus = rng.choices((1, 2, 4, 8), weights=(6989, 16, 15, 44))[0]
+    if gpus:
+        cpu = rng.choice((2, 4, 6, 8, 12)) * gpus
+        memory = cpu * rng.choice((4, 8))
+    elif rng.random() < 0.075:
+        cpu, memory = 160, 64
+    else:
+        cpu = rng.choice((1, 2, 4, 8, 16, 32))
+        memory = cpu * rng.choice((2, 4, 8))
+    requests = {"cpu": str(cpu), "memory": f"{memory}Gi"}
+    extra: Obj = {}
+    if gpus:
+        requests[GPU_RESOURCE] = str(gpus)
+        extra["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+        if rng.random() < affinity_share:  # the models from a draw of their own: the same pods either way
+            wanted = sorted(set(model_rng.choices(models, k=model_rng.choice((1, 2)))))
+            term = {"matchExpressions": [{"key": GPU_MODEL_LABEL, "operator": "In", "values": wanted}]}
+            extra["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [term]}}}
+    pod = default_pod(name, namespace="trace", **extra)
+    container = pod["spec"]["containers"][0]
+    del container["ports"]
+    container["resources"] = {"requests": requests, "limits": dict(requests)}
+    return pod
+
+
+def _gpu_trace(nodes: int, init_pods: int, pods: int, affinity_share: float) -> Workload:
+    node_objs = _gpu_trace_nodes(nodes)
+    rng = random.Random(GPU_TRACE_SEED)
+    models = [shape[4] for shape in GPU_TRACE_NODE_SHAPES if shape[4]]
+    model_rng = random.Random(GPU_TRACE_SEED + 1)
+    every = [_gpu_trace_pod(f"pod-{i}", rng, models, affinity_share, model_rng) for i in range(init_pods + pods)]
+    init = every[:init_pods]
+    for i, pod in enumerate(init):  # running pods spread round robin, as scheduler_perf's init pods
+        pod["metadata"]["name"] = pod["metadata"]["uid"] = f"init-{i}"
+        pod["spec"]["nodeName"] = node_objs[i % nodes]["metadata"]["name"]
+    return Workload(node_objs, init, every[init_pods:], settle=True)
+
+
+def gpu_trace(nodes: int, init_pods: int, pods: int) -> Workload:
+    """AlibabaGPUTrace: a heterogeneous GPU cluster shaped like Alibaba's public trace
+    (cluster-trace-gpu-v2023: 1523 nodes of 14 shapes, seven GPU models, GPU nodes tainted),
+    and its pods in arrival order, CPU-only or asking for 1-8 GPUs; more GPUs are asked for than
+    the cluster has, and some pods fit nowhere."""
+    return _gpu_trace(nodes, init_pods, pods, 0.0)
+
+
+def gpu_trace_affinity(nodes: int, init_pods: int, pods: int) -> Workload:
+    """AlibabaGPUTraceGpuspec33: gpu-trace's nodes and pods, a third of the GPU pods requiring
+    one or two GPU models through required node affinity."""
+    return _gpu_trace(nodes, init_pods, pods, 1 / 3)
+
+
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "basic": basic,
     "pod-anti-affinity": pod_anti_affinity,
@@ -214,6 +322,8 @@ WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "preemption-async": preemption_async,
     "unschedulable": unschedulable,
     "dra": dra,
+    "gpu-trace": gpu_trace,
+    "gpu-trace-affinity": gpu_trace_affinity,
 }
 
 DEFAULT_SIZE = (500, 500, 2000)
@@ -223,5 +333,7 @@ SIZES: dict[str, tuple[int, int, int]] = {
     "preemption-async": (5000, 20000, 5000),
     "unschedulable": (5000, 20000, 10000),
     "dra": (500, 2500, 2500),
+    "gpu-trace": (1523, 0, 8000),
+    "gpu-trace-affinity": (1523, 0, 8000),
 }
 """Workloads whose own size is scheduler_perf's performance case rather than DEFAULT_SIZE."""

@@ -49,7 +49,7 @@ class ColumnSpec:
 _LOWER_PRIORITY_TABLES_KEPT = 4
 """Priorities whose lower-priority columns a table keeps current (the least recently used go)."""
 
-_DERIVED_KEPT = 8
+_DERIVED_KEPT = 64
 """Derived arrays a table keeps (the least recently used go)."""
 
 _DERIVED_ONE_BY_ONE = 8
@@ -462,4 +462,32 @@ def lookup_by_label(table: NodeTable, rows: np.ndarray, key: str, per_value: Map
         if code is not None:
             lookup[code] = amount
     # Missing labels (-1) read the trailing zero slot.
+    return lookup[codes]
+
+
+def label_codes(table: NodeTable, rows: np.ndarray, key: str) -> np.ndarray:
+    """Each row's value of label `key` as its `label_value_codes` code, -1 where it lacks it."""
+    return table.column(label_column(key))[rows]
+
+
+def label_in(table: NodeTable, rows: np.ndarray, key: str, values: Iterable[str]) -> np.ndarray:
+    """Per row: the node has label `key` with one of `values` (one mask op per label value)."""
+    codes = label_codes(table, rows, key)  # first: building the column interns the nodes' values
+    known = label_value_codes(key)
+    wanted = [known[v] for v in values if v in known]  # a value no node has matches no row
+    if not wanted:
+        return np.zeros(len(codes), dtype=bool)
+    if len(wanted) == 1:
+        return codes == wanted[0]
+    lookup = np.zeros(len(known) + 1, dtype=bool)  # the trailing slot is a missing label's (-1)
+    lookup[wanted] = True
+    return lookup[codes]
+
+
+def label_lookup(table: NodeTable, rows: np.ndarray, key: str, accept: Callable[[str | None], bool]) -> np.ndarray:
+    """Per row: `accept(the node's value of label key, None when it lacks it)`, called once
+    per value ever seen for the key rather than once per row."""
+    codes = label_codes(table, rows, key)
+    known = label_value_codes(key)
+    lookup = np.fromiter(itertools.chain(map(accept, known), (accept(None),)), dtype=bool, count=len(known) + 1)
     return lookup[codes]

@@ -92,6 +92,36 @@ def first_invalid_score(per_plugin: dict[str, np.ndarray], score_plugins: list[t
     return None
 
 
+Deferred = tuple[Any, Any, NodeTable, np.ndarray, np.ndarray]
+"""(plugin, the plugin if it has filter_statuses else None, the table it judged, the rows it
+rejected, those rows in the judged table): one batch rejection whose statuses were not built."""
+
+
+def deferred_statuses(entry: Deferred, state: CycleState, pod: PodInfo) -> dict[int, Status]:
+    """Row -> Status of a batch rejection left out by `RowRunner.filter(reasons=False)`: what
+    the run with reasons would have recorded, if asked in the same cycle (same state, same
+    table). A plugin that fails here gives an Error status on the first row, as there."""
+    plugin, with_statuses, judged, failed, on_judged = entry
+    if with_statuses is None:
+        nodes = judged.nodes
+        out: dict[int, Status] = {}
+        for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):
+            one = filter_one(plugin, state, pod, nodes[judged_row])
+            out[row] = one if one is not None else Status.as_error(
+                f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its '
+                "filter accepted it").with_plugin(plugin.name)
+        return out
+    try:
+        statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)
+    except Exception as exc:
+        return {int(failed[0]): Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(
+            plugin.name)}
+    statuses = statuses if isinstance(statuses, list) else list(statuses)
+    distinct = dict(zip(map(id, statuses), statuses, strict=True))
+    wrapped = {key: filter_failure(plugin, answer) for key, answer in distinct.items()}
+    return dict(zip(failed.tolist(), map(wrapped.__getitem__, map(id, statuses)), strict=True))
+
+
 class RowRunner:
     """One profile's Filter and Score plugins, run over NodeTable rows."""
 
@@ -115,8 +145,12 @@ class RowRunner:
                              if isinstance(p, NormalizeScorePlugin)}
 
     def filter(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
-                     pod_dependent_only: bool, reasons: bool = True) -> tuple[np.ndarray, dict[int, Status]]:
+                     pod_dependent_only: bool, reasons: bool = True,
+                     deferred: list[Deferred] | None = None) -> tuple[np.ndarray, dict[int, Status]]:
         """Framework.run_filter_plugins_on_rows, untimed (preemption's what-if batches count as PostFilter).
+
+        With `reasons=False` the rejections of batch plugins are left out of the answer;
+        `deferred` then receives what `deferred_statuses` needs to give them later.
 
         On a WhatIfTable, node-static plugins judge the real nodes behind its rows (their
         answer is the same) so that no NodeInfo copy is built for them."""
@@ -149,8 +183,9 @@ class RowRunner:
                 failed = alive[~passed]
                 on_judged = failed if judged_rows is None else judged_rows[failed]
                 with_statuses = self._batch_statuses.get(plugin.name)
-                if not reasons:  # the caller reads the mask alone
-                    pass
+                if not reasons:  # the caller reads the mask alone, and maybe the reasons later
+                    if deferred is not None:
+                        deferred.append((plugin, with_statuses, judged, failed, on_judged))
                 elif with_statuses is not None:
                     try:
                         statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)

@@ -41,7 +41,7 @@ from kopfsched.framework.interface import (
     ScorePlugin,
 )
 from kopfsched.framework.node_table import NodeTable, WhatIfTable
-from kopfsched.framework.rows import RowRunner, filter_failure
+from kopfsched.framework.rows import Deferred, RowRunner, filter_failure
 from kopfsched.framework.status import SKIP, Code, Status
 from kopfsched.framework.timing import Observer, ignore, no_status, timed
 from kopfsched.framework.types import NodeInfo, PodInfo
@@ -348,15 +348,18 @@ class Framework:
     @timed("Filter", no_status)
     def run_filter_plugins_on_rows(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
-        pod_dependent_only: bool = False,
+        pod_dependent_only: bool = False, reasons: bool = True, deferred: list[Deferred] | None = None,
     ) -> tuple[np.ndarray, dict[int, Status]]:
         """Filter many nodes: (boolean mask over `rows`, True where the node passed;
         row -> first rejection).
 
         Each node's status comes from the first plugin that rejects it, exactly as if the
         nodes were filtered one by one. An Error status is returned among the rejections;
-        the caller aborts the cycle on it."""
-        return self.rows.filter(state, pod, table, rows, pod_dependent_only=pod_dependent_only)
+        the caller aborts the cycle on it. `reasons=False`: the mask (and errors) alone are
+        exact; the rejections of batch plugins are left out (no Status per node is built), and
+        `deferred` receives what `rows.deferred_statuses` builds them from later in the cycle."""
+        return self.rows.filter(state, pod, table, rows, pod_dependent_only=pod_dependent_only, reasons=reasons,
+                                deferred=deferred)
 
     # -- PostFilter ----------------------------------------------------------------------------
 

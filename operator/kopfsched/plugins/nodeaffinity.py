@@ -9,8 +9,10 @@ ORed, an empty term matches nothing, and a term that does not parse matches noth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import not_ as operator_not
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.interface import MAX_NODE_SCORE, PreFilterResult
 from kopfsched.framework.labels import SelectorError, node_selector_term
+from kopfsched.framework.node_table import NodeTable, label_codes, label_in, label_lookup
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
@@ -77,12 +80,57 @@ def _is_empty(term: Mapping[str, Any]) -> bool:
     return not term.get("matchExpressions") and not term.get("matchFields")
 
 
+def _expression_rows(table: NodeTable, rows: np.ndarray, expr: Mapping[str, Any]) -> np.ndarray:
+    """Per row: one parsed node selector requirement holds (labels.py's `_requirement`)."""
+    key, operator = expr.get("key", ""), expr.get("operator")
+    values: Sequence[str] = expr.get("values") or ()
+    if operator == "In":
+        return label_in(table, rows, key, values)
+    if operator == "NotIn":
+        return ~label_in(table, rows, key, values)
+    if operator in ("Exists", "DoesNotExist"):
+        present = label_codes(table, rows, key) >= 0
+        return present if operator == "Exists" else ~present
+    bound, greater = int(values[0]), operator == "Gt"  # Gt/Lt: the term parsed, so the bound is an integer
+
+    def compare(value: str | None) -> bool:
+        try:
+            number = int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        return number > bound if greater else number < bound
+
+    return label_lookup(table, rows, key, compare)
+
+
+def _term_rows(table: NodeTable, rows: np.ndarray, term: Mapping[str, Any]) -> np.ndarray:
+    """Per row: `compile_term(term)` matches the node (the term parsed)."""
+    passed = np.ones(len(rows), dtype=bool)
+    for expr in term.get("matchExpressions") or ():
+        passed &= _expression_rows(table, rows, expr)
+    fields = term.get("matchFields") or ()
+    if fields:
+        names = table.nodes
+        node_names = [names[r].name for r in rows.tolist()]
+        for expr in fields:
+            equal, value = expr.get("operator") == "In", expr["values"][0]
+            if expr.get("key", "") == NAME_FIELD:
+                found = np.fromiter((n == value or not n for n in node_names), dtype=bool, count=len(rows))
+                passed &= found if equal else ~found | np.fromiter(map(operator_not, node_names), dtype=bool,
+                                                                    count=len(rows))
+            elif (value == "") != equal:  # no other field: the node's value is ""
+                passed &= np.fromiter(map(operator_not, node_names), dtype=bool, count=len(rows))
+    return passed
+
+
 class NodeSelector:
     """A v1.NodeSelector: its terms ORed. Empty terms are dropped; terms that fail to parse
     never match (`errors` lists them)."""
 
     def __init__(self, selector: Mapping[str, Any]) -> None:
         self.terms: list[TermMatcher] = []
+        self.parsed: list[Mapping[str, Any] | None] = []
+        """Each of `terms` as written, None where it failed to parse: what `match_rows` reads."""
         self.errors: list[tuple[str, str]] = []
         """(path, message) of each term that failed to parse."""
         for i, term in enumerate(selector.get("nodeSelectorTerms") or ()):
@@ -90,12 +138,26 @@ class NodeSelector:
                 continue
             try:
                 self.terms.append(compile_term(term))
+                self.parsed.append(term)
             except SelectorError as exc:
                 self.errors.append((f"nodeSelectorTerms[{i}]", str(exc)))
                 self.terms.append(_never)
+                self.parsed.append(None)
 
     def match(self, labels: Labels, name: str) -> bool:
         return any(term(labels, name) for term in self.terms)
+
+    def match_rows(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """`match` for each of `rows`, as mask operations on the table's label columns."""
+        matched = np.zeros(len(rows), dtype=bool)
+        for term in self.parsed:
+            if term is not None:
+                matched |= _term_rows(table, rows, term)
+        return matched
+
+    def names_fields(self) -> bool:
+        """Some term has matchFields (its rows then depend on node names, not only labels)."""
+        return any(term is not None and term.get("matchFields") for term in self.parsed)
 
 
 class PreferredSchedulingTerms:
@@ -124,17 +186,37 @@ class PreferredSchedulingTerms:
 class RequiredNodeAffinity:
     """A pod's nodeSelector AND its required node affinity (upstream's GetRequiredNodeAffinity)."""
 
-    __slots__ = ("node_selector", "selector")
+    __slots__ = ("_key", "node_selector", "selector")
 
     def __init__(self, pod_spec: Mapping[str, Any]) -> None:
         self.selector: dict[str, str] | None = dict(pod_spec.get("nodeSelector") or {}) or None
         required = _required_terms(pod_spec)
         self.node_selector = NodeSelector(required) if required is not None else None
+        self._key: str | None = None
+
+    def key(self) -> str | None:
+        """What the rows that match depend on, for NodeTable.derived: the selectors as JSON
+        (pods of one shape share it); None when a term names nodes by field."""
+        if self._key is None:
+            if self.node_selector is not None and self.node_selector.names_fields():
+                return None
+            self._key = json.dumps([self.selector, [t for t in self.node_selector.parsed if t is not None]
+                                    if self.node_selector is not None else None], sort_keys=True, default=str)
+        return self._key
 
     def match(self, labels: Labels, name: str) -> bool:
         if self.selector is not None and any(labels.get(k) != v for k, v in self.selector.items()):
             return False
         return self.node_selector is None or self.node_selector.match(labels, name)
+
+    def match_rows(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """`match` for each of `rows`, as mask operations on the table's label columns."""
+        matched = np.ones(len(rows), dtype=bool)
+        for key, value in (self.selector or {}).items():
+            matched &= label_in(table, rows, key, (value,))
+        if self.node_selector is not None:
+            matched &= self.node_selector.match_rows(table, rows)
+        return matched
 
 
 def _node_affinity(pod_spec: Mapping[str, Any]) -> Obj:
@@ -205,6 +287,9 @@ class NodeAffinity:
         self.added_node_selector = NodeSelector(required) if required is not None else None
         preferred = added.get("preferredDuringSchedulingIgnoredDuringExecution")
         self.added_pref_terms = PreferredSchedulingTerms(preferred) if preferred else None
+        names_fields = self.added_node_selector is not None and self.added_node_selector.names_fields()
+        self._added_key: object | None = ("NodeAffinity/addedAffinity", object()) if not names_fields else None
+        """NodeTable.derived's key for the rows the added affinity matches (this instance's own)."""
 
     # PreFilter / Filter
 
@@ -232,6 +317,37 @@ class NodeAffinity:
         if not required.match(node.labels, node.name):
             return Status.unresolvable(ERR_REASON_POD)
         return None
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows)
+        passed = self._added_rows(table, rows)
+        required = self._required(state, pod)
+        key = required.key()
+        if key is None:
+            return passed & required.match_rows(table, rows)
+        return passed & table.derived(("NodeAffinity", key), required.match_rows, rows, _match_one(required))
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        # Two reasons at most: one shared Status each, in the order `filter` checks them.
+        pod_status = Status.unresolvable(ERR_REASON_POD)
+        if self.added_node_selector is None:
+            return [pod_status] * len(rows)
+        enforced = Status.unresolvable(ERR_REASON_ENFORCED)
+        added = self._added_rows(table, np.asarray(rows)).tolist()
+        return [pod_status if ok else enforced for ok in added]
+
+    def _added_rows(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if self.added_node_selector is None:
+            return np.ones(len(rows), dtype=bool)
+        selector = self.added_node_selector
+        if self._added_key is None:
+            return selector.match_rows(table, rows)
+        return table.derived(self._added_key, selector.match_rows, rows, _match_one(selector))
+
+    @staticmethod
+    def _required(state: CycleState, pod: PodInfo) -> RequiredNodeAffinity:
+        required = state.get(PRE_FILTER_STATE)
+        return RequiredNodeAffinity(pod.spec) if required is None else required  # None: PreFilter disabled
 
     # PreScore / Score
 
@@ -280,6 +396,14 @@ class NodeAffinity:
             return QueueingHint.QUEUE
         old_labels, old_name = _node_labels_and_name(objects.raw(old))
         return QueueingHint.SKIP if required.match(old_labels, old_name) else QueueingHint.QUEUE
+
+
+def _match_one(selector: NodeSelector | RequiredNodeAffinity) -> Callable[[NodeTable, int], bool]:
+    """NodeTable.derived's `compute_one`: the selector's `match` on one row's node."""
+    def match_one(table: NodeTable, row: int) -> bool:
+        node = table.nodes[row]
+        return selector.match(node.labels, node.name)
+    return match_one
 
 
 def _pod_preferred_terms(pod: PodInfo) -> PreferredSchedulingTerms | None:

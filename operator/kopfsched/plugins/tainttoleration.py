@@ -3,11 +3,12 @@ tolerates (Filter), and prefers nodes with fewer untolerated PreferNoSchedule ta
 (Score, reversed by NormalizeScore so that 0 untolerated taints scores 100).
 
 Most nodes carry no hard taint, so the batch Filter looks only at rows whose
-`has_hard_taints` column is set.
+`has_hard_taints` column is set, and judges each distinct set of hard taints among them once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,6 +40,30 @@ HAS_PREFER_NO_SCHEDULE_TAINTS = ColumnSpec("TaintToleration/hasPreferNoScheduleT
                                            lambda n: any(t.get("effect") == PREFER_NO_SCHEDULE for t in n.taints),
                                            np.bool_, node_static=True)
 
+_taint_sets: dict[tuple[tuple[Any, Any, Any], ...], int] = {}
+"""Every distinct list of NoSchedule/NoExecute taints ever seen on a node -> its code (>= 0)."""
+_taint_set_taints: list[list[Obj]] = []
+"""Code -> that list, as taints `find_matching_untolerated_taint` reads (key, value, effect)."""
+
+
+def _hard_taint_set(node: NodeInfo) -> int:
+    """The code of the node's NoSchedule/NoExecute taints, in order; -1 when it has none."""
+    hard = tuple((t.get("key"), t.get("value"), t.get("effect")) for t in node.taints if do_not_schedule_taint(t))
+    if not hard:
+        return -1
+    code = _taint_sets.get(hard)
+    if code is None:
+        code = _taint_sets[hard] = len(_taint_set_taints)
+        _taint_set_taints.append([{"key": k, "value": v, "effect": e} for k, v, e in hard])
+    return code
+
+
+_JUDGE_ALL_SETS = 16
+"""Up to this many distinct taint sets seen, Filter judges every one of them for each pod."""
+
+HARD_TAINT_SET = ColumnSpec("TaintToleration/hardTaintSet", _hard_taint_set, node_static=True)
+"""Nodes with the same hard taints are tolerated alike: Filter judges each distinct set once."""
+
 _UNTAINTED = "TaintToleration/untainted"
 """NodeTable.derived's key: the node has no taint Filter looks at."""
 
@@ -65,6 +90,24 @@ def count_intolerable_prefer_no_schedule(taints: Sequence[Obj], tolerations: Seq
                if t.get("effect") == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, t))
 
 
+_TOLERATED = "TaintToleration/tolerated"
+"""NodeTable.derived's key (with the pod's tolerations): the node's hard taints are tolerated."""
+
+
+def _tolerated_rows(table: NodeTable, rows: np.ndarray, tolerations: Sequence[Obj]) -> np.ndarray:
+    """Per row: every hard taint of the node is tolerated, judged once per distinct taint set."""
+    codes = table.column(HARD_TAINT_SET)[rows]
+    known = len(_taint_set_taints)
+    if known <= _JUDGE_ALL_SETS:  # the usual few sets: judge them all rather than find those here
+        judged: list[int] = list(range(known))
+    else:
+        judged = np.unique(codes[codes >= 0]).tolist()
+    tolerated = np.ones(known + 1, dtype=bool)  # the trailing slot: no hard taint (-1)
+    for code in judged:
+        tolerated[code] = find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None
+    return tolerated[codes]
+
+
 class TaintToleration:
     name = "TaintToleration"
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
@@ -85,10 +128,14 @@ class TaintToleration:
         if count_nonzero(passed) == len(passed):
             return passed
         tolerations = pod.tolerations
-        nodes = table.nodes
-        for i in (~passed).nonzero()[0].tolist():
-            passed[i] = find_matching_untolerated_taint(nodes[rows[i]].taints, tolerations) is None
-        return passed
+        # Pods of one shape tolerate alike: the table keeps each node's answer per tolerations.
+        key = (_TOLERATED, json.dumps(tolerations, sort_keys=True, default=str))
+        return table.derived(key, lambda table, rows: _tolerated_rows(table, rows, tolerations), rows,
+                             lambda table, row: find_matching_untolerated_taint(
+                                 table.nodes[row].taints, tolerations) is None)
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return [Status.unresolvable(ERR_REASON_NOT_MATCH)] * len(rows)  # one reason, whichever taint
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE, prefer_no_schedule_tolerations(pod.tolerations))

@@ -37,6 +37,7 @@ from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, FitError
 from kopfsched.framework.node_table import WhatIfTable
+from kopfsched.framework.rows import Deferred, deferred_statuses
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
@@ -96,6 +97,10 @@ class SchedulingAlgorithm:
         self._twice = np.zeros(0, dtype=np.int64)
         self._all = self._twice
         self._names_of: object = None
+        self._deferred: list[Deferred] = []
+        """The batch rejections the last pass without reasons left out (rows.deferred_statuses)."""
+        self._examined: np.ndarray = np.empty(0, dtype=np.int64)
+        """The rows the last find_nodes_that_pass_filters examined, in order."""
         self._marked: tuple[object, object, np.ndarray] | None = None
         """(the nominator's node-name list, the table, its rows marked) for _nominated_positions."""
 
@@ -156,8 +161,22 @@ class SchedulingAlgorithm:
             diagnosis.node_to_status.absent = absent.with_plugin(", ".join(sorted(narrowing)))
         else:
             rows = self._all_rows(len(all_nodes))
+        # A pod that lands somewhere needs no reasons for the nodes it skipped (unless they are
+        # shown): filter for the masks alone, and only when no node fits build every node's
+        # exact Status from what the batch plugins rejected (same cycle: same state and table).
+        reasons = self.explain or exhaustive or bool(extenders)
         feasible, processed = self.find_nodes_that_pass_filters(fwk, state, pod, diagnosis, rows,
-                                                                extenders=extenders, exhaustive=exhaustive)
+                                                                extenders=extenders, exhaustive=exhaustive,
+                                                                reasons=reasons)
+        if not reasons:
+            if not len(feasible):
+                self._record_deferred(state, pod, diagnosis)
+            else:  # upstream's len(feasible) + NodeToStatus.Len(): every node examined, and the
+                # nominated node when it failed before and the pass did not reach it
+                nominated_row = index.get(nominated) if nominated else None
+                missed = nominated_row is not None and nominated in diagnosis.node_to_status.statuses and \
+                    not count_nonzero(self._examined == nominated_row)
+                diagnosis.evaluated_nodes = processed + missed
         if not exhaustive:
             # As upstream: advance over all the snapshot's nodes, whatever subset was filtered, and
             # only here (the nominated node alone does not move the start).
@@ -208,9 +227,13 @@ class SchedulingAlgorithm:
     def find_nodes_that_pass_filters(self, fwk: Framework, state: CycleState, pod: PodInfo,
                                      diagnosis: Diagnosis, rows: np.ndarray, *,
                                      extenders: Sequence[HTTPExtender] = (),
-                                     exhaustive: bool = False) -> tuple[np.ndarray, int]:
-        """(feasible rows, how many nodes were examined), starting at the rotating start index."""
+                                     exhaustive: bool = False, reasons: bool = True) -> tuple[np.ndarray, int]:
+        """(feasible rows, how many nodes were examined), starting at the rotating start index.
+        `reasons=False`: the rejections of batch Filter plugins are not recorded in `diagnosis`
+        but kept in `_deferred` (the examined rows in `_examined`)."""
         num_all = len(rows)
+        self._examined = rows[:0]
+        self._deferred = []
         if num_all == 0:
             return rows, 0
         percentage = fwk.percentage_of_nodes_to_score
@@ -238,7 +261,8 @@ class SchedulingAlgorithm:
         nominator = fwk.handle.nominator
         while processed < num_all and count < to_find:
             chunk = order[processed:processed + _chunk_size(to_find - count, count, processed)]
-            mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator)
+            mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator,
+                                                None if reasons else self._deferred)
             needed = to_find - count
             if not rejected and count_nonzero(mask) == len(chunk):
                 # Every node passed (the usual chunk): the first `needed` of them, as a view.
@@ -268,9 +292,23 @@ class SchedulingAlgorithm:
                 diagnosis.add_plugin_status(status)
             found.append(chunk[positions])
             count += len(positions)
+        self._examined = order[:processed]
         if count == processed:  # every node examined passed: they are order's first ones, as a view
             return order[:processed], processed
         return (np.concatenate(found) if found else rows[:0]), processed
+
+    def _record_deferred(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> None:
+        """The statuses of the batch rejections the pass left out, into `diagnosis`."""
+        names = self._row_names()
+        statuses = diagnosis.node_to_status.statuses
+        for entry in self._deferred:
+            rejected = deferred_statuses(entry, state, pod)
+            statuses.update(zip(map(names.__getitem__, rejected), rejected.values(), strict=True))
+            for status in {id(s): s for s in rejected.values()}.values():
+                if status.code is Code.ERROR:
+                    raise SchedulingError(status)
+                diagnosis.add_plugin_status(status)
+        self._deferred = []
 
     def _all_rows(self, count: int) -> np.ndarray:
         """np.arange(count) as a read-only view of 0..count-1 twice over, which any rotation
@@ -291,17 +329,19 @@ class SchedulingAlgorithm:
         return self._names
 
     def _filter_chunk(self, fwk: Framework, state: CycleState, pod: PodInfo, chunk: np.ndarray,
-                      nominator) -> tuple[np.ndarray, dict]:
+                      nominator, deferred: list[Deferred] | None = None) -> tuple[np.ndarray, dict]:
         """Vectorised filtering, except for nodes with nominated pods that Filter must count
         (two passes, per node). A node whose nominated pods are all less important than `pod`
         (or `pod` itself) is filtered as it is, so it stays on the vectorised path."""
         if not _has_nominated_pods(nominator):
-            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
+            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk,
+                                                  reasons=deferred is None, deferred=deferred)
         nodes = self.snapshot.table.nodes
         counted: dict[int, list[PodInfo]] = {}  # position in chunk -> nominated pods to count there
         by_node = nominator.pods_to_count(pod)  # every node at once, kept by the nominator
         if not by_node:
-            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
+            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk,
+                                                  reasons=deferred is None, deferred=deferred)
         slow_rows: dict[int, int] = {}  # row -> its position in chunk, for the rows in `counted`
         positions = self._nominated_positions(chunk, nominator)
         for pos, row in zip(positions, chunk[positions].tolist(), strict=True):
@@ -310,7 +350,8 @@ class SchedulingAlgorithm:
                 counted[pos] = others
                 slow_rows[row] = pos
         if not counted:
-            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
+            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk,
+                                                  reasons=deferred is None, deferred=deferred)
         # The vectorised pass over every row is the slow rows' second pass (without their
         # nominated pods) too; only the first pass (with them) goes node by node, and its
         # rejection, when there is one, is the node's status, as upstream's order has it.

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kopfsched.framework.client import NotFoundError
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import Diagnosis, FitError
@@ -35,6 +37,7 @@ from kopfsched.framework.preemption import batched, deferred, node_by_node
 from kopfsched.framework.preemption.candidates import (
     DISRUPTION_TARGET,
     MSG_NO_CANDIDATE,
+    MSG_NO_VICTIMS,
     MSG_NOT_ELIGIBLE_NEVER,
     MSG_NOT_ELIGIBLE_TERMINATING,
     MSG_NOT_HELPFUL,
@@ -133,8 +136,15 @@ class Evaluator:
             pdbs = self.pod_disruption_budgets()
             offset = self.handle.rng.randrange(len(potential))
             num_candidates = self.num_candidates(len(potential))
-            dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
-                                              num_candidates=num_candidates)
+            if self._no_victims_anywhere(pod):
+                # What the dry run finds, node after node from the offset: no pod to remove anywhere.
+                no_victims = Status.unresolvable(MSG_NO_VICTIMS)
+                n = len(potential)
+                names = [potential[(offset + k) % n].name for k in range(n)]
+                dry_run = DryRunResult([], NodeToStatus(dict.fromkeys(names, no_victims)), [])
+            else:
+                dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
+                                                  num_candidates=num_candidates)
         else:
             dry_run = DryRunResult([], NodeToStatus(), [])
         if not dry_run.candidates:
@@ -184,6 +194,14 @@ class Evaluator:
             if not victims:
                 break
         return [Candidate(name, tuple(v.pods), v.num_pdb_violations) for name, v in victims.items()]
+
+    def _no_victims_anywhere(self, pod: PodInfo) -> bool:
+        """No node runs a pod of lower priority than `pod` (with the default eligibility, the
+        only possible victims): one look at the table's lower-priority counts, instead of a
+        dry run that would find that on every node."""
+        if self.custom_eligibility:
+            return False
+        return not np.count_nonzero(self.handle.snapshot.table.lower_priority(None, pod.priority))
 
     def pod_eligible_to_preempt_others(self, pod: PodInfo, nominated_node_status: Status | None) -> tuple[bool, str]:
         if pod.spec.get("preemptionPolicy") == "Never":
