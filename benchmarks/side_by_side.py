@@ -16,10 +16,11 @@ namespace counts as scheduled when an event shows its nodeName set. Throughput i
 scheduler_perf's throughputCollector does: a sample per second from the first pod scheduled
 on (that first sample skipped), a second with nothing new folded into the next, and the
 average and percentiles of those samples. Latency is from a pod's ADDED event to the event
-with its nodeName. CPU is utime+stime of /proc/<pid>/stat, from the first measured pod
-created to the last one scheduled, per measured pod, for the scheduler, kube-apiserver and
-etcd; the scheduler's peak RSS is VmHWM at the end. The schedulers run alternately, kube-scheduler
-first in each pair, never two at once (`--pairs` pairs, ABAB).
+with its nodeName. CPU is utime+stime of /proc/<pid>/stat per measured pod, for the
+scheduler, kube-apiserver and etcd, from the first measured pod created to the last one
+scheduled and its `Scheduled` Event posted (and, beside it, to the last one scheduled); the
+scheduler's peak RSS is VmHWM at the end. The schedulers run alternately, kube-scheduler first
+in each pair, never two at once (`--pairs` pairs, ABAB).
 
 `--offline` times the scheduling algorithm alone on identical snapshots: the oracle
 (tests/kubeenv/cmd/oracle, upstream's framework over a snapshot; `oracle run`) against
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -63,6 +65,8 @@ QPS = 5000
 SCHEDULER_NAME = 'default-scheduler'
 CHURN_INTERVAL = 0.2
 """scheduler_perf's churn op: one pod every intervalMilliseconds: 200."""
+EVENTS_WAIT = 60.0
+"""Seconds the CPU window waits at most, after the last pod scheduled, for their Scheduled Events."""
 PHASE_TIMEOUT = 900.0
 """Seconds any phase (populating, readiness, the measurement) may take at most."""
 MANIFESTS = ('00-namespace.yaml', '01-serviceaccount.yaml', '02-clusterrole.yaml', '03-clusterrolebinding.yaml',
@@ -78,6 +82,8 @@ sys.argv = ['kopfsched', *sys.argv[1:]]
 runpy.run_module('kopfsched', run_name='__main__')
 """
 """`kopfsched run` with every Scheduled Event posted at once (upstream's behaviour)."""
+AUDIT = bool(os.environ.get('SIDE_BY_SIDE_AUDIT'))
+"""Write the API server's audit log and report the requests of every client but the benchmark's."""
 CPROFILE = os.environ.get('SIDE_BY_SIDE_CPROFILE')
 """Where to write a cProfile (thread CPU time) of the last kopfsched run's main thread."""
 CPROFILE_MAIN = """
@@ -418,7 +424,7 @@ async def run_once(workload: Workload, scheduler: str, *, events: str) -> dict[s
     with tempfile.TemporaryDirectory(prefix='side-by-side-') as tmp:
         workdir = pathlib.Path(tmp)
         controllers = ('resourceclaim-controller', 'garbage-collector-controller') if workload.dra else ()
-        options = Options(audit=False, kwok=False, controllers=controllers, apiserver_flags={
+        options = Options(audit=AUDIT, kwok=False, controllers=controllers, apiserver_flags={
             # As scheduler_perf's test server: no ServiceAccount controller runs, priorities are set
             # in the pods' specs, and no node-lifecycle controller lifts the not-ready taint.
             'disable-admission-plugins': 'ServiceAccount,TaintNodesByCondition,Priority'})
@@ -492,8 +498,16 @@ async def _measure(cluster: ControlPlane, workdir: pathlib.Path, workload: Workl
                     await asyncio.sleep(0.02)
                 scheduled = len(watch.bound)
                 end = max(watch.bound.values()) if watch.bound else time.monotonic()
+            at_last_bind = {name: cpu_seconds(p) for name, p in pids.items()}
+            # A scheduler may post its Scheduled Events after the binds: the CPU is counted
+            # until there is one per pod scheduled (or EVENTS_WAIT seconds have passed).
+            figures['events_after_s'] = await _wait_for_events(http, workload.measure_namespace, scheduled)
             after = {name: cpu_seconds(p) for name, p in pids.items()}
             figures['peak_rss_mib'] = round(peak_rss_mib(pid), 1)
+            if AUDIT:  # what the scheduler asked of the API server, most first
+                asked = collections.Counter(_request_kind(e) for e in cluster.audit()
+                                            if e['user']['username'] != 'kubeenv-admin')
+                figures['requests'] = dict(asked.most_common(12))
         finally:
             if churn is not None:
                 churn.cancel()
@@ -515,10 +529,34 @@ async def _measure(cluster: ControlPlane, workdir: pathlib.Path, workload: Workl
         'latency_ms': {f'p{p}': round(1000 * percentile(latencies, p), 1) for p in (50, 90, 99)},
         'cpu_ms_per_pod': {name: round(1000 * (after[name] - before[name]) / max(1, scheduled), 3)
                            for name in pids},
+        # Without the time to the Events: with churn, whatever runs longer also schedules more churn pods.
+        'cpu_ms_per_pod_to_last_bind': {
+            name: round(1000 * (at_last_bind[name] - before[name]) / max(1, scheduled), 3) for name in pids},
     })
     if workload.churn_pod is not None:
         figures['churn_note'] = f'a churn pod every {CHURN_INTERVAL:g} s, not counted'
     return figures
+
+
+def _request_kind(entry: dict[str, Any]) -> str:
+    ref = entry.get('objectRef') or {}
+    return f"{entry['verb']} {ref.get('resource')}{'/' + ref['subresource'] if ref.get('subresource') else ''}"
+
+
+async def _wait_for_events(http: aiohttp.ClientSession, namespace: str, count: int) -> float | None:
+    """Seconds until `namespace` holds `count` Events (a list's remainingItemCount, which a
+    selector would switch off; in these workloads nearly all are Scheduled); None if it did not
+    within EVENTS_WAIT."""
+    started = time.monotonic()
+    path = f'/api/v1/namespaces/{namespace}/events'
+    while time.monotonic() - started < EVENTS_WAIT:
+        async with http.get(path, params={'limit': '1'}) as response:
+            listed = await response.json()
+        present = len(listed.get('items') or ()) + int(listed['metadata'].get('remainingItemCount') or 0)
+        if present >= count:
+            return round(time.monotonic() - started, 2)
+        await asyncio.sleep(0.25)
+    return None
 
 
 async def _churn(http: aiohttp.ClientSession, template: Callable[[str, str], dict[str, Any]], *,
@@ -608,6 +646,9 @@ def _median(runs: Iterable[dict[str, Any]]) -> dict[str, Any]:
             'latency_ms': {k: med(lambda r, k=k: r['latency_ms'][k]) for k in ('p50', 'p90', 'p99')},
             'cpu_ms_per_pod': {k: med(lambda r, k=k: r['cpu_ms_per_pod'][k])
                                for k in ('scheduler', 'kube-apiserver', 'etcd')},
+            'cpu_ms_per_pod_to_last_bind': {k: med(lambda r, k=k: r['cpu_ms_per_pod_to_last_bind'][k])
+                                            for k in ('scheduler', 'kube-apiserver', 'etcd')},
+            'events_after_s': med(lambda r: EVENTS_WAIT if r['events_after_s'] is None else r['events_after_s']),
             'peak_rss_mib': med(lambda r: r['peak_rss_mib']),
             'complete': all(r['complete'] for r in runs)}
 
