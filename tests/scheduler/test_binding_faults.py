@@ -211,7 +211,7 @@ class HeldEvents(InMemoryClusterClient):
         await super().record_event(**kwargs)
 
 
-async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
+async def test_scheduled_events_never_hold_binding_cycles_and_past_the_queue_size_are_dropped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from kopfsched.scheduler import broadcaster
     monkeypatch.setattr(broadcaster, "EVENT_QUEUE_SIZE", 3)
@@ -229,16 +229,13 @@ async def test_scheduled_events_never_hold_binding_cycles_and_keep_their_order(
     assert sorted(post_bound) == [f"p{i}" for i in range(8)]
     assert all(h.node_of(f"p{i}") == "n1" for i in range(8))
     await let_tasks_run(20)
-    # At most EVENT_SENDERS posting at once, at most EVENT_QUEUE_SIZE queued, the rest dropped.
-    assert 0 < client.most_waiting <= broadcaster.EVENT_SENDERS
-    dropped = h.scheduler.events.dropped
-    assert dropped >= 8 - broadcaster.EVENT_SENDERS - 3
+    # The first EVENT_QUEUE_SIZE Events are being posted at once, the other five dropped.
+    assert (client.waiting, h.scheduler.events.dropped, len(h.scheduler.events)) == (3, 5, 3)
     client.release.set()
     await h.settle()
-    posted = [e.regarding for e in client.events]
-    assert len(posted) == 8 - dropped
-    assert posted == sorted(posted, key=lambda key: post_bound.index(key.split("/")[1])), "in binding order"
+    assert sorted(e.regarding for e in client.events) == sorted(f"default/{name}" for name in post_bound[:3])
     assert {e.reason for e in client.events} == {"Scheduled"}
+    assert len(h.scheduler.events) == 0
 
 
 class HeldSlowBindsAndEvents(HeldEvents):
@@ -254,28 +251,21 @@ class HeldSlowBindsAndEvents(HeldEvents):
         await super().bind(pod=pod, node_name=node_name)
 
 
-@pytest.mark.parametrize(("backlog", "senders"), [(100, 0), (3, 1)])
-async def test_events_wait_while_a_bind_is_in_flight_and_go_once_none_is(
-        monkeypatch: pytest.MonkeyPatch, backlog: int, senders: int) -> None:
-    from kopfsched.scheduler import broadcaster
-    monkeypatch.setattr(broadcaster, "EVENT_BACKLOG", backlog)
+async def test_each_event_is_posted_as_its_bind_succeeds_while_another_bind_is_in_flight() -> None:
     client = HeldSlowBindsAndEvents()
     h, _, _ = harness(client=client)
     h.add_pods(make_pod("slow", requests={"cpu": "100m"}), *(make_pod(f"p{i}", requests={"cpu": "100m"})
                                                               for i in range(6)))
     await schedule_queued(h)
     await let_tasks_run()
-    # Six pods bound and their Events queued while the slow pod's bind is in flight: none is
-    # posted, or one at a time once more than EVENT_BACKLOG wait.
+    # Six pods bound while the slow pod's bind is in flight: their six Events are being
+    # posted already, as kube-scheduler posts each at once.
     assert sorted(p for p in client.pods if h.node_of(p.split("/")[1])) == [f"default/p{i}" for i in range(6)]
-    assert (client.waiting, client.most_waiting) == (senders, senders)
+    assert client.waiting == 6
     client.binds_released.set()
-    await let_tasks_run()
-    # No bind in flight and no pod waiting any more: the queued Events go out EVENT_SENDERS at a time.
-    assert h.node_of("slow") == "n1"
-    assert client.waiting == broadcaster.EVENT_SENDERS
     client.release.set()
     await h.settle()
+    assert h.node_of("slow") == "n1"
     assert sorted(e.regarding for e in client.events) == sorted(
         ["default/slow", *(f"default/p{i}" for i in range(6))])
     assert h.scheduler.events.dropped == 0
@@ -292,39 +282,20 @@ async def first_of_three_bound() -> tuple[Harness, HeldEvents]:
     return h, client
 
 
-async def test_events_wait_while_pods_wait_in_active_q() -> None:
+async def test_an_event_is_posted_while_pods_still_wait_in_active_q() -> None:
     h, client = await first_of_three_bound()
-    # p0 is bound, two pods still wait for their cycle: its Event waits too.
-    assert h.node_of("p0") == "n1" and client.events == []
+    # p0 is bound and two pods still wait for their cycle: its Event is posted all the same.
+    assert h.node_of("p0") == "n1" and [e.regarding for e in client.events] == ["default/p0"]
+    assert h.node_of("p1") is None and h.node_of("p2") is None
     await schedule_queued(h)
     await h.settle()
-    assert [e.regarding for e in client.events] == ["default/p0", "default/p1", "default/p2"]
+    assert sorted(e.regarding for e in client.events) == ["default/p0", "default/p1", "default/p2"]
 
 
-async def test_an_event_waits_for_busy_pods_no_longer_than_event_max_wait() -> None:
-    from kopfsched.scheduler import broadcaster
-    client = HeldSlowBindsAndEvents()
-    h, _, _ = harness(client=client)
-    h.add_pods(make_pod("slow", requests={"cpu": "100m"}), make_pod("p0", requests={"cpu": "100m"}))
-    await schedule_queued(h)
-    await let_tasks_run()
-    assert h.node_of("p0") == "n1" and client.most_waiting == 0  # its Event waits for the slow bind
-    h.clock.now += broadcaster.EVENT_MAX_WAIT
-    h.add_pods(make_pod("p1", requests={"cpu": "100m"}))
-    await h.scheduler.schedule_one(h.scheduler.queue.pop())
-    await let_tasks_run()
-    # p0's Event has waited long enough: one sender posts while the slow bind is still in flight.
-    assert h.node_of("p1") == "n1" and h.node_of("slow") is None
-    assert (client.waiting, client.most_waiting) == (1, 1)
-    client.binds_released.set()
-    client.release.set()
-    await h.settle()
-    assert sorted(e.regarding for e in client.events) == ["default/p0", "default/p1", "default/slow"]
-
-
-async def test_queued_events_are_posted_when_the_scheduler_shuts_down_with_pods_still_queued() -> None:
+async def test_events_in_flight_are_posted_when_the_scheduler_shuts_down_with_pods_still_queued() -> None:
     h, client = await first_of_three_bound()
-    assert h.node_of("p0") == "n1" and client.events == []  # p1 and p2 still wait in activeQ
+    assert h.node_of("p0") == "n1"  # p1 and p2 still wait in activeQ
     await h.scheduler.shutdown()
     assert [e.regarding for e in client.events] == ["default/p0"]
     assert h.node_of("p1") is None
+

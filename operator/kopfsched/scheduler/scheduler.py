@@ -103,8 +103,7 @@ class Scheduler:
         self.unmanaged = UnmanagedPods()
         self._shared: dict[str, Any] = {}
         """Handle.shared: one for every profile's plugins."""
-        self._binds_in_flight = 0
-        self.events = EventBroadcaster(client=client, clock=clock, spawn=self.spawn, busy=self._busy)
+        self.events = EventBroadcaster(client=client, spawn=self.spawn)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -159,8 +158,6 @@ class Scheduler:
             if qpi is None:
                 return
             await self.schedule_one(qpi)
-            if self.events:
-                self.events.start_senders()  # the queue may have emptied: queued Events can go
             await asyncio.sleep(0)  # let binding tasks and watch events in between cycles
 
     async def schedule_one(self, qpi: QueuedPodInfo) -> None:
@@ -310,19 +307,13 @@ class Scheduler:
         if status is not None:
             return status
         self.queue.done(assumed.uid)
-        self._binds_in_flight += 1  # past Permit: what follows writes to the API server
-        try:
-            status = await fwk.run_pre_bind_plugins(state, assumed, host)
-            if status is not None:
-                return status
-            # As upstream's bind(): a binder extender goes before the Bind plugins.
-            bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
-            if not bound:
-                status = await fwk.run_bind_plugins(state, assumed, host)
-        finally:
-            self._binds_in_flight -= 1
-            if not self._binds_in_flight:
-                self.events.start_senders()
+        status = await fwk.run_pre_bind_plugins(state, assumed, host)
+        if status is not None:
+            return status
+        # As upstream's bind(): a binder extender goes before the Bind plugins.
+        bound, status = await extenders_binding(extenders, assumed, host) if extenders else (False, None)
+        if not bound:
+            status = await fwk.run_bind_plugins(state, assumed, host)
         if status is not None and status.code is Code.SKIP:
             status = Status.as_error("no Bind plugin bound the pod")
         return status
@@ -414,10 +405,6 @@ class Scheduler:
         except Exception as exc:  # reported, never fatal: the next attempt reports again
             logger.warning("failed to write %s: %s", what, exc)
 
-    def _busy(self) -> bool:
-        """Pods wait in activeQ or a bind is in flight: Events hold back for them."""
-        return bool(self._binds_in_flight) or self.queue.has_active()
-
     # -- supervised tasks -------------------------------------------------------------------
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
@@ -430,7 +417,6 @@ class Scheduler:
 
         Every parked WaitingPod blocks exactly one pending task, so when the counts match
         only parked tasks are left. Tasks of the in-memory client never wait on real I/O."""
-        self.events.start_senders()
         while True:
             if self._tasks.pending() <= self.waiting_pods.parked_count():
                 return
@@ -451,7 +437,6 @@ class Scheduler:
 
     async def wait_for_tasks(self) -> None:
         """Until every binding and reporting task has finished."""
-        self.events.start_senders()
         await self._tasks.wait()
 
     async def shutdown(self) -> None:
