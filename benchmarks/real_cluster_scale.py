@@ -187,8 +187,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     1000 * (cpu_seconds(operator.process.pid) - cpu_before) / max(1, len(bound)), 2)
                 figures.update(operator_means(operator.get('/metrics')[1]))
                 figures['operator_peak_rss_mib'] = round(peak_rss_mib(operator.process.pid), 1)
+                print(json.dumps(figures), file=sys.stderr, flush=True)  # kept if the stop fails
             finally:
-                operator.stop(timeout=60)
+                stopping = time.monotonic()
+                try:
+                    operator.stop(timeout=60)
+                    figures['operator_stop_s'] = round(time.monotonic() - stopping, 1)
+                except AssertionError as error:
+                    figures['operator_stop_s'] = f'not within 60 s: {error}'.splitlines()[0]
     return figures
 
 
