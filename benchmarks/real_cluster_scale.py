@@ -14,17 +14,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import pathlib
 import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
 
+from benchmarks.side_by_side import _lines, cpu_seconds, peak_rss_mib
 from kopfsched.testing import make_node, make_pod
 from tests.cluster.operator_process import OperatorProcess
 from tests.kubeenv.control_plane import ControlPlane, Options
@@ -84,18 +84,6 @@ async def watch_bound(cluster: ControlPlane, prefix: str, count: int, *, deadlin
     return seen
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    async for line in response.content:
-        if line.strip():
-            yield line
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a live process, from /proc."""
-    fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
@@ -117,13 +105,6 @@ def operator_means(metrics: str) -> dict[str, float]:
     return {f'operator_{metric.split("_", 2)[2].removesuffix("_seconds")}_mean_s':
             round(sums[metric + '_sum'] / sums[metric + '_count'], 4)
             for metric in MEAN_METRICS if sums.get(metric + '_count')}
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in pathlib.Path(f'/proc/{pid}/status').read_text().splitlines():
-        if line.startswith('VmHWM:'):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
