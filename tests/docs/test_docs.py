@@ -64,7 +64,7 @@ ELSEWHERE = {
     r"kubectl apply -f crds/ -f manifests/": "tests/e2e/test_operator_scheduling.py::"
                                             "test_whole_install_in_one_apply_then_the_default_profile_serves",
     r"kubectl -n kopfsched-system set image .*": "tests/manifests/test_manifests.py::"
-                                                 "test_the_readme_image_overrides_work",
+                                                 "test_the_documented_image_overrides_work",
     r"kopfsched snapshot -o cluster\.yaml|kopfsched (simulate|explain shop/web-7d4b9) cluster\.yaml":
         "tests/e2e/test_snapshot_explain.py::test_snapshot_round_trips_into_simulate_with_the_operators_reasons",
     r"kubectl -n kopfsched-system port-forward deploy/kopfsched .*|curl -s http://127\.0\.0\.1:\d+/debug/pending .*":
