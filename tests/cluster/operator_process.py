@@ -33,8 +33,10 @@ class OperatorProcess:
     def start(self) -> OperatorProcess:
         with open(self.log, 'ab') as out:
             # POD_NAME: the replica's identity in Events and in the Lease, as the Deployment sets it.
+            # PYTHONFAULTHANDLER: a stop that times out ends with SIGABRT, which dumps every thread.
             self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env={**os.environ, 'POD_NAME': self.name}, start_new_session=True)
+                                            env={**os.environ, 'POD_NAME': self.name, 'PYTHONFAULTHANDLER': '1'},
+                                            start_new_session=True)
         return self
 
     def get(self, path: str, *, timeout: float = 5) -> tuple[int, str]:
@@ -70,9 +72,13 @@ class OperatorProcess:
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-            raise AssertionError(f'{self.name} did not stop within {timeout} s:\n{self.last_lines()}') from None
+            os.killpg(self.process.pid, signal.SIGABRT)  # where each thread was, in the log
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+            raise AssertionError(f'{self.name} did not stop within {timeout} s:\n{self.last_lines(80)}') from None
 
 
 @contextlib.contextmanager

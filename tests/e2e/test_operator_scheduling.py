@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import pathlib
+import re
 
 import aiohttp
 import pytest
@@ -55,6 +57,19 @@ async def test_pods_of_our_scheduler_are_bound_exactly_once_and_nothing_else_is_
     for obj in [*emulator.list_objects('pods'), *emulator.list_objects('nodes')]:
         assert not obj['metadata'].get('finalizers'), obj['metadata']
         assert not [a for a in obj['metadata'].get('annotations') or {} if 'kopf' in a], obj['metadata']
+
+
+async def test_a_stop_says_how_long_each_step_took(
+        emulator: FastKubernetesEmulator, kubeconfig: pathlib.Path, tmp_path: pathlib.Path,
+        http: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger='kopfsched.kube.operator')
+    install(kubeconfig, tmp_path)
+    await post(http, '/api/v1/nodes', make_node('node-0'))
+    async with running_operator(kubeconfig):
+        await post(http, PODS, make_pod('web-0', scheduler_name='kopfsched'))
+        await eventually(lambda: node_of(emulator, 'web-0'), what='web-0 bound')
+    [stopped] = [r.getMessage() for r in caplog.records if r.getMessage().startswith('stopped: ')]
+    assert re.fullmatch(r'stopped: bindings \d+\.\d s, profile status \d+\.\d s, watches \d+\.\d s', stopped), stopped
 
 
 @pytest.mark.emulator(grace_period_scale=0.01)  # the filler's 30 s of termination in 0.3 s

@@ -308,17 +308,32 @@ class Operator:
         self._spawn(self.informer.reconcile_loop(stop), "reconcile")
 
     async def _shutdown(self) -> None:
+        steps: list[str] = []
+        clock = time.monotonic()
+
+        def done(step: str) -> None:
+            nonlocal clock
+            now = time.monotonic()
+            steps.append(f"{step} {now - clock:.1f} s")
+            clock = now
+
         # In-flight bindings finish; pods waiting on Permit are rejected and unreserved.
         await self.scheduler.shutdown()
+        done("bindings")
         if self.leading:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.status_writer.write_profiles(), timeout=5)
+            done("profile status")
         await self.tasks.cancel()
         if self.elector is not None:
             await self.elector.release()
+            done("lease")
         await self.kopf.stop()
+        done("watches")
         await self._stop_servers()
         gcpolicy.thaw()
+        # Which step a slow stop spent its time in (a Pod's terminationGracePeriodSeconds is 30 s).
+        logger.info("stopped: %s", ", ".join(steps))
 
     # -- periodic work -----------------------------------------------------------------------
 
