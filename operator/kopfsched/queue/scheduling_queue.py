@@ -204,10 +204,6 @@ class SchedulingQueue:
             return None
         return min(heads) + BACKOFF_ORDERING_WINDOW if self.pop_from_backoff else min(heads)
 
-    def has_active(self) -> bool:
-        """Pods wait in activeQ and the queue is open: the scheduling loop has work now."""
-        return bool(self._active) and not self._closed
-
     def is_settled(self) -> bool:
         """Nothing to pop, nothing backing off, nothing in flight: only events can help now."""
         return not self._active and not self._backoff and not self._error_backoff and not self._in_flight
