@@ -55,6 +55,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from benchmarks.e2e_throughput import CPROFILE_MAIN
 from tests.kubeenv.control_plane import Component, ControlPlane, Options
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -86,19 +87,6 @@ AUDIT = bool(os.environ.get('SIDE_BY_SIDE_AUDIT'))
 """Write the API server's audit log and report the requests of every client but the benchmark's."""
 CPROFILE = os.environ.get('SIDE_BY_SIDE_CPROFILE')
 """Where to write a cProfile (thread CPU time) of the last kopfsched run's main thread."""
-CPROFILE_MAIN = """
-import cProfile, runpy, sys, time
-profile = cProfile.Profile(time.thread_time)
-output, sys.argv = sys.argv[1], ['kopfsched', *sys.argv[2:]]
-profile.enable()
-try:
-    runpy.run_module('kopfsched', run_name='__main__')
-except SystemExit:
-    pass
-finally:
-    profile.disable()
-    profile.dump_stats(output)
-"""
 
 
 # -- scheduler_perf's templates ------------------------------------------------------------------
