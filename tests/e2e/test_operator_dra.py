@@ -50,15 +50,20 @@ def claim_of(emulator: FastKubernetesEmulator, name: str) -> dict[str, Any]:
     return emulator.get_object('resourceclaims', 'default', name, group='resource.k8s.io') or {}
 
 
-async def test_claims_are_allocated_written_and_then_the_pods_bound(
-        emulator: FastKubernetesEmulator, kubeconfig: Any, http: aiohttp.ClientSession) -> None:
-    await post(http, '/api/v1/nodes', make_node('gpu-1'))
-    await post(http, '/api/v1/nodes', make_node('cpu-1'))
+async def one_gpu_on_gpu_1_and_claim_first(http: aiohttp.ClientSession) -> None:
+    """The DeviceClass `gpu`, one A100 on node gpu-1 and the claim `first` asking for it."""
     await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
                                               'metadata': {'name': 'gpu'}, 'spec': {'selectors': [
                                                   {'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
     await post(http, f'{DRA}/resourceslices', gpu_slice('gpu-1', 'gpu-0'))
     await post(http, CLAIMS, gpu_claim('first'))
+
+
+async def test_claims_are_allocated_written_and_then_the_pods_bound(
+        emulator: FastKubernetesEmulator, kubeconfig: Any, http: aiohttp.ClientSession) -> None:
+    await post(http, '/api/v1/nodes', make_node('gpu-1'))
+    await post(http, '/api/v1/nodes', make_node('cpu-1'))
+    await one_gpu_on_gpu_1_and_claim_first(http)
 
     async with running_operator(kubeconfig) as operator:
         await post(http, PODS, gpu_pod('trainer', 'first'))
@@ -105,11 +110,7 @@ async def test_as_its_service_account_the_operator_allocates_only_with_patch_on_
     for body in manifests_rbac(without=without):
         await post(http, f'/apis/rbac.authorization.k8s.io/v1/{body["kind"].lower()}s', body)
     await post(http, '/api/v1/nodes', make_node('gpu-1'))
-    await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
-                                              'metadata': {'name': 'gpu'}, 'spec': {'selectors': [
-                                                  {'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
-    await post(http, f'{DRA}/resourceslices', gpu_slice('gpu-1', 'gpu-0'))
-    await post(http, CLAIMS, gpu_claim('first'))
+    await one_gpu_on_gpu_1_and_claim_first(http)
     token = emulator.service_account_token('kopfsched-system', 'kopfsched')
     kubeconfig = write_kubeconfig(tmp_path / 'operator.kubeconfig', url=emulator.url, token=token)
     async with running_operator(kubeconfig):
