@@ -56,6 +56,8 @@ ELSEWHERE = {
     r"kopfsched bench .*": "tests/cli/test_cli.py::test_bench_json",
     r"(PYTHONPATH=operator )?python -m benchmarks\.preemption_outcomes .*":
         "tests/scheduler/test_preemption_bench_outcomes.py::test_preemption_bench_outcomes_unchanged",
+    r"python -m benchmarks\.differential_scan .*":
+        "tests/differential/test_scan.py::test_the_scan_compares_every_seeds_pods_and_finds_no_difference",
     r"python -m benchmarks\.e2e_throughput .*":
         "tests/benchmarks/test_throughput_scripts.py::test_the_script_runs_small_and_reports_every_figure",
     r"kopfsched sandbox|export KUBECONFIG=(~/\.kube/)?kopfsched-sandbox\.kubeconfig|"
