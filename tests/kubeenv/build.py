@@ -53,11 +53,11 @@ def go_command() -> str | None:
 
 
 def source_hash(go: str) -> str:
-    """The Go version, this file and every go.mod, go.sum and .go file under tests/kubeenv."""
+    """The Go version, the build's flags and every go.mod, go.sum and .go file under tests/kubeenv."""
     digest = hashlib.sha256()
     version = subprocess.run([go, 'version'], capture_output=True, text=True, check=True).stdout
     digest.update(version.encode())
-    digest.update(pathlib.Path(__file__).read_bytes())  # the flags it builds with
+    digest.update(' '.join(go_build_flags(MODULE)).encode() + b'\0' + ' '.join(go_build_flags(KWOK_MODULE)).encode())
     sources = [p for p in MODULE.rglob('*') if p.name in ('go.mod', 'go.sum') or p.suffix == '.go']
     for path in sorted(sources):
         digest.update(str(path.relative_to(MODULE)).encode() + b'\0' + path.read_bytes() + b'\0')
@@ -111,13 +111,18 @@ def version_ldflags(version: str) -> str:
                     for key, value in stamps.items())
 
 
-def _go_build(go: str, module: pathlib.Path, package: str, output: pathlib.Path) -> None:
-    partial = output.with_suffix('.partial')
+def go_build_flags(module: pathlib.Path) -> list[str]:
+    """`go build`'s flags for a module (part of the source hash: other flags, other binaries)."""
     ldflags = '-s -w' + (f' {version_ldflags(kubernetes_version())}' if module == MODULE else '')
     # -mod=readonly: go.sum is committed and complete; a build never edits the checkout.
     # Build flags that change compilation (-trimpath, -race) would rebuild everything: only
     # the linker's flags differ from a plain `go build`.
-    command = [go, 'build', '-mod=readonly', f'-ldflags={ldflags}', '-o', str(partial), package]
+    return ['-mod=readonly', f'-ldflags={ldflags}']
+
+
+def _go_build(go: str, module: pathlib.Path, package: str, output: pathlib.Path) -> None:
+    partial = output.with_suffix('.partial')
+    command = [go, 'build', *go_build_flags(module), '-o', str(partial), package]
     done = subprocess.run(command, cwd=module, capture_output=True, text=True, check=False,
                           env={**os.environ, 'GOFLAGS': '-buildvcs=false'})
     if done.returncode != 0:
