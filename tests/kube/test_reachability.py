@@ -1,9 +1,11 @@
 """kopf's requests to an API server that cannot be reached: retried for ever, one line per failure."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import ssl
+import threading
 from typing import Any
 
 import aiohttp
@@ -89,9 +91,15 @@ class FakeRequest:
 
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The test's own sleeps, recorded and skipped: asyncio.sleep is patched process-wide, so
+    another thread's loop (a kopf thread an earlier test left) sleeps for real, unrecorded."""
     slept: list[float] = []
+    ours, real_sleep = threading.get_ident(), asyncio.sleep
 
     async def sleep(delay: float) -> None:
+        if threading.get_ident() != ours:
+            await real_sleep(delay)
+            return
         slept.append(delay)
 
     monkeypatch.setattr(reachability.asyncio, 'sleep', sleep)

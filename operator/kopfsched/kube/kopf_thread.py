@@ -140,6 +140,10 @@ def call(item: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
 
 STRAGGLER_GRACE = 0.1
 """Seconds kopf's own shutdown gets before the tasks it left behind are cancelled."""
+STRAGGLER_REPEAT = 0.5
+"""Seconds between further cancellations while kopf has not stopped: a task may swallow one
+(asyncio.timeout turns a cancellation that meets its own expiry into TimeoutError, on which
+kopf's watch reconnects), and a task kopf starts meanwhile has not seen any."""
 STRAGGLERS_CANCELLED = "kopfsched: kopf is stopping"
 """The cancel message of those tasks (what a test can tell them by)."""
 
@@ -233,12 +237,14 @@ class KopfThread:
             await asyncio.sleep(GUARD_INTERVAL)
 
     def _cancel_stragglers(self) -> None:
-        """In kopf's loop: cancel every task but kopf.operator's and the one awaiting it."""
+        """In kopf's loop: cancel every task but kopf.operator's and the one awaiting it, and
+        again every STRAGGLER_REPEAT seconds until kopf.operator is done."""
         if self._operator is None or self._operator.done():
-            return  # kopf stopped within the grace; what runs now is asyncio.run's own shutdown
+            return  # kopf stopped; what runs now is asyncio.run's own shutdown
         for task in asyncio.all_tasks():
             if task not in self._own and not task.done():
                 task.cancel(STRAGGLERS_CANCELLED)
+        asyncio.get_running_loop().call_later(STRAGGLER_REPEAT, self._cancel_stragglers)
 
     async def stop(self, timeout: float = 15.0) -> None:
         self.stop_flag.set()
