@@ -63,22 +63,42 @@ async def create_all(cluster: ControlPlane, path: str, bodies: Iterable[dict[str
     return created
 
 
-async def watch_bound(cluster: ControlPlane, prefix: str, count: int, *, deadline: float) -> dict[str, float]:
-    """The monotonic time at which each of `count` pods of NAMESPACE named `prefix`* got a nodeName."""
+NEW_LABEL = {'kopfsched.dev/scale': 'new'}
+"""On the new pods: the watch of bindings streams them only, not the running ones."""
+
+
+async def watch_bound(cluster: ControlPlane, count: int, *, deadline: float) -> dict[str, float]:
+    """The monotonic time at which each of `count` pods labelled NEW_LABEL got a nodeName:
+    one watch resumed from the last resourceVersion seen (relisted on 410), as a reflector."""
     context = ssl.create_default_context(cafile=str(cluster.ca_file))
     context.load_cert_chain(str(cluster.admin.cert), str(cluster.admin.key))
+    selector = ','.join(f'{key}={value}' for key, value in NEW_LABEL.items())
+    path = f'/api/v1/namespaces/{NAMESPACE}/pods'
     seen: dict[str, float] = {}
+    since = ''
     async with aiohttp.ClientSession(cluster.url, connector=aiohttp.TCPConnector(ssl=context)) as http:
         while len(seen) < count and time.monotonic() < deadline:
-            params = {'watch': '1', 'allowWatchBookmarks': 'false', 'timeoutSeconds': '60'}
-            async with http.get(f'/api/v1/namespaces/{NAMESPACE}/pods', params=params,
+            if not since:
+                async with http.get(path, params={'labelSelector': selector}) as response:
+                    listed = await response.json()
+                for obj in listed['items']:
+                    if obj['spec'].get('nodeName'):
+                        seen.setdefault(obj['metadata']['name'], time.monotonic())
+                since = listed['metadata']['resourceVersion']
+            params = {'watch': '1', 'labelSelector': selector, 'resourceVersion': since, 'timeoutSeconds': '60'}
+            async with http.get(path, params=params,
                                 timeout=aiohttp.ClientTimeout(total=None, sock_read=90)) as response:
                 async for line in _lines(response):
                     event = json.loads(line)
                     obj = event['object']
-                    name = obj['metadata']['name']
-                    if name.startswith(prefix) and obj.get('spec', {}).get('nodeName') and name not in seen:
-                        seen[name] = time.monotonic()
+                    if event['type'] == 'ERROR':  # a Status: 410 means relist, anything else reconnect
+                        print(f'scale: watch ERROR {obj.get("code")}: {obj.get("message")}', file=sys.stderr)
+                        if obj.get('code') == 410:
+                            since = ''
+                        break
+                    since = obj['metadata']['resourceVersion']
+                    if obj['spec'].get('nodeName'):
+                        seen.setdefault(obj['metadata']['name'], time.monotonic())
                     if len(seen) >= count or time.monotonic() > deadline:
                         break
     return seen
@@ -146,10 +166,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 figures['operator_ready_s'] = round(time.monotonic() - started, 1)
                 figures['operator_rss_ready_mib'] = round(peak_rss_mib(operator.process.pid), 1)
                 deadline = time.monotonic() + 1200
-                watcher = asyncio.create_task(watch_bound(cluster, 'new-', args.pods, deadline=deadline))
+                watcher = asyncio.create_task(watch_bound(cluster, args.pods, deadline=deadline))
                 await asyncio.sleep(1)  # the watch is open before the first pod arrives
                 first, cpu_before = time.monotonic(), cpu_seconds(operator.process.pid)
-                new = (make_pod(f'new-{i}', NAMESPACE, scheduler_name='kopfsched',
+                new = (make_pod(f'new-{i}', NAMESPACE, scheduler_name='kopfsched', labels=NEW_LABEL,
                                 requests={'cpu': '100m', 'memory': '500Mi'}) for i in range(args.pods))
                 created_at: dict[str, float] = {}
                 await create_all(cluster, f'/api/v1/namespaces/{NAMESPACE}/pods', new, deadline=deadline,

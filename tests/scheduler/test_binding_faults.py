@@ -299,3 +299,24 @@ async def test_events_in_flight_are_posted_when_the_scheduler_shuts_down_with_po
     assert [e.regarding for e in client.events] == ["default/p0"]
     assert h.node_of("p1") is None
 
+
+
+async def test_shutdown_cancels_bindings_still_running_after_the_grace(caplog: pytest.LogCaptureFixture) -> None:
+    """A binding that hangs (an API server that never answers) does not hold the stop: after
+    the grace it is cancelled and its pod is left unbound, as a cancelled context leaves it."""
+    h = Harness([make_node("n1")])
+    never = asyncio.Event()
+
+    async def hanging_bind(*_: object, **__: object) -> None:
+        await never.wait()
+
+    h.client.bind = hanging_bind  # type: ignore[method-assign]
+    h.add_pods(make_pod("p", requests={"cpu": "1"}))
+    await h.scheduler.schedule_one(h.scheduler.queue.pop())
+    await let_tasks_run()
+    assert h.scheduler.in_flight_tasks == 1
+    await asyncio.wait_for(h.scheduler.shutdown(grace=0.2), 5)
+    assert h.scheduler.in_flight_tasks == 0
+    assert h.node_of("p") is None
+    assert "stopping: 1 binding and reporting tasks still running after 0 s, cancelled" in caplog.text
+    assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 0  # the assumed pod forgotten

@@ -48,6 +48,9 @@ from kopfsched.scheduler.tasks import TaskSet
 logger = logging.getLogger(__name__)
 
 EVENT_NOTE_LENGTH_LIMIT = 1024
+SHUTDOWN_GRACE = 10.0
+"""Seconds in-flight bindings get to finish on shutdown: well inside a Pod's default
+terminationGracePeriodSeconds (30 s), with room for the Lease and kopf to stop after them."""
 MAX_CYCLE_ATTEMPTS = 2
 """Runs of the cycle when the chosen node stopped fitting while the extenders answered."""
 
@@ -276,6 +279,11 @@ class Scheduler:
                              extenders: tuple[HTTPExtender, ...] = ()) -> None:
         try:
             status = await self._bind(fwk, state, assumed, host, extenders)
+        except asyncio.CancelledError:  # shutdown's grace is over: release the node, report nothing
+            fwk.run_reserve_plugins_unreserve(state, assumed, host)
+            self.cache.forget_pod(assumed)
+            self.queue.done(assumed.uid)
+            raise
         except Exception as exc:
             # A bug of ours (plugins' errors are statuses already): the pod must not stay
             # assumed, holding its node, with the error lost in a task's log.
@@ -439,12 +447,20 @@ class Scheduler:
         """Until every binding and reporting task has finished."""
         await self._tasks.wait()
 
-    async def shutdown(self) -> None:
-        """Stop scheduling; let in-flight bindings finish (waiting pods are rejected)."""
+    async def shutdown(self, *, grace: float = SHUTDOWN_GRACE) -> None:
+        """Stop scheduling; let in-flight bindings finish (waiting pods are rejected) for up
+        to `grace` seconds, then cancel what is left: their pods stay pending for the next
+        scheduler, as kube-scheduler's cancelled context leaves them."""
         self.queue.close()
         for waiting in self.waiting_pods:
             waiting.reject("", "scheduler is shutting down")
-        await self.wait_for_tasks()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.wait_for_tasks()), grace)  # counted before cancelled
+        except TimeoutError:
+            left = self._tasks.pending()
+            logger.warning("stopping: %d binding and reporting tasks still running after %.0f s, cancelled",
+                           left, grace)
+            await self._tasks.cancel()
         await self.profiles.close()
 
 
