@@ -20,6 +20,8 @@ STORAGE_CAPACITY_SCORING = "StorageCapacityScoring"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
 VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
+DRA_DEVICE_TAINTS = "DRADeviceTaints"
+DRA_DEVICE_TAINT_RULES = "DRADeviceTaintRules"
 
 
 @dataclass(frozen=True)
