@@ -206,6 +206,22 @@ class Inventory:
         return found
 
 
+def rule_selects(rule: Mapping[str, Any] | None, slices: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a DeviceTaintRule selects some device of the slices (its taint changes theirs)."""
+    selector = _spec(rule or {}).get("deviceSelector")
+    if selector is None:
+        return False
+    for slice_obj in slices:
+        spec = _spec(slice_obj)
+        if selector.get("driver") not in (None, spec.get("driver") or ""):
+            continue
+        if selector.get("pool") not in (None, (spec.get("pool") or {}).get("name") or ""):
+            continue
+        if any(selector.get("device") in (None, raw.get("name") or "") for raw in spec.get("devices") or ()):
+            return True
+    return False
+
+
 def _target(spec: Mapping[str, Any]) -> _Target | None:
     if spec.get("nodeName"):
         return _Target(node_name=spec["nodeName"])
