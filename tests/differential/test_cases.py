@@ -39,7 +39,56 @@ def pod(name: str, cpu: str, memory: str, *, node_name: str = "", started: str =
     return out
 
 
+def dra_objects(*, tolerations: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """node-0's only device has a NoSchedule taint of its own, node-1's a NoExecute one from a
+    DeviceTaintRule on node-1's pool; one pod asks for one device of the class."""
+    driver = "gpu.example.com"
+
+    def slice_of(node_name: str, dev: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+                "spec": {"driver": driver, "nodeName": node_name, "devices": [dev],
+                         "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}}}
+
+    exactly: dict[str, Any] = {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}
+    if tolerations:
+        exactly["tolerations"] = list(tolerations)
+    claimant = pod("claimant", "100m", "64Mi")
+    claimant["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu"}]
+    return [node("node-0", "2", "1Gi"), node("node-1", "2", "1Gi"),
+            {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}},
+            slice_of("node-0", {"name": "gpu-0", "taints": [{"key": "example.com/ecc", "effect": "NoSchedule"}]}),
+            slice_of("node-1", {"name": "gpu-0"}),
+            {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "node-1-drain"},
+             "spec": {"deviceSelector": {"driver": driver, "pool": "node-1"},
+                      "taint": {"key": "example.com/drain", "value": "planned", "effect": "NoExecute"}}},
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "gpu", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+            claimant]
+
+
+CANNOT_ALLOCATE = {"plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
+                   "reasons": ["cannot allocate all claims"]}
+
 CASES = [
+    pytest.param(
+        # Issue 21: device taints and DeviceTaintRules (GA, on in v1.37) were ignored, and the
+        # pod got a tainted device.
+        dra_objects(), "default/claimant",
+        {"result": "Unschedulable", "message": "0/2 nodes are available: 2 cannot allocate all claims. preemption: "
+                                               "0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+         "filter": {"node-0": CANNOT_ALLOCATE, "node-1": CANNOT_ALLOCATE}},
+        id="device-taints-own-and-from-a-rule"),
+    pytest.param(
+        dra_objects(tolerations=[{"key": "example.com/drain", "operator": "Equal", "value": "planned",
+                                  "effect": "NoExecute"}]), "default/claimant",
+        {"result": "Scheduled", "node": "node-1", "filter": {"node-0": CANNOT_ALLOCATE}},
+        id="a-toleration-of-the-rules-taint"),
+    pytest.param(
+        dra_objects(tolerations=[{"operator": "Exists", "effect": "NoSchedule"}]), "default/claimant",
+        {"result": "Scheduled", "node": "node-0", "filter": {"node-1": CANNOT_ALLOCATE}},
+        id="a-toleration-of-every-noschedule-taint"),
     pytest.param(
         # The reprieve step's table listed its nodes for NodePorts (the preemptor has a host
         # port) before NodeResourcesFit summed it: the reprieved pod counted twice, its 512Mi
