@@ -136,3 +136,20 @@ def test_postfilter_stops_at_dynamicresources_without_its_state(oracle: Oracle, 
     message = '0/1 nodes are available: persistentvolumeclaim "missing" not found. not found'
     assert oracle.explain([str(path)], "default/claimant")["message"] == message
     assert kopfsched_explain(objects, "default/claimant")["message"] == message
+
+
+def test_one_first_available_sub_request_is_scored(oracle: Oracle, tmp_path: Path) -> None:
+    """Found by test_device_taints.py: a claim of one `firstAvailable` request with a single
+    sub-request took the free-device shortcut (as a plain request does), which keeps no
+    placement, so DynamicResources scored the node 0 where v1.37.2 scores it 8, normalized 100."""
+    objects = dra_objects(tolerations=[{"operator": "Exists"}])
+    claim = next(o for o in objects if o["kind"] == "ResourceClaim")
+    exactly = claim["spec"]["devices"]["requests"][0].pop("exactly")
+    claim["spec"]["devices"]["requests"][0]["firstAvailable"] = [{"name": "any", **exactly}]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    theirs = oracle.explain([str(path)], "default/claimant")
+    ours = kopfsched_explain(objects, "default/claimant")
+    assert [entry["scores"][n]["DynamicResources"] for entry in (theirs, ours) for n in ("node-0", "node-1")] == [
+        100, 100, 100, 100]
+    assert compare_entries(ours, theirs) == []
