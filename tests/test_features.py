@@ -14,7 +14,7 @@ import pytest
 from kopfsched import features
 
 KUBEENV = Path(__file__).resolve().parent / "kubeenv"
-SWITCH = "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
+SWITCH = "DRADeviceTaintRules, DRADeviceTaints, SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
 
 
 def _module_dir(module: str) -> Path:
@@ -77,6 +77,28 @@ def test_any_gate_may_be_set_to_its_default() -> None:
     assert not gates.enabled("GenericWorkload")
     assert not gates.enabled(features.POP_FROM_BACKOFF_Q)
     assert repr(gates) == "FeatureGates({'SchedulerPopFromBackoffQ': False})"
+
+
+def test_device_taints_switch_off_only_together_with_the_rules_as_upstreams_dependency() -> None:
+    with pytest.raises(ValueError) as raised:
+        features.parse("DRADeviceTaints=false")
+    assert str(raised.value) == ("DRADeviceTaintRules is enabled, but depends on features that are disabled: "
+                                 "[DRADeviceTaints]")
+    both = features.parse("DRADeviceTaints=false,DRADeviceTaintRules=false")
+    assert not both.enabled(features.DRA_DEVICE_TAINTS) and not both.enabled(features.DRA_DEVICE_TAINT_RULES)
+    rules_off = features.parse("DRADeviceTaintRules=false")
+    assert rules_off.enabled(features.DRA_DEVICE_TAINTS) and not rules_off.enabled(features.DRA_DEVICE_TAINT_RULES)
+
+
+def test_gate_dependencies_are_the_pinned_releases() -> None:
+    root = _module_dir("k8s.io/kubernetes")
+    source = (root / "pkg/features/kube_features.go").read_text()
+    for name, needs in features.DEPENDENCIES.items():
+        [listed] = re.findall(rf"^\t{name}: \{{([^}}\n]*)\}}", source, re.M)
+        assert tuple(re.findall(r"\w+", listed)) == needs, name
+    for name in features.SWITCHABLE:  # every gate that needs a switchable one is known to
+        for other in re.findall(rf"^\t(\w+): \{{[^}}\n]*\b{name}\b[^}}\n]*\}}", source, re.M):
+            assert name in features.DEPENDENCIES.get(other, ()), (other, name)
 
 
 def test_every_switchable_gate_is_an_upstream_gate_that_is_not_locked() -> None:

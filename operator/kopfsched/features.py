@@ -20,6 +20,8 @@ STORAGE_CAPACITY_SCORING = "StorageCapacityScoring"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
 VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
+DRA_DEVICE_TAINTS = "DRADeviceTaints"
+DRA_DEVICE_TAINT_RULES = "DRADeviceTaintRules"
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,13 @@ VolumeLimitScaling                            Beta  on
 """)
 """Every gate kube-scheduler v1.37.2 reads, with its stage and default there."""
 
-SWITCHABLE: frozenset[str] = frozenset({POP_FROM_BACKOFF_Q, STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING})
+SWITCHABLE: frozenset[str] = frozenset({POP_FROM_BACKOFF_Q, STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING,
+                                        DRA_DEVICE_TAINTS, DRA_DEVICE_TAINT_RULES})
 """The gates whose other value kopfsched implements too."""
+
+DEPENDENCIES: Mapping[str, tuple[str, ...]] = {DRA_DEVICE_TAINT_RULES: (DRA_DEVICE_TAINTS,)}
+"""Gate -> the gates it needs on (kube_features.go's defaultKubernetesFeatureGateDependencies),
+for the switchable ones: the others cannot change, so neither can their dependencies' answer."""
 
 KNOWN: Mapping[str, bool] = {name: gate.default for name, gate in UPSTREAM.items()}
 """Gate -> its default at RELEASE."""
@@ -114,6 +121,11 @@ class FeatureGates:
                                  f"{'on' if gate.default else 'off'}, as its default (see docs/feature-gates.md; "
                                  f"kopfsched can switch: {', '.join(sorted(SWITCHABLE))})")
         self._values = {**KNOWN, **(overrides or {})}
+        for name, needs in sorted(DEPENDENCIES.items()):
+            disabled = [need for need in needs if not self._values[need]]
+            if self._values[name] and disabled:  # upstream's words (component-base featuregate)
+                raise ValueError(f"{name} is enabled, but depends on features that are disabled: "
+                                 f"[{' '.join(disabled)}]")
 
     def enabled(self, name: str) -> bool:
         return self._values[name]

@@ -143,6 +143,61 @@ def test_a_claim_from_a_template_is_allocated_and_reserved_through_the_api_then_
     assert refused_requests(cluster) == []
 
 
+def test_a_device_taint_rule_keeps_a_claim_off_its_pool_until_it_is_deleted(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    """DeviceTaintRules through the real API (resource.k8s.io/v1, served by default in v1.37):
+    the watch delivers the rule, its taint keeps the claim off the pool's device, a toleration
+    of it gets the device, and deleting the rule lets the other pod in."""
+    nodes(make_node('taint-gpu', cpu='4'))
+    device_class, rule = f'{namespace}-tainted', f'{namespace}-drain'
+    create(cluster, f'{DRA}/deviceclasses', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': device_class},
+        'spec': {'selectors': [{'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    create(cluster, f'{DRA}/resourceslices', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceSlice', 'metadata': {'name': f'{namespace}-taint-gpu'},
+        'spec': {'driver': DRIVER, 'nodeName': 'taint-gpu',
+                 'pool': {'name': f'{namespace}-taint-gpu', 'generation': 1, 'resourceSliceCount': 1},
+                 'devices': [{'name': 'gpu-0'}, {'name': 'gpu-1'}]}})
+    taint = {'key': 'example.com/drain', 'value': 'planned', 'effect': 'NoSchedule'}
+    create(cluster, f'{DRA}/devicetaintrules', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceTaintRule', 'metadata': {'name': rule},
+        'spec': {'deviceSelector': {'driver': DRIVER, 'pool': f'{namespace}-taint-gpu'}, 'taint': taint}})
+
+    def claim(name: str, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+        exactly: dict[str, Any] = {'deviceClassName': device_class}
+        if tolerations:
+            exactly['tolerations'] = tolerations
+        return {'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceClaim', 'metadata': {'name': name},
+                'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': exactly}]}}}
+
+    tolerate = {'key': 'example.com/drain', 'operator': 'Exists', 'effect': 'NoSchedule'}
+    create(cluster, f'{DRA}/namespaces/{namespace}/resourceclaims', claim('plain', []), claim('tolerant', [tolerate]))
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            for name in ('plain', 'tolerant'):
+                cluster.post(f'/api/v1/namespaces/{namespace}/pods', make_pod(
+                    name, namespace, scheduler_name='kopfsched', resourceClaims=[{'name': 'gpu',
+                                                                                 'resourceClaimName': name}]))
+            cluster.wait_for(lambda: node_of(cluster, namespace, 'tolerant'), timeout=30, what='tolerant bound')
+            waiting = cluster.wait_for(lambda: pod_condition(cluster, namespace, 'plain').get('reason')
+                                       == 'Unschedulable' and pod_condition(cluster, namespace, 'plain'),
+                                       timeout=30, what='plain reported')
+            assert node_of(cluster, namespace, 'plain') is None
+            cluster.delete(f'{DRA}/devicetaintrules/{rule}')
+            cluster.wait_for(lambda: node_of(cluster, namespace, 'plain'), timeout=30,
+                             what='plain bound once the rule is gone')
+        tolerant = cluster.get(f'{DRA}/namespaces/{namespace}/resourceclaims/tolerant')
+    finally:
+        cluster.delete(f'{DRA}/devicetaintrules/{rule}')
+        cluster.delete(f'{DRA}/resourceslices/{namespace}-taint-gpu')
+        cluster.delete(f'{DRA}/deviceclasses/{device_class}')
+    assert waiting['message'].startswith('0/'), waiting['message']
+    assert 'cannot allocate all claims' in waiting['message'], waiting['message']
+    [result] = tolerant['status']['allocation']['devices']['results']
+    assert (result['device'], result['tolerations']) == ('gpu-0', [tolerate])
+    assert refused_requests(cluster) == []
+
+
 def test_volumes_bound_with_wait_for_first_consumer_and_the_real_pv_controller(
         cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
     nodes(make_node('vol-0', cpu='4'))

@@ -39,7 +39,56 @@ def pod(name: str, cpu: str, memory: str, *, node_name: str = "", started: str =
     return out
 
 
+def dra_objects(*, tolerations: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """node-0's only device has a NoSchedule taint of its own, node-1's a NoExecute one from a
+    DeviceTaintRule on node-1's pool; one pod asks for one device of the class."""
+    driver = "gpu.example.com"
+
+    def slice_of(node_name: str, dev: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+                "spec": {"driver": driver, "nodeName": node_name, "devices": [dev],
+                         "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}}}
+
+    exactly: dict[str, Any] = {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}
+    if tolerations:
+        exactly["tolerations"] = list(tolerations)
+    claimant = pod("claimant", "100m", "64Mi")
+    claimant["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu"}]
+    return [node("node-0", "2", "1Gi"), node("node-1", "2", "1Gi"),
+            {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}},
+            slice_of("node-0", {"name": "gpu-0", "taints": [{"key": "example.com/ecc", "effect": "NoSchedule"}]}),
+            slice_of("node-1", {"name": "gpu-0"}),
+            {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "node-1-drain"},
+             "spec": {"deviceSelector": {"driver": driver, "pool": "node-1"},
+                      "taint": {"key": "example.com/drain", "value": "planned", "effect": "NoExecute"}}},
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "gpu", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+            claimant]
+
+
+CANNOT_ALLOCATE = {"plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
+                   "reasons": ["cannot allocate all claims"]}
+
 CASES = [
+    pytest.param(
+        # Issue 21: device taints and DeviceTaintRules (GA, on in v1.37) were ignored, and the
+        # pod got a tainted device.
+        dra_objects(), "default/claimant",
+        {"result": "Unschedulable", "message": "0/2 nodes are available: 2 cannot allocate all claims. preemption: "
+                                               "0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+         "filter": {"node-0": CANNOT_ALLOCATE, "node-1": CANNOT_ALLOCATE}},
+        id="device-taints-own-and-from-a-rule"),
+    pytest.param(
+        dra_objects(tolerations=[{"key": "example.com/drain", "operator": "Equal", "value": "planned",
+                                  "effect": "NoExecute"}]), "default/claimant",
+        {"result": "Scheduled", "node": "node-1", "filter": {"node-0": CANNOT_ALLOCATE}},
+        id="a-toleration-of-the-rules-taint"),
+    pytest.param(
+        dra_objects(tolerations=[{"operator": "Exists", "effect": "NoSchedule"}]), "default/claimant",
+        {"result": "Scheduled", "node": "node-0", "filter": {"node-1": CANNOT_ALLOCATE}},
+        id="a-toleration-of-every-noschedule-taint"),
     pytest.param(
         # The reprieve step's table listed its nodes for NodePorts (the preemptor has a host
         # port) before NodeResourcesFit summed it: the reprieved pod counted twice, its 512Mi
@@ -87,3 +136,20 @@ def test_postfilter_stops_at_dynamicresources_without_its_state(oracle: Oracle, 
     message = '0/1 nodes are available: persistentvolumeclaim "missing" not found. not found'
     assert oracle.explain([str(path)], "default/claimant")["message"] == message
     assert kopfsched_explain(objects, "default/claimant")["message"] == message
+
+
+def test_one_first_available_sub_request_is_scored(oracle: Oracle, tmp_path: Path) -> None:
+    """Found by test_device_taints.py: a claim of one `firstAvailable` request with a single
+    sub-request took the free-device shortcut (as a plain request does), which keeps no
+    placement, so DynamicResources scored the node 0 where v1.37.2 scores it 8, normalized 100."""
+    objects = dra_objects(tolerations=[{"operator": "Exists"}])
+    claim = next(o for o in objects if o["kind"] == "ResourceClaim")
+    exactly = claim["spec"]["devices"]["requests"][0].pop("exactly")
+    claim["spec"]["devices"]["requests"][0]["firstAvailable"] = [{"name": "any", **exactly}]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    theirs = oracle.explain([str(path)], "default/claimant")
+    ours = kopfsched_explain(objects, "default/claimant")
+    assert [entry["scores"][n]["DynamicResources"] for entry in (theirs, ours) for n in ("node-0", "node-1")] == [
+        100, 100, 100, 100]
+    assert compare_entries(ours, theirs) == []

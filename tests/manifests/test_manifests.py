@@ -167,6 +167,7 @@ EXPECTED_CLUSTER_RULES = {
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
     ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
     ("resource.k8s.io", "resourceslices"): {"list", "watch"},
+    ("resource.k8s.io", "devicetaintrules"): {"list", "watch"},
     ("resource.k8s.io", "resourceclaims"): {"list", "watch", "patch"},
     ("resource.k8s.io", "resourceclaims/status"): {"patch"},
     ("resource.k8s.io", "resourceclaims/binding"): {"patch"},

@@ -63,7 +63,7 @@ def local_selector(node: str) -> dict:
 
 
 def request(name: str, device_class_name: str = CLASS_A, count: int = 1, *selectors: str, mode: str = "ExactCount",
-            admin: bool | None = None) -> dict:
+            admin: bool | None = None, tolerations: list[dict] = ()) -> dict:
     exactly: dict[str, Any] = {"deviceClassName": device_class_name, "allocationMode": mode}
     if mode == "ExactCount":
         exactly["count"] = count
@@ -71,16 +71,42 @@ def request(name: str, device_class_name: str = CLASS_A, count: int = 1, *select
         exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
     if admin is not None:
         exactly["adminAccess"] = admin
+    if tolerations:
+        exactly["tolerations"] = list(tolerations)
     return {"name": name, "exactly": exactly}
 
 
-def sub_request(name: str, device_class_name: str, count: int = 1, *selectors: str, mode: str = "ExactCount") -> dict:
+def sub_request(name: str, device_class_name: str, count: int = 1, *selectors: str, mode: str = "ExactCount",
+                tolerations: list[dict] = ()) -> dict:
     sub: dict[str, Any] = {"name": name, "deviceClassName": device_class_name, "allocationMode": mode}
     if mode == "ExactCount":
         sub["count"] = count
     if selectors:
         sub["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    if tolerations:
+        sub["tolerations"] = list(tolerations)
     return sub
+
+
+def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict:
+    out = {"key": key, "effect": effect}
+    if value:
+        out["value"] = value
+    return out
+
+
+def toleration(key: str = "", operator: str = "", value: str = "", effect: str = "") -> dict:
+    return {k: v for k, v in (("key", key), ("operator", operator), ("value", value), ("effect", effect)) if v}
+
+
+def taint_rule(name: str, rule_taint: dict, *, driver: str | None = None, pool: str | None = None,
+               dev: str | None = None, selector: bool = True) -> dict:
+    """A DeviceTaintRule (resource.k8s.io/v1); `selector=False` leaves out deviceSelector."""
+    spec: dict[str, Any] = {"taint": rule_taint}
+    if selector:
+        spec["deviceSelector"] = {k: v for k, v in (("driver", driver), ("pool", pool), ("device", dev))
+                                  if v is not None}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name}, "spec": spec}
 
 
 def first_available(name: str, *subs: dict) -> dict:
@@ -113,10 +139,12 @@ def claim(name: str, *requests: dict, constraints: list[dict] = (), namespace: s
     return obj
 
 
-def result(req: str, driver: str, pool: str, dev: str, admin: bool = False) -> dict:
-    out = {"request": req, "driver": driver, "pool": pool, "device": dev}
+def result(req: str, driver: str, pool: str, dev: str, admin: bool = False, tolerations: list[dict] = ()) -> dict:
+    out: dict[str, Any] = {"request": req, "driver": driver, "pool": pool, "device": dev}
     if admin:
         out["adminAccess"] = True
+    if tolerations:
+        out["tolerations"] = list(tolerations)
     return out
 
 

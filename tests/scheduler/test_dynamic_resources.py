@@ -107,3 +107,86 @@ async def test_a_template_claim_not_yet_in_the_pods_status_waits_outside_the_que
     h.handlers.on_pod_upsert(updated, pod)
     await h.settle()
     assert h.node_of("p") == "n1"
+
+
+# --- device taints (DRADeviceTaints, DRADeviceTaintRules; GA and on in v1.37) ----------------
+
+NO_SCHEDULE = {"key": "example.com/unhealthy", "value": "ecc", "effect": "NoSchedule"}
+TOLERATE = {"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}
+RULE = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "n1-maintenance"},
+        "spec": {"deviceSelector": {"driver": DRIVER_A, "pool": "n1"}, "taint": NO_SCHEDULE}}
+
+
+@pytest.fixture
+def gates():
+    from kopfsched import features
+
+    saved = features.GATES
+    yield lambda text: features.set_gates(features.parse(text))
+    features.set_gates(saved)
+
+
+def _tainted_harness(*, device_taints: list[dict] = (), tolerations: list[dict] = ()) -> Harness:
+    h = Harness([make_node("n1"), make_node("n2")])
+    h.add_objects("DeviceClass", device_class(CLASS_A, DRIVER_A))
+    h.add_objects("ResourceSlice", resource_slice("n1-slice", "n1", DRIVER_A,
+                                                  device("gpu-0", taints=list(device_taints)), node="n1"))
+    h.add_objects("ResourceClaim", claim("gpu", request("g", CLASS_A, tolerations=list(tolerations)),
+                                         namespace="default"))
+    h.add_pods(_by_name("gpu"))
+    return h
+
+
+async def test_a_pod_whose_only_device_is_tainted_is_told_cannot_allocate_all_claims():
+    h = _tainted_harness(device_taints=[NO_SCHEDULE])
+    await h.settle()
+    assert h.node_of("p") is None
+    assert h.recorder.attempts[0].message == f"0/2 nodes are available: 2 cannot allocate all claims. {NOT_HELPFUL}"
+
+
+async def test_a_tolerating_claim_gets_the_tainted_device_and_its_tolerations_in_the_allocation():
+    h = _tainted_harness(device_taints=[NO_SCHEDULE], tolerations=[TOLERATE])
+    await h.settle()
+    assert h.node_of("p") == "n1"
+    allocated = h.scheduler.cache.objects.get("ResourceClaim", "gpu", "default")["status"]["allocation"]
+    assert allocated["devices"]["results"] == [{"request": "g", "driver": DRIVER_A, "pool": "n1", "device": "gpu-0",
+                                                "tolerations": [TOLERATE]}]
+
+
+async def test_device_taints_switched_off_are_ignored(gates):
+    gates("DRADeviceTaints=false,DRADeviceTaintRules=false")
+    h = _tainted_harness(device_taints=[NO_SCHEDULE])
+    await h.settle()
+    assert h.node_of("p") == "n1"
+
+
+async def test_a_device_taint_rule_keeps_the_pod_off_until_it_is_deleted():
+    h = _tainted_harness()
+    h.add_objects("DeviceTaintRule", RULE)
+    await h.settle()
+    assert h.node_of("p") is None
+    assert h.recorder.attempts[0].message == f"0/2 nodes are available: 2 cannot allocate all claims. {NOT_HELPFUL}"
+    attempts = len(h.recorder.attempts)
+    h.handlers.on_object_upsert("DeviceTaintRule", {**RULE, "status": {"conditions": []}})
+    await h.settle()
+    assert len(h.recorder.attempts) == attempts  # a status update changes no device's taints: no event
+    h.handlers.on_object_delete("DeviceTaintRule", RULE)
+    await h.settle()
+    assert h.node_of("p") == "n1"
+
+
+async def test_a_rule_that_selects_no_device_moves_no_pod():
+    h = _tainted_harness(device_taints=[NO_SCHEDULE])
+    await h.settle()
+    attempts = len(h.recorder.attempts)
+    h.add_objects("DeviceTaintRule", {**RULE, "spec": {**RULE["spec"], "deviceSelector": {"pool": "n9"}}})
+    await h.settle()
+    assert len(h.recorder.attempts) == attempts
+
+
+async def test_device_taint_rules_switched_off_are_not_read(gates):
+    gates("DRADeviceTaintRules=false")
+    h = _tainted_harness()
+    h.add_objects("DeviceTaintRule", RULE)
+    await h.settle()
+    assert h.node_of("p") == "n1"

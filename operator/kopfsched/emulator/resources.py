@@ -92,6 +92,7 @@ BUILTIN_RESOURCES: tuple[ResourceDef, ...] = (
     _res('resource.k8s.io', 'v1', 'resourceclaims', 'ResourceClaim', status=True),
     _res('resource.k8s.io', 'v1', 'resourceclaimtemplates', 'ResourceClaimTemplate'),
     _res('resource.k8s.io', 'v1', 'resourceslices', 'ResourceSlice', namespaced=False),
+    _res('resource.k8s.io', 'v1', 'devicetaintrules', 'DeviceTaintRule', namespaced=False, status=True),
     _res('flowcontrol.apiserver.k8s.io', 'v1', 'flowschemas', 'FlowSchema', namespaced=False, status=True),
     _res('flowcontrol.apiserver.k8s.io', 'v1', 'prioritylevelconfigurations', 'PriorityLevelConfiguration',
          namespaced=False, status=True),

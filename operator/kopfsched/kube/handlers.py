@@ -50,10 +50,12 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("ReplicaSet", "apps/v1", "replicasets"),
     WatchedKind("StatefulSet", "apps/v1", "statefulsets"),
     WatchedKind("ReplicationController", "v1", "replicationcontrollers"),
-    # DynamicResources: devices (slices), their classes, and the claims it allocates.
+    # DynamicResources: devices (slices), their classes, the claims it allocates, and the
+    # taints that DeviceTaintRules put on devices (v1 since v1.37, served by default).
     WatchedKind("DeviceClass", "resource.k8s.io/v1", "deviceclasses"),
     WatchedKind("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
     WatchedKind("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
+    WatchedKind("DeviceTaintRule", "resource.k8s.io/v1", "devicetaintrules"),
     # Coscheduling's gangs (scheduler-plugins' CRD, optional: unserved until it is installed).
     WatchedKind("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
 )

@@ -6,8 +6,10 @@ scheduler reacts the same way to a real watch and to a simulated one.
 
 from __future__ import annotations
 
+from kopfsched import features
 from kopfsched.framework.events import ActionType, ClusterEvent, EventResource
 from kopfsched.framework.types import Obj, PodInfo
+from kopfsched.plugins.dynamicresources import DEVICE_TAINT_RULE, RESOURCE_SLICE, rule_selects
 from kopfsched.scheduler.scheduler import Scheduler
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -124,6 +126,9 @@ class EventHandlers:
 
     def on_object_upsert(self, kind: str, obj: Obj) -> None:
         old = self.cache.objects.upsert(kind, obj)
+        if kind == DEVICE_TAINT_RULE:
+            self._taint_rule_changed(old, obj)
+            return
         resource = OBJECT_RESOURCES.get(kind)
         if resource is not None:
             action = ActionType.ADD if old is None else ActionType.UPDATE
@@ -131,7 +136,28 @@ class EventHandlers:
 
     def on_object_delete(self, kind: str, obj: Obj) -> None:
         old = self.cache.objects.delete(kind, obj)
+        if kind == DEVICE_TAINT_RULE:
+            if old is not None:
+                self._taint_rule_changed(old, None)
+            return
         resource = OBJECT_RESOURCES.get(kind)
         if resource is not None and old is not None:
             self.queue.move_all_to_active_or_backoff(ClusterEvent(resource, ActionType.DELETE), old, None)
+
+    def _taint_rule_changed(self, old: Obj | None, new: Obj | None) -> None:
+        """A DeviceTaintRule changes the taints of the devices it selects: upstream's
+        ResourceSlice tracker reports that as an update of their ResourceSlices, and only when
+        some device's taints did change (not for a status update, nor a rule that selects
+        nothing). Nothing at all with DRADeviceTaintRules off: no informer watches the rules."""
+        if not features.enabled(features.DRA_DEVICE_TAINT_RULES):
+            return
+        def effect(rule: Obj | None) -> object:
+            spec = (rule or {}).get("spec") or {}
+            return (spec.get("deviceSelector"), spec.get("taint")) if spec.get("deviceSelector") is not None else None
+        if effect(old) == effect(new):
+            return
+        slices = self.cache.objects.list(RESOURCE_SLICE)
+        if rule_selects(old, slices) or rule_selects(new, slices):
+            self.queue.move_all_to_active_or_backoff(
+                ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.UPDATE), old, new)
 

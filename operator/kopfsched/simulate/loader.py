@@ -35,13 +35,14 @@ OBJECT_KINDS = (
     "Namespace", "PersistentVolume", "PersistentVolumeClaim", "StorageClass", "PodDisruptionBudget",
     "PriorityClass", "CSINode", "VolumeAttachment", "Service", "ReplicaSet", "ReplicationController", "StatefulSet",
     "PodGroup", "CSIDriver", "CSIStorageCapacity", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
-    "ResourceSlice",
+    "ResourceSlice", "DeviceTaintRule",
 )
 CONFIG_KINDS = ("SchedulerProfile", "KubeSchedulerConfiguration")
 WORKLOAD_KINDS = ("Deployment", "Job", "DaemonSet")
 """Made into pods as their controllers would (simulate.workloads), then left out."""
 CLUSTER_SCOPED = ("Node", "Namespace", "PersistentVolume", "StorageClass", "PriorityClass", "CSINode", "CSIDriver",
-                  "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration", "DeviceClass", "ResourceSlice")
+                  "VolumeAttachment", "SchedulerProfile", "KubeSchedulerConfiguration", "DeviceClass", "ResourceSlice",
+                  "DeviceTaintRule")
 
 
 

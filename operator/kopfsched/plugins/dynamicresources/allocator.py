@@ -1,16 +1,21 @@
-"""The structured-parameters allocator (upstream's dynamic-resource-allocation/structured,
-the stable channel): which devices on one node satisfy every pending claim of a pod.
+"""The structured-parameters allocator (upstream's dynamic-resource-allocation/structured):
+which devices on one node satisfy every pending claim of a pod.
 
 The search is upstream's: claims in order, each claim's requests in order, each request's
 devices one at a time; for every device slot it tries each eligible device (not in use, all
-selectors true, every constraint still satisfied) and recurses; the first complete
-solution wins, and a dead end backtracks. `firstAvailable` requests try their sub-requests
-in order and keep the first that leads to a solution. `allocationMode: All` takes every
-matching device of the node, and fails if any of them is in use.
+selectors true, no untolerated taint, every constraint still satisfied) and recurses; the
+first complete solution wins, and a dead end backtracks. `firstAvailable` requests try their
+sub-requests in order and keep the first that leads to a solution. `allocationMode: All`
+takes every matching device of the node, and fails if any of them is in use or has a taint
+the request does not tolerate.
 
-Features as upstream v1.34 has them on by default: prioritized lists (firstAvailable) and
-admin access. Off, as upstream by default: device taints, partitionable devices (counters,
-per-device node selection), binding conditions, consumable capacity.
+Device taints (DRADeviceTaints, GA in v1.37, switchable): a taint with effect NoSchedule or
+NoExecute keeps a request off the device unless one of the request's (or sub-request's)
+tolerations tolerates it, as upstream's resourceclaim.ToleratesTaint; any other effect
+(None, or one unknown) is ignored. The allocation result copies the request's tolerations.
+Also on, as upstream: prioritized lists (firstAvailable) and admin access. Not implemented:
+partitionable devices (counters, per-device node selection), binding conditions,
+consumable capacity (see docs/feature-gates.md).
 
 The search on one node is bounded by the plugin's filterTimeout (AllocationTimeout). Where
 ours is incomplete: no `distinctAttribute` constraint (alpha in v1.34, not served by v1).
@@ -18,7 +23,7 @@ ours is incomplete: no `distinctAttribute` constraint (alpha in v1.34, not serve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,13 +77,17 @@ class _Request:
     admin_access_set: bool
     selectors: list[tuple[str, Any, str]]
     """(source, compiled expression or None, where): class selectors first, then the request's."""
-    key: tuple[str, ...]
+    key: tuple[Any, ...]
+    """What `selectable` checks: class, selectors and (with device taints on) tolerations."""
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
     all_devices: list[Device] = field(default_factory=list)
     num_devices: int = 0
     allocator: Any = None
 
     def selectable(self, device: Device) -> bool:
-        return self.allocator.selectable(self, device)
+        """Selectors true and no untolerated taint: the devices an ExactCount request may take."""
+        return self.allocator.selectable(self, device) and not (
+            device.taints and self.allocator.device_taints and taint_prevents(device.taints, self.tolerations))
 
 
 @dataclass(slots=True)
@@ -147,8 +156,10 @@ class Allocator:
     def __init__(self, *, claims: list[Mapping[str, Any]], classes: Callable[[str], Mapping[str, Any] | None],
                  inventory: Inventory, in_use: Container[DeviceID],
                  free_counts: FreeCounts | None = None, clock: Callable[[], float] | None = None,
-                 timeout: float = 0.0) -> None:
+                 timeout: float = 0.0, device_taints: bool = True) -> None:
         self.claims = claims
+        self.device_taints = device_taints
+        """DRADeviceTaints: taints keep requests that do not tolerate them off devices."""
         self._clock = clock
         self._timeout = timeout
         """Seconds the backtracking search may take per node; 0 (or no clock): no limit."""
@@ -174,7 +185,9 @@ class Allocator:
             len(slot.options) == 1 and not slot.options[0].admin_access for slots in self._slots for slot in slots)
         """No choice between sub-requests, no constraint, no admin access: the first free
         devices are the search's first solution, so a greedy pass finds it (see _greedy)."""
-        self._single = self._simple and len(requests) == 1
+        self._single = self._simple and len(requests) == 1 and not requests[0].sub_name
+        """One plain request: the free-device index answers Filter, and no placement is kept.
+        Not for a `firstAvailable` request, even of one sub-request: Score needs its placement."""
         if self.error is None and not self._per_node:
             try:
                 self._check_sizes()
@@ -227,11 +240,14 @@ class Allocator:
         if mode not in ("ExactCount", "All"):
             raise AllocationError(f"claim {ref}, request {name}: unsupported count mode {mode}")
         admin_set = admin and spec.get("adminAccess") is not None
+        tolerations = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
+        key: tuple[Any, ...] = (class_name, *(source for source, _, _ in selectors))
+        if self.device_taints:
+            key += (tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect")) for t in tolerations),)
         return _Request(name=name, base_name=base, sub_name=sub, class_name=class_name, device_class=device_class,
                         mode=mode, count=count, admin_access=bool(admin and spec.get("adminAccess")),
-                        admin_access_set=admin_set, selectors=selectors,
-                        key=(class_name, *(source for source, _, _ in selectors)), num_devices=count,
-                        allocator=self)
+                        admin_access_set=admin_set, selectors=selectors, key=key, tolerations=tolerations,
+                        num_devices=count, allocator=self)
 
     def _claim_constraints(self, claim: Mapping[str, Any]) -> list[tuple[frozenset[str], str]]:
         constraints = []
@@ -409,6 +425,8 @@ class Allocator:
                                       "pool": item.device.id[1], "device": item.device.id[2]}
             if item.request.admin_access:
                 result["adminAccess"] = True
+            if item.request.tolerations:
+                result["tolerations"] = [dict(t) for t in item.request.tolerations]
             results.append(result)
         allocation: dict[str, Any] = {"devices": {"results": results}}
         config = self._config(claim, claim_index, options)
@@ -537,6 +555,8 @@ class _Run:
     def take(self, claim_index: int, request: _Request, device: Device, *, must: bool) -> Callable[[], None] | None:
         if self.busy(claim_index, request, device.id) or not device.usable:
             return None
+        if device.taints and self.a.device_taints and taint_prevents(device.taints, request.tolerations):
+            return None  # checked before the constraints, as upstream: never the "must" error
         constraints = self.constraints[claim_index]
         for index, constraint in enumerate(constraints):
             if not constraint.add(request, device):
@@ -559,6 +579,33 @@ class _Run:
             del results[size:]
 
         return undo
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether a DeviceToleration tolerates a DeviceTaint (upstream's resourceclaim.ToleratesTaint):
+    an empty effect or key matches any; operator Equal (or empty) compares the values, Exists
+    matches any value, any other operator nothing."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != (taint.get("effect") or ""):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != (taint.get("key") or ""):
+        return False
+    operator = toleration.get("operator") or ""
+    if operator in ("", "Equal"):
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return operator == "Exists"
+
+
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+"""The effects that keep a request off a device; None and effects unknown are ignored."""
+
+
+def taint_prevents(taints: Sequence[Mapping[str, Any]], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+    """Some NoSchedule or NoExecute taint is tolerated by none of the tolerations
+    (upstream's taintPreventsAllocation)."""
+    return any(taint.get("effect") in TAINT_EFFECTS and not any(tolerates(t, taint) for t in tolerations)
+               for taint in taints if isinstance(taint, dict))
 
 
 def _node_selector(devices: list[Device]) -> dict[str, Any] | None:

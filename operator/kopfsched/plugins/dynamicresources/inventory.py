@@ -9,11 +9,17 @@ slice reaches a node by `nodeName`, `nodeSelector` or `allNodes`. Slices with
 `perDeviceNodeSelection` and devices that consume counters need the alpha
 DRAPartitionableDevices gate, devices with binding conditions the alpha
 DRADeviceBindingConditions gate: as upstream with those gates off, they are never allocated.
+
+A device's taints are its own (`spec.devices[].taints`) followed by those of the
+DeviceTaintRules that select it (upstream's resourceslice tracker, DRADeviceTaintRules): a
+rule without `deviceSelector` selects nothing; its `driver`, `pool` and `device` each, when
+set, must equal the slice's driver, pool name and the device's name. Whether a taint keeps a
+request off the device is the allocator's question (allocator.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -33,6 +39,8 @@ class Device:
     slice: dict[str, Any]
     usable: bool
     """False for what the alpha gates kopfsched leaves off would need (see the module doc)."""
+    taints: tuple[dict[str, Any], ...] = ()
+    """The device's taints, then those of the DeviceTaintRules that select it."""
     memo: dict[Any, bool] = field(default_factory=dict)
     """Selector results by selector key: a device's selectors never change its answer."""
     _variable: dict[str, Any] | None = None
@@ -101,7 +109,10 @@ def _name(obj: Mapping[str, Any]) -> str:
 class Inventory:
     """Every pool and device of a set of ResourceSlices, and which reach which node."""
 
-    def __init__(self, slices: list[dict[str, Any]]) -> None:
+    def __init__(self, slices: list[dict[str, Any]], rules: Sequence[Mapping[str, Any]] = ()) -> None:
+        selectors = [(selector, taint) for rule in sorted(rules, key=_name)
+                     if (selector := _spec(rule).get("deviceSelector")) is not None
+                     and isinstance(taint := _spec(rule).get("taint"), dict)]
         self.pools: dict[tuple[str, str], Pool] = {}
         for slice_obj in sorted(slices, key=_name):
             spec = _spec(slice_obj)
@@ -124,13 +135,18 @@ class Inventory:
             seen: set[str] = set()
             for slice_obj in pool.slices:
                 devices = []
+                slice_rules = [(selector.get("device"), taint) for selector, taint in selectors
+                               if selector.get("driver") in (None, pool.driver)
+                               and selector.get("pool") in (None, pool.name)]
                 for raw in _spec(slice_obj).get("devices") or ():
                     name = raw.get("name") or ""
                     if name in seen and not pool.invalid:
                         pool.invalid, pool.invalid_reason = True, f"duplicate device name {name}"
                     seen.add(name)
                     usable = not raw.get("consumesCounters") and not raw.get("bindingConditions")
-                    device = Device((pool.driver, pool.name, name), raw, pool, slice_obj, usable)
+                    taints = tuple(raw.get("taints") or ()) + tuple(
+                        taint for device_name, taint in slice_rules if device_name in (None, name))
+                    device = Device((pool.driver, pool.name, name), raw, pool, slice_obj, usable, taints)
                     devices.append(device)
                     self.devices.setdefault(device.id, device)
                 target = _target(_spec(slice_obj))
@@ -188,6 +204,22 @@ class Inventory:
         if not self._elsewhere:
             self._candidates[cache_key] = found
         return found
+
+
+def rule_selects(rule: Mapping[str, Any] | None, slices: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a DeviceTaintRule selects some device of the slices (its taint changes theirs)."""
+    selector = _spec(rule or {}).get("deviceSelector")
+    if selector is None:
+        return False
+    for slice_obj in slices:
+        spec = _spec(slice_obj)
+        if selector.get("driver") not in (None, spec.get("driver") or ""):
+            continue
+        if selector.get("pool") not in (None, (spec.get("pool") or {}).get("name") or ""):
+            continue
+        if any(selector.get("device") in (None, raw.get("name") or "") for raw in spec.get("devices") or ()):
+            return True
+    return False
 
 
 def _target(spec: Mapping[str, Any]) -> _Target | None:

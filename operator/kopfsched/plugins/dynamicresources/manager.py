@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kopfsched import features
 from kopfsched.framework.handle import Handle, ObjectLister
 from kopfsched.framework.types import Obj
 from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
@@ -23,6 +24,7 @@ from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inven
 RESOURCE_CLAIM = "ResourceClaim"
 RESOURCE_SLICE = "ResourceSlice"
 DEVICE_CLASS = "DeviceClass"
+DEVICE_TAINT_RULE = "DeviceTaintRule"
 
 ClaimKey = tuple[str, str]
 """(namespace, name)."""
@@ -95,8 +97,11 @@ class InUse:
 
 
 class DraManager:
-    def __init__(self, objects: ObjectLister) -> None:
+    def __init__(self, objects: ObjectLister, *, taint_rules: bool = True) -> None:
         self.objects = objects
+        self.taint_rules = taint_rules
+        """DRADeviceTaintRules: the rules' taints count as the devices' own (upstream's tracker)."""
+        self._rules_cursor: int | None = None
         self.in_use = InUse()
         self._held: dict[ClaimKey, frozenset[DeviceID]] = {}
         self._claims_cursor: int | None = None
@@ -108,13 +113,23 @@ class DraManager:
     # -- inventory ---------------------------------------------------------------------------
 
     def inventory(self) -> Inventory:
+        """The devices of the ResourceSlices, tainted by the DeviceTaintRules; rebuilt when
+        either kind changed."""
         cursor, changed = self.objects.changes(RESOURCE_SLICE, self._slices_cursor)
-        if self._inventory is None or changed is None or changed:
-            self._inventory = Inventory(self.objects.list(RESOURCE_SLICE))
+        stale = changed is None or bool(changed)
+        rules_cursor = None
+        if self.taint_rules:
+            rules_cursor, rules_changed = self.objects.changes(DEVICE_TAINT_RULE, self._rules_cursor)
+            stale = stale or rules_changed is None or bool(rules_changed)
+        inventory = self._inventory
+        if stale or inventory is None:
+            rules = self.objects.list(DEVICE_TAINT_RULE) if self.taint_rules else []
+            inventory = self._inventory = Inventory(self.objects.list(RESOURCE_SLICE), rules)
             self._indexes = {}
             self.in_use.indexes = []
         self._slices_cursor = cursor
-        return self._inventory
+        self._rules_cursor = rules_cursor
+        return inventory
 
     def free_counts(self, key: Any, selectable: Callable[[Device], bool]) -> Mapping[str, int] | None:
         """Per node, how many devices that `selectable` accepts are free (see FreeIndex); None
@@ -201,5 +216,6 @@ def manager_for(handle: Handle, name: str) -> DraManager:
     hand out one device twice."""
     manager = handle.shared.get(name)
     if not isinstance(manager, DraManager):
-        manager = handle.shared[name] = DraManager(handle.objects)
+        manager = handle.shared[name] = DraManager(handle.objects,
+                                                   taint_rules=features.enabled(features.DRA_DEVICE_TAINT_RULES))
     return manager

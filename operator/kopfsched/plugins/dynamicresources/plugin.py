@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from kopfsched import features
 from kopfsched.framework.client import ClusterError
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.duration import parse_duration
@@ -194,6 +195,8 @@ class DynamicResources:
         self.args = args or DynamicResourcesArgs()
         self.handle = handle
         self.manager: DraManager = manager_for(handle, NAME)
+        self.device_taints = features.enabled(features.DRA_DEVICE_TAINTS)
+        """Read once, as upstream's plugin reads its feature.Features when it is built."""
 
     def _claims(self, pod: PodInfo) -> list[Obj]:
         """The pod's claims as this scheduler sees them (assumed allocations included);
@@ -255,7 +258,7 @@ class DynamicResources:
                                        classes=lambda name: objects.get(DEVICE_CLASS, name),
                                        inventory=inventory, in_use=self.manager.sync().counts,
                                        free_counts=self.manager.free_counts, clock=self.handle.clock,
-                                       timeout=self.args.filter_timeout)
+                                       timeout=self.args.filter_timeout, device_taints=self.device_taints)
             if len(data.pending) == len(claims):
                 try:
                     data.quick = data.allocator.quick()
