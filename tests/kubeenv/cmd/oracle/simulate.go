@@ -36,12 +36,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,12 +52,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	basemetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -96,11 +100,13 @@ type watchedQueue struct {
 func (q *watchedQueue) Add(ctx context.Context, pod *v1.Pod) {
 	q.SchedulingQueue.Add(ctx, pod)
 	q.adds.Add(1)
+	notify()
 }
 
 func (q *watchedQueue) Delete(logger klog.Logger, pod *v1.Pod) {
 	q.SchedulingQueue.Delete(logger, pod)
 	q.binds.Add(1)
+	notify()
 }
 
 func (q *watchedQueue) MoveAllToActiveOrBackoffQueue(logger klog.Logger, event fwk.ClusterEvent, oldObj, newObj interface{},
@@ -109,25 +115,39 @@ func (q *watchedQueue) MoveAllToActiveOrBackoffQueue(logger klog.Logger, event f
 	switch {
 	case event.Resource == fwk.Node && event.ActionType == fwk.Add:
 		q.nodeAdds.Add(1)
+		notify()
 	case event.Label() == framework.EventAssignedPodAdd.Label():
 		q.assignedAdds.Add(1)
+		notify()
 	case event.Label() == framework.EventAssignedPodDelete.Label() && newObj == nil:
 		if pod, ok := oldObj.(*v1.Pod); ok && pod.Spec.NodeName != "" {
 			q.deletes.Add(1)
+			notify()
 		}
 	}
 }
 
 // simulation is the state the loop and the hooks share.
 type simulation struct {
-	mu       sync.Mutex
-	pods     map[string]*SimPod // by namespace/name
-	order    []string
-	current  string // the pod of the running cycle
+	mu      sync.Mutex
+	pods    map[string]*SimPod // by namespace/name
+	order   []string
+	current string // the pod of the running cycle
+	// resolved: the current pod was bound or failed (its binding cycle runs after
+	// ScheduleOne returns, and after the queue's Done).
+	resolved bool
 	binds    atomic.Int64
 	deletes  atomic.Int64
 	preempts []string // pods whose preemption may still run
 	deleted  int
+}
+
+func queued(g basemetrics.GaugeMetric) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return 1 // look at the lists
+	}
+	return m.GetGauge().GetValue()
 }
 
 func cpuSeconds() float64 {
@@ -156,16 +176,28 @@ func (w *World) globalConfig() (*int32, *int32, error) {
 	return nil, nil, nil
 }
 
+// progress wakes waitFor: every hook that changes what it waits on sends to it
+// (without blocking); waitFor also looks again every millisecond.
+var progress = make(chan struct{}, 1)
+
+func notify() {
+	select {
+	case progress <- struct{}{}:
+	default:
+	}
+}
+
 func waitFor(what string, deadline time.Duration, done func() bool) error {
-	start := time.Now()
-	for spins := 0; !done(); spins++ {
-		if time.Since(start) > deadline {
+	timeout := time.NewTimer(deadline)
+	defer timeout.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !done() {
+		select {
+		case <-progress:
+		case <-tick.C:
+		case <-timeout.C:
 			return fmt.Errorf("timed out waiting for %s", what)
-		}
-		if spins < 50 {
-			time.Sleep(time.Microsecond)
-		} else {
-			time.Sleep(50 * time.Microsecond)
 		}
 	}
 	return nil
@@ -269,8 +301,12 @@ func simulateAll(files []string) error {
 			node := binding.Target.Name
 			e.Result, e.Node = "Scheduled", &node
 		}
-		sim.mu.Unlock()
+		if podKey(pod) == sim.current {
+			sim.resolved = true
+		}
 		sim.binds.Add(1)
+		sim.mu.Unlock()
+		notify()
 		return true, binding, nil
 	})
 	client.PrependReactor("delete", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -292,6 +328,7 @@ func simulateAll(files []string) error {
 		if pod.Spec.NodeName != "" {
 			sim.deletes.Add(1)
 		}
+		notify()
 		return false, nil, nil
 	})
 
@@ -323,7 +360,7 @@ func simulateAll(files []string) error {
 		if info, ok := entity.(*framework.QueuedPodInfo); ok && info.Pod != nil {
 			key := podKey(info.Pod)
 			sim.mu.Lock()
-			sim.current = key
+			sim.current, sim.resolved = key, false
 			if e := sim.pods[key]; e != nil {
 				if e.Attempts == 0 {
 					sim.order = append(sim.order, key)
@@ -350,7 +387,11 @@ func simulateAll(files []string) error {
 				}
 			}
 		}
+		if podKey(podInfo.Pod) == sim.current {
+			sim.resolved = true
+		}
 		sim.mu.Unlock()
+		notify()
 		failed(ctx, schedFramework, podInfo, status, nominatingInfo, start)
 	}
 	// The executors of the profiles' DefaultPreemption: whether a preemption still runs.
@@ -428,14 +469,14 @@ func simulateAll(files []string) error {
 
 	quiesce := func() error {
 		return waitFor("the cycle's binds, preemptions and events", wait, func() bool {
-			if len(priorityQueue.InFlightPods()) != 0 {
+			sim.mu.Lock()
+			defer sim.mu.Unlock()
+			if !sim.resolved || len(priorityQueue.InFlightPods()) != 0 {
 				return false
 			}
 			if queue.binds.Load() < sim.binds.Load() || queue.deletes.Load() < sim.deletes.Load() {
 				return false
 			}
-			sim.mu.Lock()
-			defer sim.mu.Unlock()
 			for len(sim.preempts) > 0 {
 				uid := sim.preempts[len(sim.preempts)-1]
 				for _, dp := range executors {
@@ -450,15 +491,29 @@ func simulateAll(files []string) error {
 		})
 	}
 
+	activeGauge, backoffGauge := schedmetrics.ActivePods(), schedmetrics.BackoffPods()
 	budget := 20 * len(pending)
 	if budget < 20 {
 		budget = 20
 	}
 	cycles := 0
 	settled := true
+	if path := os.Getenv("ORACLE_CPUPROFILE"); path != "" { // where the loop's CPU goes: go tool pprof
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	cpuBefore, wallBefore := cpuSeconds(), time.Now()
 	for {
-		if len(priorityQueue.PodsInActiveQ()) == 0 && len(priorityQueue.PodsInBackoffQ()) == 0 {
+		// The queue's own gauges, kept as its heaps change, say whether a pod waits; the lists
+		// (a copy of every pod) only confirm the end.
+		if queued(activeGauge)+queued(backoffGauge) <= 0 &&
+			len(priorityQueue.PodsInActiveQ()) == 0 && len(priorityQueue.PodsInBackoffQ()) == 0 {
 			break
 		}
 		if cycles == budget {
@@ -473,6 +528,7 @@ func simulateAll(files []string) error {
 		client.ClearActions()
 	}
 	cpu, wall := cpuSeconds()-cpuBefore, time.Since(wallBefore).Seconds()
+	pprof.StopCPUProfile()
 
 	// Pods never attempted: gated by a PreEnqueue plugin, or of no profile.
 	sim.mu.Lock()
