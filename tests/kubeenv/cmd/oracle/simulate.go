@@ -543,7 +543,12 @@ func simulateAll(files []string) error {
 		}
 		e := sim.pods[podKey(p)]
 		if e.Result == "Scheduled" {
-			e.Message = e.firstFailure // what a preemptor showed before it was bound
+			// simulate's rule: a pod bound after preempting shows its first failure (what it
+			// showed in a cluster before its victims went); any other bound pod nothing.
+			e.Message = ""
+			if len(e.Victims) > 0 || e.NominatedNode != nil {
+				e.Message = e.firstFailure
+			}
 		}
 		if e.Attempts > 0 {
 			continue
