@@ -1,7 +1,7 @@
 """kopfsched beside kube-scheduler, through the same real kube-apiserver and etcd (not a test).
 
     python -m benchmarks.side_by_side --workload SchedulingBasic/500Nodes [--pairs 2] [--scale 0.5] [-o json]
-    python -m benchmarks.side_by_side --offline [--offline-nodes 500,5000,15000]
+    python -m benchmarks.side_by_side --offline [--offline-nodes 500,5000,15000] [--offline-pods 1000] [-o json]
 
 Each run starts a fresh etcd and kube-apiserver of the pinned release (tests/kubeenv), creates
 the workload's init objects as scheduler_perf's templates shape them (nodes are API objects
@@ -22,9 +22,12 @@ scheduled and its `Scheduled` Event posted (and, beside it, to the last one sche
 scheduler's peak RSS is VmHWM at the end. The schedulers run alternately, kube-scheduler first
 in each pair, never two at once (`--pairs` pairs, ABAB).
 
-`--offline` times the scheduling algorithm alone on identical snapshots: the oracle
-(tests/kubeenv/cmd/oracle, upstream's framework over a snapshot; `oracle run`) against
-`kopfsched simulate`, as CPU seconds per pending pod over a run with no pending pod (the load).
+`--offline` times the scheduling loop alone on identical snapshots (SchedulingBasic's nodes, as
+many bound pods, `--offline-pods` pending): upstream's scheduler (`oracle simulate`,
+tests/kubeenv/cmd/oracle: one scheduler.New over a fake clientset, ScheduleOne per pod with
+the default percentageOfNodesToScore) against `kopfsched simulate`, as CPU ms per scheduled
+pod of each process's scheduling loop, reading the snapshot and building the scheduler
+excluded (benchmarks/offline.py).
 
 `--events-ab` alternates kopfsched with the broadcaster's `Scheduled` Event policy and kopfsched
 with each Event posted as soon as its bind succeeds, as kube-scheduler does.
@@ -41,7 +44,6 @@ import json
 import math
 import os
 import pathlib
-import resource
 import signal
 import ssl
 import statistics
@@ -662,46 +664,37 @@ def snapshot(path: pathlib.Path, nodes: int, running: int, pending: int) -> None
     path.write_text(json.dumps({'apiVersion': 'v1', 'kind': 'List', 'items': docs}))
 
 
-def child_cpu(argv: list[str], *, timeout: float) -> float:
-    """CPU seconds (user + system) of one run of argv, which must succeed."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout, check=False,
-                          env={**os.environ, 'PYTHONPATH': f'{ROOT / "operator"}:{ROOT}'})
-    if done.returncode != 0:
-        raise RuntimeError(f'{argv[:3]} failed: {done.stderr.decode()[-2000:]}')
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-
-
-def offline(sizes: list[int], *, log: Callable[[str], None]) -> list[dict[str, Any]]:
+def offline(sizes: list[int], *, pending: int, runs: int, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Per size, one snapshot (SchedulingBasic's nodes, as many bound pods, `pending` pods to
+    place) through `kopfsched simulate` and `oracle simulate` alternately, `runs` times each:
+    CPU ms per scheduled pod of each scheduling loop, set-up excluded; the median run."""
+    from benchmarks.offline import kopfsched_simulate, oracle_simulate
     from tests.differential.oracle import build_oracle
     oracle = build_oracle()
     rows = []
     with tempfile.TemporaryDirectory(prefix='side-by-side-offline-') as tmp:
         for nodes in sizes:
-            # Enough pods that the per-pod cost stands above the noise; fewer for the oracle at
-            # large sizes, which builds a scheduler over the whole snapshot per pod.
-            pending = {500: 400, 5000: 200, 15000: 100}.get(nodes, 100)
-            oracle_pending = {500: 100, 5000: 20, 15000: 8}.get(nodes, 10)
-            row: dict[str, Any] = {'nodes': nodes, 'running_pods': nodes}
-            every_node = pathlib.Path(tmp, 'every-node.yaml')
-            every_node.write_text(yaml.safe_dump({**scheduler_config(), 'percentageOfNodesToScore': 100}))
-            simulate = [sys.executable, '-m', 'kopfsched', 'simulate', '-o', 'json']
-            for name, count, argv in (
-                    ('kopfsched', pending, simulate),
-                    # What the oracle does per pod: every node filtered and scored, and explained.
-                    ('kopfsched_every_node_explained', pending, [*simulate, '--explain', f'--profile={every_node}']),
-                    ('oracle', oracle_pending, [str(oracle), 'run'])):
-                empty, full = pathlib.Path(tmp, f'{nodes}-0.json'), pathlib.Path(tmp, f'{nodes}-{count}.json')
-                snapshot(empty, nodes, nodes, 0)
-                snapshot(full, nodes, nodes, count)
-                base = child_cpu([*argv, str(empty)], timeout=PHASE_TIMEOUT)
-                total = child_cpu([*argv, str(full)], timeout=PHASE_TIMEOUT)
-                row[name] = {'pending_pods': count, 'load_cpu_s': round(base, 2), 'cpu_s': round(total, 2),
-                             'cpu_ms_per_pod': round(1000 * (total - base) / count, 2)}
-                log(f'offline {nodes} nodes, {name}: {row[name]}')
-            row['ratio_kopfsched_over_oracle'] = round(row['kopfsched_every_node_explained']['cpu_ms_per_pod']
-                                                       / row['oracle']['cpu_ms_per_pod'], 3)
+            path = pathlib.Path(tmp, f'{nodes}.json')
+            snapshot(path, nodes, nodes, pending)
+            samples: dict[str, list[dict[str, Any]]] = {'kopfsched': [], 'upstream': []}
+            for _ in range(runs):
+                k = kopfsched_simulate([path], timeout=PHASE_TIMEOUT)
+                samples['kopfsched'].append({
+                    'scheduled': k['summary']['scheduled'], 'load_cpu_s': k['measure']['load_cpu_s'],
+                    'cpu_s': k['measure']['loop_cpu_s'], 'seconds': k['measure']['loop_s'],
+                    'cpu_ms_per_pod': round(1000 * k['measure']['loop_cpu_s'] / max(k['summary']['scheduled'], 1), 3)})
+                log(f'offline {nodes} nodes, kopfsched: {samples["kopfsched"][-1]}')
+                o = oracle_simulate(oracle, [path], timeout=PHASE_TIMEOUT)['summary']
+                samples['upstream'].append({
+                    'scheduled': o['scheduled'], 'cpu_s': round(o['cpuSeconds'], 3), 'seconds': round(o['seconds'], 3),
+                    'cpu_ms_per_pod': round(o['cpuMsPerScheduledPod'], 3)})
+                log(f'offline {nodes} nodes, upstream: {samples["upstream"][-1]}')
+            row: dict[str, Any] = {'nodes': nodes, 'running_pods': nodes, 'pending_pods': pending, 'runs': runs}
+            for name, got in samples.items():
+                row[name] = sorted(got, key=lambda r: r['cpu_ms_per_pod'])[len(got) // 2]
+                row[name]['cpu_ms_per_pod_all'] = [r['cpu_ms_per_pod'] for r in got]
+            row['ratio_kopfsched_over_upstream'] = round(row['kopfsched']['cpu_ms_per_pod']
+                                                         / row['upstream']['cpu_ms_per_pod'], 3)
             rows.append(row)
     return rows
 
@@ -727,8 +720,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="alternate kopfsched with its Scheduled Events deferred (the broadcaster's policy) "
                              'and kopfsched with each posted at once, instead of kube-scheduler and kopfsched')
     parser.add_argument('--offline', action='store_true',
-                        help='time the oracle against kopfsched simulate instead (no API server)')
+                        help="time upstream's scheduler (oracle simulate) against kopfsched simulate on identical "
+                             'snapshots instead (no API server)')
     parser.add_argument('--offline-nodes', default='500,5000,15000', help='node counts of --offline')
+    parser.add_argument('--offline-pods', type=int, default=1000, help='pending pods of --offline (default: 1000)')
+    parser.add_argument('--offline-runs', type=int, default=1,
+                        help='runs of each scheduler per size, alternately; the median is reported (default: 1)')
     parser.add_argument('-o', '--output', choices=('table', 'json'), default='table')
     args = parser.parse_args(argv)
 
@@ -747,7 +744,9 @@ def main(argv: list[str] | None = None) -> int:
             sizes = [int(n) for n in args.offline_nodes.split(',')]
         except ValueError:
             parser.exit(1, f'side_by_side: --offline-nodes wants integers, not {args.offline_nodes!r}\n')
-        rows = offline(sizes, log=log)
+        if args.offline_pods < 1 or not 1 <= args.offline_runs <= 10:
+            parser.exit(1, 'side_by_side: --offline-pods must be positive and --offline-runs 1 to 10\n')
+        rows = offline(sizes, pending=args.offline_pods, runs=args.offline_runs, log=log)
         print(json.dumps(rows, indent=1) if args.output == 'json' else _offline_table(rows))
         return 0
     chosen = []
@@ -779,10 +778,9 @@ def _table(results: list[dict[str, Any]]) -> str:
 
 
 def _offline_table(rows: list[dict[str, Any]]) -> str:
-    lines = [f'{"nodes":>6} {"kopfsched ms/pod":>17} {"every node, explained":>22} {"oracle ms/pod":>14} {"ratio":>6}']
-    lines += [f'{r["nodes"]:>6} {r["kopfsched"]["cpu_ms_per_pod"]:>17} '
-              f'{r["kopfsched_every_node_explained"]["cpu_ms_per_pod"]:>22} {r["oracle"]["cpu_ms_per_pod"]:>14} '
-              f'{r["ratio_kopfsched_over_oracle"]:>6}' for r in rows]
+    lines = [f'{"nodes":>6} {"pods":>5} {"kopfsched CPU ms/pod":>21} {"upstream CPU ms/pod":>20} {"ratio":>6}']
+    lines += [f'{r["nodes"]:>6} {r["pending_pods"]:>5} {r["kopfsched"]["cpu_ms_per_pod"]:>21} '
+              f'{r["upstream"]["cpu_ms_per_pod"]:>20} {r["ratio_kopfsched_over_upstream"]:>6}' for r in rows]
     return '\n'.join(lines)
 
 

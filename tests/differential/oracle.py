@@ -1,6 +1,8 @@
 """kube-scheduler's own framework as an oracle: tests/kubeenv/cmd/oracle, built once per
 source hash under ~/.cache/kopfsched/, and run as a long-lived `oracle serve` process that
-explains one pod of one snapshot file per request."""
+explains one pod of one snapshot file per request. Its third mode, `oracle simulate` (one
+scheduler over the whole snapshot, ScheduleOne per pod, with the loop's CPU time), serves
+tests/differential/test_simulate_mode.py and benchmarks/offline.py."""
 
 from __future__ import annotations
 

@@ -5,10 +5,14 @@
 //
 //	oracle run FILE...      every pending pod in queue order, each bound (or its
 //	                        preemption applied) before the next; JSON {"pods": [...]}
+//	oracle simulate FILE... one scheduler over the snapshot, every pending pod scheduled
+//	                        in queue order as a running kube-scheduler does (simulate.go);
+//	                        JSON shaped as `kopfsched simulate -o json`, with the CPU time
+//	                        of the scheduling loop
 //	oracle serve            one request per stdin line, {"files": [...], "pod": "ns/name"},
 //	                        one explanation per stdout line, nothing applied
 //
-// Each pod is evaluated by a scheduler built afresh (scheduler.New, the in-tree
+// In run and serve, each pod is evaluated by a scheduler built afresh (scheduler.New, the in-tree
 // registry, the snapshot's KubeSchedulerConfiguration or SchedulerProfiles,
 // else the default profile) over a fake clientset holding the snapshot, with
 // informers synced and the pieces of schedulingCycle run as schedule_one.go
@@ -32,13 +36,15 @@ import (
 func main() {
 	klog.SetLogger(logr.Discard())
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: oracle run FILE... | oracle serve")
+		fmt.Fprintln(os.Stderr, "usage: oracle run FILE... | oracle simulate FILE... | oracle serve")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "run":
 		err = runAll(os.Args[2:])
+	case "simulate":
+		err = simulateAll(os.Args[2:])
 	case "serve":
 		err = serve()
 	default:

@@ -1,0 +1,88 @@
+"""`oracle simulate` (one upstream scheduler, ScheduleOne per pod) against `kopfsched simulate`
+on snapshots whose outcome does not hang on a tie: the same results, victims, nominations,
+attempt order and messages."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from tests.differential.oracle import OracleUnavailable, build_oracle
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+RETRY = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Node
+    metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}
+    status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}, capacity: {cpu: "4", memory: 8Gi, pods: "10"}}
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: web, namespace: default, creationTimestamp: "2026-01-01T00:00:00Z"}
+    spec:
+      affinity:
+        podAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {app: db}}
+            topologyKey: kubernetes.io/hostname
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: db, namespace: default, labels: {app: db}, creationTimestamp: "2026-01-01T00:00:01Z"}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+    """)
+
+
+@pytest.fixture(scope='module')
+def binary() -> pathlib.Path:
+    try:
+        return build_oracle()
+    except OracleUnavailable as err:
+        if os.environ.get('CI') == 'true':
+            raise
+        pytest.skip(str(err))
+
+
+def outcomes(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(p['namespace'], p['name'], p['result'], p['nominatedNode'], p['victims'], p['message'])
+            for p in report['pods']]
+
+
+def both(binary: pathlib.Path, path: pathlib.Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    upstream = json.loads(subprocess.run([str(binary), 'simulate', str(path)], capture_output=True, text=True,
+                                         check=True, timeout=300).stdout)
+    ours = json.loads(subprocess.run([sys.executable, '-m', 'kopfsched', 'simulate', str(path), '-o', 'json'],
+                                     capture_output=True, text=True, check=True, timeout=300, cwd=ROOT,
+                                     env={**os.environ, 'PYTHONPATH': str(ROOT / 'operator')}).stdout)
+    return upstream, ours
+
+
+def test_a_preemptor_and_an_anti_affinity_misfit_come_out_as_kopfsched_says(binary: pathlib.Path) -> None:
+    upstream, ours = both(binary, ROOT / 'examples' / 'affinity-and-preemption.yaml')
+    assert outcomes(upstream) == outcomes(ours)
+    payments = upstream['pods'][0]
+    assert (payments['name'], payments['node'], payments['victims']) == ('payments-0', 'node-b2', ['default/batch-b2'])
+    assert payments['message'] == ('0/6 nodes are available: 6 Insufficient cpu. preemption: found a potential '
+                                   'placement for pod on node node-b2, preempting 1 victims')
+    assert {k: upstream['summary'][k] for k in ('scheduled', 'unschedulable', 'preempted', 'settled')} == {
+        'scheduled': 14, 'unschedulable': 1, 'preempted': 1, 'settled': True}
+
+
+def test_a_pod_retried_after_the_pod_it_needs_lands_is_bound_with_no_message(
+        binary: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    path = tmp_path / 'retry.yaml'
+    path.write_text(RETRY)
+    upstream, ours = both(binary, path)
+    assert outcomes(upstream) == outcomes(ours) == [
+        ('default', 'web', 'Scheduled', None, [], ''), ('default', 'db', 'Scheduled', None, [], '')]
+    assert [p['attempts'] for p in upstream['pods']] == [2, 1]
+    assert upstream['summary']['cycles'] == 3
