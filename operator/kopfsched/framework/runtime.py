@@ -10,6 +10,7 @@ which uses a plugin's vectorised method when it has one and its per-node method 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -502,24 +503,99 @@ class Framework:
             return None
         return Status.unschedulable(message).with_plugin(plugin)
 
+    def will_wait_on_permit(self, pod: PodInfo) -> bool:
+        """Whether Permit told the pod to wait (its binding task will wait on it)."""
+        return self.handle.waiting_pods.get(pod.uid) is not None
+
     # -- binding ---------------------------------------------------------------------------
+
+    @timed("PreBindPreFlight")
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """Upstream's RunPreBindPreFlights: None when some PreBind plugin will have work for
+        the pod, SKIP when none will, an Error when one failed (or answered anything but
+        Success, Skip or Error). Records in `state` the plugins that skip, which PreBind
+        leaves out, and those that allow running in parallel."""
+        skipped: set[str] = set()
+        parallel: set[str] = set()
+        result: Status | None = SKIP
+        for plugin in self.pre_bind_plugins:
+            pre_flight = getattr(plugin, "pre_bind_pre_flight", None)
+            if pre_flight is None:  # no PreBindPreFlight: PreBind has work, alone
+                result = None
+                continue
+            try:
+                answer, status = pre_flight(state, pod, node_name)
+            except Exception as exc:
+                return Status.as_error(f'running PreBindPreFlight "{plugin.name}": {exc}')
+            if answer is not None and answer.allow_parallel:
+                parallel.add(plugin.name)
+            if status is None or status.code is Code.SUCCESS:
+                result = None
+            elif status.code is Code.SKIP:
+                skipped.add(plugin.name)
+            elif status.code is Code.ERROR:
+                logger.error("PreBindPreFlight plugin %s failed for pod %s on node %s: %s", plugin.name, pod.key,
+                             node_name, status.message)
+                return Status(Code.ERROR, (f'running PreBindPreFlight "{plugin.name}": {status.message}',),
+                              error=status.error)
+            else:
+                return Status.as_error(f'PreBindPreFlight {plugin.name} returned "{status.code.upstream_name}", '
+                                       "which is unsupported. It is supposed to return Success, Skip, or Error "
+                                       "status")
+        state.skip_pre_bind_plugins = frozenset(skipped)
+        state.parallel_pre_bind_plugins = frozenset(parallel)
+        return result
 
     @timed("PreBind")
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        result: Status | None = None
-        for plugin in self.pre_bind_plugins:
-            try:
-                status = await plugin.pre_bind(state, pod, node_name)
-            except Exception as exc:
-                status = Status.as_error(exc)
-            if status is None or status.code in (Code.SUCCESS, Code.SKIP):
-                continue
-            if not status.is_rejection:
-                status = Status(Code.ERROR, (f'running PreBind plugin "{plugin.name}": {status.message}',),
-                                error=status.error)
-            result = status.with_plugin(plugin.name)
-            break
-        return result
+        """The PreBind plugins in order, but those PreBindPreFlight said skip; neighbours it
+        allowed to run in parallel run at the same time, and the first failure among them
+        cancels the others (upstream's getPreBindPluginGroups)."""
+        skipped, parallel = state.skip_pre_bind_plugins, state.parallel_pre_bind_plugins
+        if not parallel:
+            for plugin in self.pre_bind_plugins:
+                if plugin.name in skipped:
+                    continue
+                status = await self._run_pre_bind_plugin(plugin, state, pod, node_name)
+                if status is not None:
+                    return status
+            return None
+        for group in _pre_bind_groups(self.pre_bind_plugins, skipped, parallel):
+            if len(group) == 1:
+                status = await self._run_pre_bind_plugin(group[0], state, pod, node_name)
+            else:
+                status = await self._run_pre_bind_group(group, state, pod, node_name)
+            if status is not None:
+                return status
+        return None
+
+    async def _run_pre_bind_group(self, group: list[PreBindPlugin], state: CycleState, pod: PodInfo,
+                                  node_name: str) -> Status | None:
+        tasks = [asyncio.ensure_future(self._run_pre_bind_plugin(plugin, state, pod, node_name))
+                 for plugin in group]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                status = await next_done
+                if status is not None:
+                    return status
+            return None
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run_pre_bind_plugin(self, plugin: PreBindPlugin, state: CycleState, pod: PodInfo,
+                                   node_name: str) -> Status | None:
+        try:
+            status = await plugin.pre_bind(state, pod, node_name)
+        except Exception as exc:
+            status = Status.as_error(exc)
+        if status is None or status.code in (Code.SUCCESS, Code.SKIP):
+            return None
+        if not status.is_rejection:
+            status = Status(Code.ERROR, (f'running PreBind plugin "{plugin.name}": {status.message}',),
+                            error=status.error)
+        return status.with_plugin(plugin.name)
 
     @timed("Bind")
     async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
@@ -549,3 +625,25 @@ class Framework:
                 plugin.post_bind(state, pod, node_name)
             except Exception:  # informational only: the pod is bound
                 logger.exception("PostBind plugin %s failed for pod %s", plugin.name, pod.key)
+
+
+def _pre_bind_groups(plugins: list[PreBindPlugin], skipped: frozenset[str],
+                     parallel: frozenset[str]) -> list[list[PreBindPlugin]]:
+    """The PreBind plugins not skipped, in order, in groups to run together: a run of
+    neighbours that allow parallel runs is one group, any other plugin a group of its own
+    (a skipped plugin does not break a run, as upstream)."""
+    groups: list[list[PreBindPlugin]] = []
+    group: list[PreBindPlugin] = []
+    for plugin in plugins:
+        if plugin.name in parallel:
+            if plugin.name not in skipped:
+                group.append(plugin)
+            continue
+        if group:
+            groups.append(group)
+            group = []
+        if plugin.name not in skipped:
+            groups.append([plugin])
+    if group:
+        groups.append(group)
+    return groups
