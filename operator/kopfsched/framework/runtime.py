@@ -124,6 +124,9 @@ class Framework:
         self.reserve_plugins: list[ReservePlugin] = at("reserve")
         self.permit_plugins: list[PermitPlugin] = at("permit")
         self.pre_bind_plugins: list[PreBindPlugin] = at("preBind")
+        self._pre_bind_pre_flights = [(plugin, getattr(plugin, "pre_bind_pre_flight", None))
+                                      for plugin in self.pre_bind_plugins]
+        """(plugin, its PreBindPreFlight or None) of every PreBind plugin."""
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
         self.pre_filter_extensions: list[PreFilterExtensions] = [
@@ -518,8 +521,7 @@ class Framework:
         skipped: set[str] = set()
         parallel: set[str] = set()
         result: Status | None = SKIP
-        for plugin in self.pre_bind_plugins:
-            pre_flight = getattr(plugin, "pre_bind_pre_flight", None)
+        for plugin, pre_flight in self._pre_bind_pre_flights:
             if pre_flight is None:  # no PreBindPreFlight: PreBind has work, alone
                 result = None
                 continue
@@ -542,8 +544,10 @@ class Framework:
                 return Status.as_error(f'PreBindPreFlight {plugin.name} returned "{status.code.upstream_name}", '
                                        "which is unsupported. It is supposed to return Success, Skip, or Error "
                                        "status")
-        state.skip_pre_bind_plugins = frozenset(skipped)
-        state.parallel_pre_bind_plugins = frozenset(parallel)
+        if skipped:
+            state.skip_pre_bind_plugins = frozenset(skipped)
+        if parallel:
+            state.parallel_pre_bind_plugins = frozenset(parallel)
         return result
 
     @timed("PreBind")
