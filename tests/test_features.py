@@ -14,7 +14,8 @@ import pytest
 from kopfsched import features
 
 KUBEENV = Path(__file__).resolve().parent / "kubeenv"
-SWITCH = "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
+SWITCH = ("NominatedNodeNameForExpectation, SchedulerPopFromBackoffQ, StorageCapacityScoring, "
+          "VolumeLimitScaling")
 
 
 def _module_dir(module: str) -> Path:

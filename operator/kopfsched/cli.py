@@ -77,7 +77,8 @@ def _feature_gates(text: str):
 
 
 FEATURE_GATES_HELP = ("Name=true|false,... as kube-scheduler v1.37.2's --feature-gates; kopfsched can switch "
-                      "SchedulerPopFromBackoffQ, StorageCapacityScoring and VolumeLimitScaling (default: every "
+                      "NominatedNodeNameForExpectation, SchedulerPopFromBackoffQ, StorageCapacityScoring and "
+                      "VolumeLimitScaling (default: every "
                       "gate at its default, see docs/feature-gates.md)")
 
 

@@ -20,6 +20,7 @@ STORAGE_CAPACITY_SCORING = "StorageCapacityScoring"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
 VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
+NOMINATED_NODE_NAME_FOR_EXPECTATION = "NominatedNodeNameForExpectation"
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ VolumeLimitScaling                            Beta  on
 """)
 """Every gate kube-scheduler v1.37.2 reads, with its stage and default there."""
 
-SWITCHABLE: frozenset[str] = frozenset({POP_FROM_BACKOFF_Q, STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING})
+SWITCHABLE: frozenset[str] = frozenset({NOMINATED_NODE_NAME_FOR_EXPECTATION, POP_FROM_BACKOFF_Q,
+                                        STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING})
 """The gates whose other value kopfsched implements too."""
 
 KNOWN: Mapping[str, bool] = {name: gate.default for name, gate in UPSTREAM.items()}

@@ -23,7 +23,8 @@ from tests.queue.queues import HINTS, contents, empty, fail, make_profile, pod
 from tests.waiting import drain, until
 
 MakeQueue = Callable[..., SchedulingQueue]
-SWITCH = "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
+SWITCH = ("NominatedNodeNameForExpectation, SchedulerPopFromBackoffQ, StorageCapacityScoring, "
+          "VolumeLimitScaling")
 
 
 @pytest.fixture
