@@ -39,7 +39,9 @@ def framework(*plugins: PreBind) -> Framework:
 
 
 CASES = {
-    "every plugin skips": ([(ALLOW_PARALLEL, SKIP), (None, SKIP)], (Code.SKIP, ""), {"A", "B"}, {"A"}),
+    # (no group to form when nothing runs: the parallel ones are not recorded)
+    "every plugin skips": ([(ALLOW_PARALLEL, SKIP), (None, SKIP)], (Code.SKIP, ""), {"A", "B"}, set()),
+    "a Skip of its own is a skip too": ([(None, Status(Code.SKIP, ("later",))), (None, None)], None, {"A"}, set()),
     "one with work is enough": ([(ALLOW_PARALLEL, SKIP), (None, None)], None, {"A"}, {"A"}),
     "a plugin without PreBindPreFlight has work": ([(None, SKIP), None], None, {"A"}, set()),
     "an error stops at once": ([(None, Status.as_error("boom")), (None, None)],

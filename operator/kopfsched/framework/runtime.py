@@ -127,6 +127,7 @@ class Framework:
         self._pre_bind_pre_flights = [(plugin, getattr(plugin, "pre_bind_pre_flight", None))
                                       for plugin in self.pre_bind_plugins]
         """(plugin, its PreBindPreFlight or None) of every PreBind plugin."""
+        self._all_pre_bind = frozenset(plugin.name for plugin in self.pre_bind_plugins)
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
         self.pre_filter_extensions: list[PreFilterExtensions] = [
@@ -518,8 +519,8 @@ class Framework:
         the pod, SKIP when none will, an Error when one failed (or answered anything but
         Success, Skip or Error). Records in `state` the plugins that skip, which PreBind
         leaves out, and those that allow running in parallel."""
-        skipped: set[str] = set()
-        parallel: set[str] = set()
+        skipped: list[str] = []
+        parallel: list[str] = []
         result: Status | None = SKIP
         for plugin, pre_flight in self._pre_bind_pre_flights:
             if pre_flight is None:  # no PreBindPreFlight: PreBind has work, alone
@@ -530,11 +531,12 @@ class Framework:
             except Exception as exc:
                 return Status.as_error(f'running PreBindPreFlight "{plugin.name}": {exc}')
             if answer is not None and answer.allow_parallel:
-                parallel.add(plugin.name)
-            if status is None or status.code is Code.SUCCESS:
+                parallel.append(plugin.name)
+            # Every pod asks this: the shared SKIP is told apart without reading its code.
+            if status is SKIP or (status is not None and status.code is Code.SKIP):
+                skipped.append(plugin.name)
+            elif status is None or status.code is Code.SUCCESS:
                 result = None
-            elif status.code is Code.SKIP:
-                skipped.add(plugin.name)
             elif status.code is Code.ERROR:
                 logger.error("PreBindPreFlight plugin %s failed for pod %s on node %s: %s", plugin.name, pod.key,
                              node_name, status.message)
@@ -544,6 +546,9 @@ class Framework:
                 return Status.as_error(f'PreBindPreFlight {plugin.name} returned "{status.code.upstream_name}", '
                                        "which is unsupported. It is supposed to return Success, Skip, or Error "
                                        "status")
+        if result is SKIP:  # every plugin skips (most pods): PreBind runs none, in no groups
+            state.skip_pre_bind_plugins = self._all_pre_bind
+            return result
         if skipped:
             state.skip_pre_bind_plugins = frozenset(skipped)
         if parallel:

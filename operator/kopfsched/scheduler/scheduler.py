@@ -34,7 +34,7 @@ from kopfsched.framework.interface import NodeToStatus
 from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework
-from kopfsched.framework.status import Code, Status
+from kopfsched.framework.status import SKIP, Code, Status
 from kopfsched.framework.types import PodInfo, rfc3339
 from kopfsched.queue.nominator import status_nominated_node
 from kopfsched.queue.scheduling_queue import SchedulingQueue
@@ -282,7 +282,9 @@ class Scheduler:
         try:
             status = None
             if self.nominate_for_expectation:
-                status, nominated = await self._nominate_for_expectation(fwk, state, assumed, host)
+                status, nominate = self._pre_bind_pre_flight(fwk, state, assumed, host)
+                if nominate:
+                    nominated = await self._nominate_for_expectation(assumed, host)
             if status is None:
                 status = await self._bind(fwk, state, assumed, host, extenders)
         except Exception as exc:
@@ -310,28 +312,31 @@ class Scheduler:
         except Exception:
             logger.exception("reporting the binding of pod %s to %s failed", assumed.key, host)
 
-    async def _nominate_for_expectation(self, fwk: Framework, state: CycleState, assumed: PodInfo,
-                                        host: str) -> tuple[Status | None, bool]:
+    def _pre_bind_pre_flight(self, fwk: Framework, state: CycleState, assumed: PodInfo,
+                             host: str) -> tuple[Status | None, bool]:
         """The start of upstream's binding cycle with NominatedNodeNameForExpectation:
-        PreBindPreFlight, then, when PreBind has work or the pod waits at Permit, the pod's
-        status.nominatedNodeName set to `host` (unless it is already), awaited before anything
-        else of the binding goes to the API, so that others (e.g. a cluster autoscaler) know
-        where the pod is about to go. (status that fails the binding cycle, whether the
-        nomination was written). A failed write is logged and the binding goes on."""
+        PreBindPreFlight; (the status that fails the binding cycle, whether the pod is to be
+        nominated to `host`: PreBind has work or the pod waits at Permit, and its
+        status.nominatedNodeName is not `host` already). Otherwise the pod is bound soon
+        anyway: nothing to tell."""
         pre_flight = fwk.run_pre_bind_pre_flights(state, assumed, host)
-        if pre_flight is not None and (pre_flight.code is Code.ERROR or pre_flight.is_rejection):
+        if pre_flight is not None and pre_flight is not SKIP:  # an Error (never anything else)
             return pre_flight, False
-        if pre_flight is not None and not fwk.will_wait_on_permit(assumed):
-            return None, False  # bound soon anyway: nothing to tell
-        if status_nominated_node(assumed) == host:
+        if pre_flight is SKIP and not fwk.will_wait_on_permit(assumed):
             return None, False
+        return None, status_nominated_node(assumed) != host
+
+    async def _nominate_for_expectation(self, assumed: PodInfo, host: str) -> bool:
+        """status.nominatedNodeName = `host`, awaited before anything else of the binding goes
+        to the API, so that others (e.g. a cluster autoscaler) know where the pod is about to
+        go. A failed write is logged and the binding goes on (False)."""
         try:
             await self.client.patch_pod_status(pod=assumed.pod, nominated_node_name=host)
         except Exception as exc:  # not critical enough to stop the binding
             logger.error("Failed to update the nominated node name in the binding cycle of pod %s "
                          "(nominatedNodeName %s): %s", assumed.key, host, exc)
-            return None, False
-        return None, True
+            return False
+        return True
 
     async def _bind(self, fwk: Framework, state: CycleState, assumed: PodInfo, host: str,
                     extenders: tuple[HTTPExtender, ...]) -> Status | None:
