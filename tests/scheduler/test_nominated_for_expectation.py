@@ -217,6 +217,20 @@ async def test_a_rejection_at_permit_clears_the_nomination_with_the_condition():
     assert h.scheduler.queue.pending_counts() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0}
 
 
+async def test_a_second_rejection_with_the_same_message_clears_only_the_nomination():
+    h = _harness([make_node("n1")])
+    h.add_pods(make_pod("waiter", labels={"gate": "wait"}, requests={"cpu": "1"}))
+    for _ in range(2):
+        await h.scheduler.schedule_one(h.scheduler.queue.pop())  # from backoffQ the second time
+        await asyncio.sleep(0)
+        h.scheduler.waiting_pods.get(_uid(h, "waiter")).reject("GatePermit", "not now")
+        await h.scheduler.settle_tasks()
+    # The condition is what it was: as upstream's patch, only the nomination changes.
+    assert h.client.pod_calls("waiter") == [("status", "waiter", "n1", None), ("status", "waiter", "", "Unschedulable"),
+                                            ("status", "waiter", "n1", None), ("status", "waiter", "", None)]
+    assert h.condition("waiter")["message"] == "0/1 nodes are available: 1 not now."
+
+
 async def test_with_the_gate_off_a_pod_waiting_at_permit_gets_no_nomination():
     h = _harness([make_node("n1")], gates=GATE_OFF)
     h.add_pods(make_pod("waiter", labels={"gate": "wait"}, requests={"cpu": "1"}))

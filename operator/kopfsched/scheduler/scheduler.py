@@ -438,8 +438,11 @@ class Scheduler:
         nominated_before = api_nomination if api_nomination is not None else status_nominated_node(pod)
         renominated = nominated_node is not None and nominated_node != nominated_before
         if not unchanged or renominated:
+            # As upstream's two-way patch: an unchanged condition is not sent again (it would
+            # get a new lastTransitionTime), only the nomination.
+            condition = None if unchanged else pod_scheduled_condition(reason, message, self.wall_clock(), generation)
             await self._call_api(self.client.patch_pod_status(
-                pod=pod.pod, condition=pod_scheduled_condition(reason, message, self.wall_clock(), generation),
+                pod=pod.pod, condition=condition,
                 nominated_node_name=nominated_node if renominated else None), "pod condition")
         await self._call_api(self.client.record_event(
             regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",
