@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from kopfsched import features
 from kopfsched.cache import Cache
 from kopfsched.config.defaults import default_profile
 from kopfsched.config.parse import parse_scheduler_profile
@@ -40,15 +41,23 @@ def profile_from_spec(spec: dict[str, Any], registry: Registry, name: str = "tes
 class Harness:
     def __init__(self, nodes: list[dict], *, profiles: list[ProfileConfig] | None = None,
                  registry: Registry | None = None, client: InMemoryClusterClient | None = None,
-                 seed: int = 0, explain: bool = True, percentage: int = 0) -> None:
+                 seed: int = 0, explain: bool = True, percentage: int = 0, gates: str = "") -> None:
+        """`gates`: `--feature-gates` for this scheduler and its plugins (read as they are built;
+        none given: the process's gates as they are)."""
         self.registry = registry or in_tree_registry()
         self.client = client or InMemoryClusterClient()
         self.clock = VirtualClock(1000.0)
         self.recorder = Recorder()
-        self.scheduler = Scheduler(cache=Cache(), client=self.client, registry=self.registry, clock=self.clock,
-                                   rng=random.Random(seed), observer=self.recorder, explain=explain,
-                                   percentage_of_nodes_to_score=percentage)
-        self.scheduler.set_profiles(profiles or [default_profile(self.registry)])
+        saved = features.GATES
+        if gates:
+            features.set_gates(features.parse(gates))
+        try:
+            self.scheduler = Scheduler(cache=Cache(), client=self.client, registry=self.registry, clock=self.clock,
+                                       rng=random.Random(seed), observer=self.recorder, explain=explain,
+                                       percentage_of_nodes_to_score=percentage)
+            self.scheduler.set_profiles(profiles or [default_profile(self.registry)])
+        finally:
+            features.set_gates(saved)
         self.handlers = EventHandlers(self.scheduler)
         self.client.on_pod_change = lambda new, old: self.handlers.on_pod_upsert(new, old)
         self.client.on_pod_delete = self.handlers.on_pod_delete

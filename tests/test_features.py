@@ -14,7 +14,8 @@ import pytest
 from kopfsched import features
 
 KUBEENV = Path(__file__).resolve().parent / "kubeenv"
-SWITCH = "DRADeviceTaintRules, DRADeviceTaints, SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling"
+SWITCH = ("DRADeviceTaintRules, DRADeviceTaints, NominatedNodeNameForExpectation, SchedulerPopFromBackoffQ, "
+          "StorageCapacityScoring, VolumeLimitScaling")
 
 
 def _module_dir(module: str) -> Path:

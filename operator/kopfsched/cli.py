@@ -77,8 +77,9 @@ def _feature_gates(text: str):
 
 
 FEATURE_GATES_HELP = ("Name=true|false,... as kube-scheduler v1.37.2's --feature-gates; kopfsched can switch "
-                      "DRADeviceTaintRules, DRADeviceTaints, SchedulerPopFromBackoffQ, StorageCapacityScoring and "
-                      "VolumeLimitScaling (default: every gate at its default, see docs/feature-gates.md)")
+                      "DRADeviceTaintRules, DRADeviceTaints, NominatedNodeNameForExpectation, "
+                      "SchedulerPopFromBackoffQ, StorageCapacityScoring and VolumeLimitScaling "
+                      "(default: every gate at its default, see docs/feature-gates.md)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
 VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
 DRA_DEVICE_TAINTS = "DRADeviceTaints"
 DRA_DEVICE_TAINT_RULES = "DRADeviceTaintRules"
+NOMINATED_NODE_NAME_FOR_EXPECTATION = "NominatedNodeNameForExpectation"
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,9 @@ VolumeLimitScaling                            Beta  on
 """)
 """Every gate kube-scheduler v1.37.2 reads, with its stage and default there."""
 
-SWITCHABLE: frozenset[str] = frozenset({POP_FROM_BACKOFF_Q, STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING,
-                                        DRA_DEVICE_TAINTS, DRA_DEVICE_TAINT_RULES})
+SWITCHABLE: frozenset[str] = frozenset({NOMINATED_NODE_NAME_FOR_EXPECTATION, POP_FROM_BACKOFF_Q,
+                                        STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING, DRA_DEVICE_TAINTS,
+                                        DRA_DEVICE_TAINT_RULES})
 """The gates whose other value kopfsched implements too."""
 
 DEPENDENCIES: Mapping[str, tuple[str, ...]] = {DRA_DEVICE_TAINT_RULES: (DRA_DEVICE_TAINTS,)}

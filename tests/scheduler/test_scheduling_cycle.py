@@ -96,13 +96,16 @@ class RejectingPermit:
 
 async def test_a_pod_rejected_at_permit_is_not_woken_by_forgetting_itself():
     # Upstream defers the AssignedPodDelete of a rejected binding cycle until the pod is
-    # requeued, so the pod's own forgetting is not replayed as an in-flight event.
+    # requeued, so the pod's own forgetting is not replayed as an in-flight event. (With
+    # NominatedNodeNameForExpectation the clearing of the pod's own nomination, as it waited
+    # at Permit, wakes it: tests/scheduler/test_nominated_for_expectation.py.)
     custom = Registry()
     custom.register(PluginFactory(name="RejectingPermit", factory=RejectingPermit))
     registry = in_tree_registry().merged(custom)
     profile = profile_from_spec({"schedulerName": "default-scheduler", "plugins": {
         "permit": {"enabled": [{"name": "RejectingPermit"}]}}}, registry)
-    h = Harness([make_node("n1")], profiles=[profile], registry=registry)
+    h = Harness([make_node("n1")], profiles=[profile], registry=registry,
+                gates="NominatedNodeNameForExpectation=false")
     h.add_pods(make_pod("p", requests={"cpu": "1"}))
     await h.scheduler.schedule_one(h.scheduler.queue.pop())
     waiting = h.scheduler.waiting_pods.get(h.client.pods["default/p"]["metadata"]["uid"])

@@ -18,6 +18,7 @@ from kopfsched.framework.interface import (
     MIN_NODE_SCORE,
     NodeToStatus,
     PostFilterResult,
+    PreBindPreFlightResult,
     PreFilterResult,
 )
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
@@ -46,6 +47,7 @@ __all__ = [
     "PluginLoadError",
     "PodInfo",
     "PostFilterResult",
+    "PreBindPreFlightResult",
     "PreFilterResult",
     "QueuedPodInfo",
     "QueueingHint",

@@ -14,6 +14,8 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
+_NONE: frozenset[str] = frozenset()
+
 
 class StateKey(Generic[T]):
     """A typed key in CycleState, owned by one plugin."""
@@ -35,12 +37,17 @@ class StateNotFoundError(KeyError):
 class CycleState:
     """Per-cycle storage; cloned for preemption's and nominated pods' dry runs."""
 
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = ("_data", "parallel_pre_bind_plugins", "skip_filter_plugins", "skip_pre_bind_plugins",
+                 "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[StateKey[Any], Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        self.skip_pre_bind_plugins: frozenset[str] = _NONE
+        """PreBind plugins whose PreBindPreFlight said Skip: PreBind leaves them out."""
+        self.parallel_pre_bind_plugins: frozenset[str] = _NONE
+        """PreBind plugins whose PreBindPreFlight allowed them to run beside their neighbours."""
 
     def write(self, key: StateKey[T], value: T) -> None:
         self._data[key] = value
@@ -63,4 +70,6 @@ class CycleState:
         other._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
         other.skip_filter_plugins = set(self.skip_filter_plugins)
         other.skip_score_plugins = set(self.skip_score_plugins)
+        other.skip_pre_bind_plugins = self.skip_pre_bind_plugins
+        other.parallel_pre_bind_plugins = self.parallel_pre_bind_plugins
         return other

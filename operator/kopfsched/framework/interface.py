@@ -224,9 +224,36 @@ class PermitPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
-    """Runs in the binding task before Bind (e.g. to bind volumes); may await the API."""
+    """Runs in the binding task before Bind (e.g. to bind volumes); may await the API.
+
+    A PreBind plugin may also define `pre_bind_pre_flight` (PreBindPreFlightPlugin), which
+    says at the start of the binding cycle whether PreBind has work for the pod; one that
+    does not is taken to have work every time."""
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PreBindPreFlightResult:
+    """What PreBindPreFlight says beside its status (upstream's PreBindPreFlightResult)."""
+
+    allow_parallel: bool = False
+    """This plugin's PreBind may run at the same time as its neighbours' that allow it too."""
+
+
+ALLOW_PARALLEL = PreBindPreFlightResult(allow_parallel=True)
+
+
+@runtime_checkable
+class PreBindPreFlightPlugin(PreBindPlugin, Protocol):
+    """Upstream's PreBindPreFlight (NominatedNodeNameForExpectation): called at the start of
+    the binding cycle, before WaitOnPermit. None says PreBind will have work for the pod on
+    `node_name` (the scheduler then sets the pod's status.nominatedNodeName), SKIP that it
+    will not (its PreBind is then not called), an Error fails the binding cycle; any other
+    code is an error too. Cheap and without API calls: it only reads the cycle state."""
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo,
+                            node_name: str) -> tuple[PreBindPreFlightResult | None, Status | None]: ...
 
 
 @runtime_checkable

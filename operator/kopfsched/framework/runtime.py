@@ -10,6 +10,7 @@ which uses a plugin's vectorised method when it has one and its per-node method 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -123,6 +124,10 @@ class Framework:
         self.reserve_plugins: list[ReservePlugin] = at("reserve")
         self.permit_plugins: list[PermitPlugin] = at("permit")
         self.pre_bind_plugins: list[PreBindPlugin] = at("preBind")
+        self._pre_bind_pre_flights = [(plugin, getattr(plugin, "pre_bind_pre_flight", None))
+                                      for plugin in self.pre_bind_plugins]
+        """(plugin, its PreBindPreFlight or None) of every PreBind plugin."""
+        self._all_pre_bind = frozenset(plugin.name for plugin in self.pre_bind_plugins)
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
         self.pre_filter_extensions: list[PreFilterExtensions] = [
@@ -502,24 +507,104 @@ class Framework:
             return None
         return Status.unschedulable(message).with_plugin(plugin)
 
+    def will_wait_on_permit(self, pod: PodInfo) -> bool:
+        """Whether Permit told the pod to wait (its binding task will wait on it)."""
+        return self.handle.waiting_pods.get(pod.uid) is not None
+
     # -- binding ---------------------------------------------------------------------------
+
+    @timed("PreBindPreFlight")
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """Upstream's RunPreBindPreFlights: None when some PreBind plugin will have work for
+        the pod, SKIP when none will, an Error when one failed (or answered anything but
+        Success, Skip or Error). Records in `state` the plugins that skip, which PreBind
+        leaves out, and those that allow running in parallel."""
+        skipped: list[str] = []
+        parallel: list[str] = []
+        result: Status | None = SKIP
+        for plugin, pre_flight in self._pre_bind_pre_flights:
+            if pre_flight is None:  # no PreBindPreFlight: PreBind has work, alone
+                result = None
+                continue
+            try:
+                answer, status = pre_flight(state, pod, node_name)
+            except Exception as exc:
+                return Status.as_error(f'running PreBindPreFlight "{plugin.name}": {exc}')
+            if answer is not None and answer.allow_parallel:
+                parallel.append(plugin.name)
+            # Every pod asks this: the shared SKIP is told apart without reading its code.
+            if status is SKIP or (status is not None and status.code is Code.SKIP):
+                skipped.append(plugin.name)
+            elif status is None or status.code is Code.SUCCESS:
+                result = None
+            elif status.code is Code.ERROR:
+                logger.error("PreBindPreFlight plugin %s failed for pod %s on node %s: %s", plugin.name, pod.key,
+                             node_name, status.message)
+                return Status(Code.ERROR, (f'running PreBindPreFlight "{plugin.name}": {status.message}',),
+                              error=status.error)
+            else:
+                return Status.as_error(f'PreBindPreFlight {plugin.name} returned "{status.code.upstream_name}", '
+                                       "which is unsupported. It is supposed to return Success, Skip, or Error "
+                                       "status")
+        if result is SKIP:  # every plugin skips (most pods): PreBind runs none, in no groups
+            state.skip_pre_bind_plugins = self._all_pre_bind
+            return result
+        if skipped:
+            state.skip_pre_bind_plugins = frozenset(skipped)
+        if parallel:
+            state.parallel_pre_bind_plugins = frozenset(parallel)
+        return result
 
     @timed("PreBind")
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        result: Status | None = None
-        for plugin in self.pre_bind_plugins:
-            try:
-                status = await plugin.pre_bind(state, pod, node_name)
-            except Exception as exc:
-                status = Status.as_error(exc)
-            if status is None or status.code in (Code.SUCCESS, Code.SKIP):
-                continue
-            if not status.is_rejection:
-                status = Status(Code.ERROR, (f'running PreBind plugin "{plugin.name}": {status.message}',),
-                                error=status.error)
-            result = status.with_plugin(plugin.name)
-            break
-        return result
+        """The PreBind plugins in order, but those PreBindPreFlight said skip; neighbours it
+        allowed to run in parallel run at the same time, and the first failure among them
+        cancels the others (upstream's getPreBindPluginGroups)."""
+        skipped, parallel = state.skip_pre_bind_plugins, state.parallel_pre_bind_plugins
+        if not parallel:
+            for plugin in self.pre_bind_plugins:
+                if plugin.name in skipped:
+                    continue
+                status = await self._run_pre_bind_plugin(plugin, state, pod, node_name)
+                if status is not None:
+                    return status
+            return None
+        for group in _pre_bind_groups(self.pre_bind_plugins, skipped, parallel):
+            if len(group) == 1:
+                status = await self._run_pre_bind_plugin(group[0], state, pod, node_name)
+            else:
+                status = await self._run_pre_bind_group(group, state, pod, node_name)
+            if status is not None:
+                return status
+        return None
+
+    async def _run_pre_bind_group(self, group: list[PreBindPlugin], state: CycleState, pod: PodInfo,
+                                  node_name: str) -> Status | None:
+        tasks = [asyncio.ensure_future(self._run_pre_bind_plugin(plugin, state, pod, node_name))
+                 for plugin in group]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                status = await next_done
+                if status is not None:
+                    return status
+            return None
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run_pre_bind_plugin(self, plugin: PreBindPlugin, state: CycleState, pod: PodInfo,
+                                   node_name: str) -> Status | None:
+        try:
+            status = await plugin.pre_bind(state, pod, node_name)
+        except Exception as exc:
+            status = Status.as_error(exc)
+        if status is None or status.code in (Code.SUCCESS, Code.SKIP):
+            return None
+        if not status.is_rejection:
+            status = Status(Code.ERROR, (f'running PreBind plugin "{plugin.name}": {status.message}',),
+                            error=status.error)
+        return status.with_plugin(plugin.name)
 
     @timed("Bind")
     async def run_bind_plugins(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
@@ -549,3 +634,25 @@ class Framework:
                 plugin.post_bind(state, pod, node_name)
             except Exception:  # informational only: the pod is bound
                 logger.exception("PostBind plugin %s failed for pod %s", plugin.name, pod.key)
+
+
+def _pre_bind_groups(plugins: list[PreBindPlugin], skipped: frozenset[str],
+                     parallel: frozenset[str]) -> list[list[PreBindPlugin]]:
+    """The PreBind plugins not skipped, in order, in groups to run together: a run of
+    neighbours that allow parallel runs is one group, any other plugin a group of its own
+    (a skipped plugin does not break a run, as upstream)."""
+    groups: list[list[PreBindPlugin]] = []
+    group: list[PreBindPlugin] = []
+    for plugin in plugins:
+        if plugin.name in parallel:
+            if plugin.name not in skipped:
+                group.append(plugin)
+            continue
+        if group:
+            groups.append(group)
+            group = []
+        if plugin.name not in skipped:
+            groups.append([plugin])
+    if group:
+        groups.append(group)
+    return groups

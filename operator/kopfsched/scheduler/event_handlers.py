@@ -39,6 +39,13 @@ def _terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES
 
 
+def _uid(pod: Obj) -> str:
+    """The pod's PodInfo.uid, without building the PodInfo."""
+    meta = pod.get("metadata") or {}
+    uid: str = meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+    return uid
+
+
 def _confirming(assumed: PodInfo, pod: Obj) -> PodInfo:
     """The PodInfo of the bound pod the watch shows for an assumed one: the assumed one's
     computed parts when spec and labels are what was assumed (the usual case: our own bind),
@@ -63,8 +70,7 @@ class EventHandlers:
             self.on_pod_delete(pod)
             return
         if _assigned(pod):
-            meta = pod.get("metadata") or {}
-            uid: str = meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"  # as PodInfo.uid
+            uid = _uid(pod)
             known = self.cache.get_pod(uid)
             bound_before = known is not None and not self.cache.is_assumed(uid)
             placed = None
@@ -83,13 +89,15 @@ class EventHandlers:
             else:
                 self.queue.assigned_pod_added(pod_info)
             return
+        if self.cache.is_assumed(_uid(pod)):
+            # Being bound (by one of our profiles: schedulerName cannot change): an update (e.g.
+            # our own status patch) must not queue it again. Checked before building a PodInfo.
+            return
         pod_info = PodInfo(pod)
         if not self.scheduler.profiles.responsible_for(pod_info):
             self.scheduler.unmanaged.add(pod_info)
             self.scheduler.pending.forget(pod_info.uid)  # e.g. its schedulerName changed
             return
-        if self.cache.is_assumed(pod_info.uid):
-            return  # being bound: an update (e.g. our own status patch) must not queue it again
         if old is None:
             self.queue.add(pod_info, timestamp=timestamp)
         else:

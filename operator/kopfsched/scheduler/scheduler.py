@@ -34,8 +34,9 @@ from kopfsched.framework.interface import NodeToStatus
 from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.registry import Registry
 from kopfsched.framework.runtime import Framework
-from kopfsched.framework.status import Code, Status
+from kopfsched.framework.status import SKIP, Code, Status
 from kopfsched.framework.types import PodInfo, rfc3339
+from kopfsched.queue.nominator import status_nominated_node
 from kopfsched.queue.scheduling_queue import SchedulingQueue
 from kopfsched.scheduler.broadcaster import EventBroadcaster
 from kopfsched.scheduler.extender import ExtenderError, HTTPExtender
@@ -100,6 +101,9 @@ class Scheduler:
                                    spawn=self.spawn)
         self.queue = SchedulingQueue(less=self.profiles.less, clock=clock, profile_for=self.profiles.queue_profile_for,
                                      pop_from_backoff=features.enabled(features.POP_FROM_BACKOFF_Q))
+        self.nominate_for_expectation = features.enabled(features.NOMINATED_NODE_NAME_FOR_EXPECTATION)
+        """NominatedNodeNameForExpectation: a pod that will wait at Permit or has PreBind work
+        gets status.nominatedNodeName at the start of its binding cycle."""
         self.algorithm = SchedulingAlgorithm(cache=cache, snapshot=Snapshot(), rng=self.rng,
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                                              explain=explain)
@@ -277,8 +281,15 @@ class Scheduler:
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                              host: str, start: float, result: ScheduleResult, *,
                              extenders: tuple[HTTPExtender, ...] = ()) -> None:
+        nominated = False
         try:
-            status = await self._bind(fwk, state, assumed, host, extenders)
+            status = None
+            if self.nominate_for_expectation:
+                status, nominate = self._pre_bind_pre_flight(fwk, state, assumed, host)
+                if nominate:
+                    nominated = await self._nominate_for_expectation(assumed, host)
+            if status is None:
+                status = await self._bind(fwk, state, assumed, host, extenders)
         except asyncio.CancelledError:  # shutdown's grace is over: release the node, report nothing
             fwk.run_reserve_plugins_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
@@ -290,7 +301,8 @@ class Scheduler:
             logger.exception("binding cycle of pod %s failed", assumed.key)
             status = Status.as_error(f"binding cycle: {exc!r}")
         if status is not None:
-            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result)
+            await self._binding_failed(fwk, state, qpi, assumed, host, start, status, result,
+                                       nominated=host if nominated else None)
             return
         # Bound: what follows reports the success; a failure here cannot unbind the pod, and
         # the watch confirms the assumed pod whatever happens.
@@ -307,6 +319,32 @@ class Scheduler:
             fwk.run_post_bind_plugins(state, assumed, host)
         except Exception:
             logger.exception("reporting the binding of pod %s to %s failed", assumed.key, host)
+
+    def _pre_bind_pre_flight(self, fwk: Framework, state: CycleState, assumed: PodInfo,
+                             host: str) -> tuple[Status | None, bool]:
+        """The start of upstream's binding cycle with NominatedNodeNameForExpectation:
+        PreBindPreFlight; (the status that fails the binding cycle, whether the pod is to be
+        nominated to `host`: PreBind has work or the pod waits at Permit, and its
+        status.nominatedNodeName is not `host` already). Otherwise the pod is bound soon
+        anyway: nothing to tell."""
+        pre_flight = fwk.run_pre_bind_pre_flights(state, assumed, host)
+        if pre_flight is not None and pre_flight is not SKIP:  # an Error (never anything else)
+            return pre_flight, False
+        if pre_flight is SKIP and not fwk.will_wait_on_permit(assumed):
+            return None, False
+        return None, status_nominated_node(assumed) != host
+
+    async def _nominate_for_expectation(self, assumed: PodInfo, host: str) -> bool:
+        """status.nominatedNodeName = `host`, awaited before anything else of the binding goes
+        to the API, so that others (e.g. a cluster autoscaler) know where the pod is about to
+        go. A failed write is logged and the binding goes on (False)."""
+        try:
+            await self.client.patch_pod_status(pod=assumed.pod, nominated_node_name=host)
+        except Exception as exc:  # not critical enough to stop the binding
+            logger.error("Failed to update the nominated node name in the binding cycle of pod %s "
+                         "(nominatedNodeName %s): %s", assumed.key, host, exc)
+            return False
+        return True
 
     async def _bind(self, fwk: Framework, state: CycleState, assumed: PodInfo, host: str,
                     extenders: tuple[HTTPExtender, ...]) -> Status | None:
@@ -327,7 +365,11 @@ class Scheduler:
         return status
 
     async def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
-                              host: str, start: float, status: Status, result: ScheduleResult) -> None:
+                              host: str, start: float, status: Status, result: ScheduleResult, *,
+                              nominated: str | None = None) -> None:
+        """`nominated`: the node the binding cycle wrote into status.nominatedNodeName (the
+        API's pod has it, the popped one not): the failure report clears it, as upstream's
+        clearNominatedNode does against its informer's pod."""
         fwk.run_reserve_plugins_unreserve(state, assumed, host)
         self.cache.forget_pod(assumed)
         if isinstance(status.error, ConflictError):
@@ -341,22 +383,25 @@ class Scheduler:
         # rejection (Permit) the event goes out only once the pod is requeued, so that the
         # pod, still in flight, does not take its own forgetting for a reason to retry.
         if status.is_rejection:
-            self._fail(fwk, qpi, _single_node_failure(qpi.pod_info, host, status), start, result=result)
+            self._fail(fwk, qpi, _single_node_failure(qpi.pod_info, host, status), start, result=result,
+                       api_nomination=nominated)
             self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None,
                                                      pre_check=lambda p: p.uid != assumed.uid)
         else:
             self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
-            self._fail(fwk, qpi, status, start, result=result)
+            self._fail(fwk, qpi, status, start, result=result, api_nomination=nominated)
 
     # -- failures -----------------------------------------------------------------------------
 
     def _fail(self, fwk: Framework, qpi: QueuedPodInfo, failure: FitError | Status, start: float, *,
               nominated_node: str | None = "", victims: tuple[str, ...] = (),
-              result: ScheduleResult | None = None) -> None:
+              result: ScheduleResult | None = None, api_nomination: str | None = None) -> None:
         """Upstream's handleSchedulingFailure: requeue, then report on the pod and in an Event.
 
         `nominated_node` defaults to "" (upstream's clearNominatedNode, for errors and for
-        rejections after the node was chosen); None keeps the nomination as it is."""
+        rejections after the node was chosen); None keeps the nomination as it is.
+        `api_nomination`: the pod's status.nominatedNodeName in the API when the binding cycle
+        wrote it (the pod as popped does not show it)."""
         pod = qpi.pod_info
         if isinstance(failure, FitError):
             reason, message, diagnosis = "Unschedulable", str(failure), failure.diagnosis
@@ -386,10 +431,11 @@ class Scheduler:
         self.pending.record(attempt, failure if isinstance(failure, FitError) else None)
         self.observer.attempted(attempt)
         if not self.queue.closed:  # shutting down: the next leader reports, not a message about us
-            self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node), f"report {pod.key}")
+            self.spawn(self._report_failure(fwk, pod, reason, message, nominated_node, api_nomination),
+                       f"report {pod.key}")
 
     async def _report_failure(self, fwk: Framework, pod: PodInfo, reason: str, message: str,
-                              nominated_node: str | None) -> None:
+                              nominated_node: str | None, api_nomination: str | None = None) -> None:
         """One status patch for the condition and the nomination, skipped when neither changes."""
         current = _pod_scheduled_condition(pod.pod)
         generation = (pod.pod.get("metadata") or {}).get("generation")
@@ -397,11 +443,14 @@ class Scheduler:
         unchanged = (current is not None and current.get("status") == "False"
                      and current.get("reason") == reason and current.get("message") == message
                      and current.get("observedGeneration") == generation)
-        nominated_before = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
+        nominated_before = api_nomination if api_nomination is not None else status_nominated_node(pod)
         renominated = nominated_node is not None and nominated_node != nominated_before
         if not unchanged or renominated:
+            # As upstream's two-way patch: an unchanged condition is not sent again (it would
+            # get a new lastTransitionTime), only the nomination.
+            condition = None if unchanged else pod_scheduled_condition(reason, message, self.wall_clock(), generation)
             await self._call_api(self.client.patch_pod_status(
-                pod=pod.pod, condition=pod_scheduled_condition(reason, message, self.wall_clock(), generation),
+                pod=pod.pod, condition=condition,
                 nominated_node_name=nominated_node if renominated else None), "pod condition")
         await self._call_api(self.client.record_event(
             regarding=pod.pod, type="Warning", reason="FailedScheduling", action="Scheduling",

@@ -78,7 +78,11 @@ class InMemoryClusterClient:
         if bound_to:
             raise ConflictError(f"pod {pod_key(pod)} is already assigned to node \"{bound_to}\"")
         self.bindings.append((pod_key(pod), node_name))
-        self._replace(current, {**current, "spec": {**current["spec"], "nodeName": node_name}})
+        bound = {**current, "spec": {**current["spec"], "nodeName": node_name}}
+        status = current.get("status") or {}
+        if "nominatedNodeName" in status:  # as the API server (ClearingNominatedNodeNameAfterBinding, v1.35)
+            bound["status"] = {k: v for k, v in status.items() if k != "nominatedNodeName"}
+        self._replace(current, bound)
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
                                nominated_node_name: str | None = None) -> None:

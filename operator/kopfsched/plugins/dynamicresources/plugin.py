@@ -26,6 +26,7 @@ Extension points:
   scores 0 for a pod without claims, as upstream (there is no PreScore to skip it).
 - Reserve/Unreserve: assume (or forget) the chosen allocation in memory, shared by every
   profile, so no other pod gets those devices before the API write lands.
+- PreBindPreFlight: PreBind has work for any pod with claims (Skip without).
 - PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
 
 Args: `filterTimeout` (a duration, default 10s, 0 disables): how long the search may take on one
@@ -47,7 +48,13 @@ from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import MAX_NODE_SCORE, NodeToStatus, PostFilterResult
+from kopfsched.framework.interface import (
+    ALLOW_PARALLEL,
+    MAX_NODE_SCORE,
+    NodeToStatus,
+    PostFilterResult,
+    PreBindPreFlightResult,
+)
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
@@ -462,6 +469,15 @@ class DynamicResources:
             "status": {"reservedFor": remaining}}))
 
     # PreBind
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo,
+                            node_name: str) -> tuple[PreBindPreFlightResult, Status | None]:
+        """PreBind has work whenever the pod has claims (Skip otherwise), as upstream's; may
+        run beside VolumeBinding's PreBind."""
+        data = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return ALLOW_PARALLEL, SKIP
+        return ALLOW_PARALLEL, None
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)

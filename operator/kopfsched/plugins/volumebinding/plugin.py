@@ -16,6 +16,7 @@ Extension points (upstream's volume_binding.go; the logic is in `binder.py`):
   without claims scores 0 everywhere, as upstream. With the gate off: Skip.
 - Reserve/Unreserve: assume (or revert) the node's PV↔PVC bindings in memory, so the next pod
   does not take the same PV before the API write lands.
+- PreBindPreFlight: Skip when every claim is bound already.
 - PreBind: write the bindings and wait, up to `bindTimeoutSeconds`, until they are bound.
 
 Args: `bindTimeoutSeconds` (default 600, not negative); `shape` (utilization 0..100 increasing,
@@ -36,7 +37,7 @@ from kopfsched import features
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.interface import ALLOW_PARALLEL, MAX_NODE_SCORE, PreBindPreFlightResult
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.quantity import QuantityError, parse_quantity
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
@@ -309,13 +310,24 @@ class VolumeBinding:
 
     # PreBind
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo,
+                            node_name: str) -> tuple[PreBindPreFlightResult, Status | None]:
+        """Whether PreBind has claims to bind on `node_name` (Skip when Reserve found them
+        all bound, or the pod has none); may run beside DynamicResources' PreBind."""
+        data = state.get(STATE_KEY)
+        if data is None or data.all_bound:
+            return ALLOW_PARALLEL, SKIP
+        if node_name not in data.pod_volumes_by_node:
+            return ALLOW_PARALLEL, Status.as_error(f'no pod volume found for node "{node_name}"')
+        return ALLOW_PARALLEL, None
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
         if data is None or data.all_bound:
             return None
         volumes = data.pod_volumes_by_node.get(node_name)
         if volumes is None:
-            return Status.as_error(f'no pod volumes found for node "{node_name}"')
+            return Status.as_error(f'no pod volume found for node "{node_name}"')
         try:
             await self.binder.bind_pod_volumes(pod.pod, node_name, volumes)
         except VolumeBindingError as exc:
