@@ -16,6 +16,11 @@ read back from the server, so the oracle sees what kube-scheduler sees):
   `prio-100-never`).
 - An extended resource's request gets an equal limit (the server requires one; the
   scheduler reads requests).
+- An image name has one size on every node (the first node's drawn size). kube-scheduler's
+  cache keeps one summary per image name, sized by whichever node entered it first
+  (cache.addNodeImageStates), and kwok's node updates reorder that: with sizes that differ
+  per node, ImageLocality's score depends on the order of events (seen: 0 against the
+  oracle's 19, which takes the first node of its list).
 - Status: the server drops a created object's status. Running pods are made Running by kwok,
   then their drawn `startTime` is written to the status subresource (preemption orders its
   victims by it); a pending pod's drawn `nominatedNodeName` is written the same way before it
@@ -202,6 +207,10 @@ def prepare(drawn: list[dict[str, Any]], index: int) -> Example:
                         term = term.get('podAffinityTerm', term)
                         if 'namespaces' in term:
                             term['namespaces'] = [ns(n) for n in term['namespaces']]
+    sizes: dict[str, int] = {}
+    for o in objects:
+        for image in (o['status'].get('images') or []) if o['kind'] == 'Node' else []:
+            image['sizeBytes'] = sizes.setdefault(image['names'][0], image['sizeBytes'])
     pending = [o for o in objects if o['kind'] == 'Pod' and not o['spec'].get('nodeName')]
     pending.sort(key=lambda p: p['metadata']['creationTimestamp'])  # stable: input order second
     ex.pending = [pod_key(p) for p in pending]
