@@ -76,7 +76,11 @@ def apply(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str
     """The cluster after the entry's outcome, as the oracle's `run` applies it."""
     key = f"{entry['namespace']}/{entry['name']}"
     pod = next(o for o in objects if o["kind"] == "Pod" and pod_key(o) == key)
-    if entry["result"] == "Scheduled" and entry["node"]:
+    if entry["result"] == "Gated":  # never attempted: whatever its evaluation found, nothing happens
+        return objects
+    if entry.get("nominationCleared"):  # preemption found no candidate: upstream clears the nomination
+        (pod.get("status") or {}).pop("nominatedNodeName", None)
+    elif entry["result"] == "Scheduled" and entry["node"]:
         pod["spec"]["nodeName"] = entry["node"]
         status = pod.setdefault("status", {})
         status.pop("nominatedNodeName", None)
@@ -98,6 +102,15 @@ KNOWN_ABSENT_SCORES = frozenset({"VolumeBinding", "DynamicResources"})
 """Deliberate for now, with the totals unchanged: v1.37 runs VolumeBinding's Score
 (StorageCapacityScoring is beta, on) and DynamicResources' Score (weight 2) for every pod, and
 both score 0 for a pod without volumes or claims, which kopfsched skips (no entry)."""
+
+
+NOMINATED_NODE_FITS = "nominatedNodeFits"
+"""Pending (kopfsched's explain, not its scheduler): a pod nominated earlier whose nominated
+node passes every Filter is bound there without scoring, by v1.37.2's findNodesThatFitPod and
+by kopfsched's own scheduling cycle; `kopfsched explain --as-given` evaluates exhaustively and
+names the best-scored node instead. The oracle's "node" is upstream's (and `run` binds the pod
+there, as the real kube-scheduler does: tests/cluster/test_oracle_crosscheck.py), so the node is
+not compared for such a pod; its Filter verdicts and scores still are."""
 
 
 PENDING_POSTFILTER_ERROR = " not found"
@@ -140,7 +153,9 @@ def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Differ
                 if plugin in KNOWN_ABSENT_SCORES and plugin not in a and b.get(plugin) == 0:
                     continue
                 differ(f"scores.{node}.{plugin}", a.get(plugin), b.get(plugin))
-        if len(theirs["topNodes"]) == 1:  # upstream breaks ties at random
+        # Upstream breaks ties at random; and it binds a pod whose earlier nomination still
+        # fits to that node unscored (NOMINATED_NODE_FITS).
+        if len(theirs["topNodes"]) == 1 and not theirs.get("nominatedNodeFits"):
             differ("node", ours["node"], theirs["node"])
     pre_a, pre_b = ours.get("preemption"), theirs.get("preemption")
     if pre_b is not None and pre_b.get("eligible"):

@@ -176,7 +176,7 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool, claims: dict[str, list[str
         if draw(st.integers(0, 2)) == 0:
             spec["topologySpreadConstraints"] = [_spread(draw, labels)]
     if draw(st.integers(0, 4)) == 0:
-        ports = {(p["hostPort"], p.get("protocol"), p.get("hostIP")): p
+        ports = {(p["hostPort"], p.get("protocol", "TCP"), p.get("hostIP")): p  # TCP: the server's default
                  for p in (_host_port(draw) for _ in range(draw(st.integers(1, 2))))}
         spec["containers"][0]["ports"] = list(ports.values())  # the API server rejects duplicates
     meta = {"name": name, "namespace": namespace, "labels": labels}

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.differential.harness import compare_entries, kopfsched_explain
-from tests.differential.oracle import Oracle
+from tests.differential.oracle import Oracle, build_oracle
+from tests.differential.oracle import run as oracle_run
 
 
 def node(name: str, cpu: str, memory: str) -> dict[str, Any]:
@@ -153,3 +154,48 @@ def test_one_first_available_sub_request_is_scored(oracle: Oracle, tmp_path: Pat
     assert [entry["scores"][n]["DynamicResources"] for entry in (theirs, ours) for n in ("node-0", "node-1")] == [
         100, 100, 100, 100]
     assert compare_entries(ours, theirs) == []
+
+
+RUN_CASES = [
+    pytest.param(
+        # node-1 is fuller, so node-0 has the best total; upstream takes the nominated node-1
+        # unscored because it still fits (findNodesThatFitPod's evaluateNominatedNode).
+        [node("node-0", "4", "4Gi"), node("node-1", "4", "4Gi"),
+         pod("busy", "2", "64Mi", node_name="node-1", started="2025-12-31T00:00:00Z"),
+         pod("nominee", "100m", "64Mi", nominated="node-1")],
+        {"default/nominee": ("Scheduled", "node-1")}, id="a-nominated-node-that-fits-is-taken-unscored"),
+    pytest.param(
+        # `big` fits nowhere, victims or not: PostFilter clears its nomination, so `small` (of
+        # equal priority) may use node-0; kept, the nomination would hold 3 cpu there.
+        [node("node-0", "2", "4Gi"), pod("big", "3", "64Mi", priority=100, nominated="node-0"),
+         pod("small", "1500m", "64Mi", priority=100)],
+        {"default/big": ("Unschedulable", None), "default/small": ("Scheduled", "node-0")},
+        id="no-candidate-clears-the-nomination"),
+    pytest.param(
+        # A gated pod is never attempted: its evaluation would preempt `low`, which stays, and
+        # `after` (of low's priority) finds no room.
+        [node("node-0", "2", "4Gi"), pod("low", "1500m", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z"),
+         pod("gated", "1", "64Mi", priority=1000, gated=True), pod("after", "1", "64Mi")],
+        {"default/gated": ("Gated", None), "default/after": ("Unschedulable", None)},
+        id="a-gated-pod-preempts-nothing"),
+]
+
+
+@pytest.mark.parametrize(("objects", "expected"), RUN_CASES)
+def test_oracle_run_leaves_the_cluster_kube_scheduler_leaves(tmp_path: Path, objects: list[dict[str, Any]],
+                                                             expected: dict[str, tuple[str, str | None]]) -> None:
+    """`oracle run` as the real kube-scheduler v1.37.2 moves on these clusters
+    (tests/cluster/test_oracle_crosscheck.py runs the same ones on the real control plane)."""
+    for i, obj in enumerate(o for o in objects if o["kind"] == "Pod" and not o["spec"].get("nodeName")):
+        obj["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    entries = oracle_run(build_oracle(), str(path))["pods"]
+    got = {f"{e['namespace']}/{e['name']}": (e["result"], e["node"]) for e in entries}
+    assert {k: got[k] for k in expected} == expected
+    # Each behaviour as it shows in the explanation.
+    by_key = {f"{e['namespace']}/{e['name']}": e for e in entries}
+    if "default/nominee" in by_key:
+        assert by_key["default/nominee"]["nominatedNodeFits"] is True
+    if "default/big" in by_key:
+        assert by_key["default/big"]["nominationCleared"] is True

@@ -63,8 +63,15 @@ type Entry struct {
 	EvaluatedNodes int                         `json:"evaluatedNodes"`
 	FeasibleNodes  int                         `json:"feasibleNodes"`
 	// TopNodes are the nodes sharing the best total (upstream picks one at random).
-	TopNodes   []string    `json:"topNodes"`
-	Preemption *Preemption `json:"preemption"`
+	TopNodes []string `json:"topNodes"`
+	// NominatedNodeFits: the pod's earlier nomination passes every Filter, so
+	// upstream binds it there without scoring (findNodesThatFitPod's
+	// evaluateNominatedNode); Node is then that node, whatever the totals.
+	NominatedNodeFits bool `json:"nominatedNodeFits,omitempty"`
+	// NominationCleared: PostFilter found no candidate and cleared the pod's
+	// earlier nomination (a PostFilterResult naming no node, ModeOverride).
+	NominationCleared bool        `json:"nominationCleared,omitempty"`
+	Preemption        *Preemption `json:"preemption"`
 }
 
 const configHeader = `{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"`
@@ -330,6 +337,11 @@ func score(ctx context.Context, schedFramework framework.Framework, state fwk.Cy
 	sort.Strings(e.TopNodes)
 	// Ties are broken by name, so that a run is reproducible (upstream picks at random).
 	e.Node = &e.TopNodes[0]
+	if nominated := pod.Status.NominatedNodeName; nominated != "" {
+		if _, fits := totals[nominated]; fits {
+			e.Node, e.NominatedNodeFits = &nominated, true
+		}
+	}
 	return nil
 }
 
@@ -347,6 +359,10 @@ func postFilter(ctx context.Context, c *cluster, schedFramework framework.Framew
 	result, status := schedFramework.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
 	fitErr.Diagnosis.PostFilterMsg = status.Message()
 	e.Message = fitErr.Error()
+	if result != nil && result.NominatingInfo != nil && result.NominatingInfo.Mode() == fwk.ModeOverride &&
+		result.NominatingInfo.NominatedNodeName == "" && pod.Status.NominatedNodeName != "" {
+		e.NominationCleared = true
+	}
 	if result != nil && result.NominatingInfo != nil && result.NominatingInfo.NominatedNodeName != "" {
 		name := result.NominatingInfo.NominatedNodeName
 		e.NominatedNode = &name

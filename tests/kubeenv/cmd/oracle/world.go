@@ -203,13 +203,17 @@ func (w *World) pendingInQueueOrder() []string {
 // apply makes the entry's outcome part of the world, as the scheduler's
 // binding (or preemption) would: a scheduled pod is bound to its node; a
 // preemptor's victims are deleted, lower-priority pods nominated to the same
-// node lose their nomination, and the preemptor is nominated.
+// node lose their nomination, and the preemptor is nominated; a pod for which
+// preemption found no candidate loses its earlier nomination. A gated pod is
+// never attempted: its evaluation changes nothing.
 func (w *World) apply(e *Entry) {
 	pod, _ := w.pod(e.Namespace + "/" + e.Name)
-	if pod == nil {
+	if pod == nil || e.Result == "Gated" {
 		return
 	}
 	switch {
+	case e.NominationCleared:
+		pod.Status.NominatedNodeName = ""
 	case e.Result == "Scheduled" && e.Node != nil:
 		pod.Spec.NodeName = *e.Node
 		pod.Status.NominatedNodeName = ""
