@@ -446,10 +446,10 @@ async def in_parallel(items: Sequence[_T], call: Callable[[_T], Awaitable[Any]],
     """`call(item)` for every item, at most `limit` at once (upstream's Parallelizer.Until); the
     items whose call raised, with the exception.
 
-    The caller's task is one of the workers, and the others only take part once they start: calls
-    that never suspend (the in-memory client's) all run in the caller's task at once, the other
-    workers being cancelled before they start, so an offline run sees every call done in the
-    same step, exactly as with one call after another."""
+    The caller's task is the first worker; the others start only once it has suspended (on
+    its first call's I/O). Calls that never suspend (the in-memory client's) so all run in the
+    caller's task, in the same step, exactly as one call after another did: an offline run
+    sees the same order of events, and pays for no task."""
     remaining = iter(items)
     failures: list[tuple[_T, Exception]] = []
 
@@ -460,27 +460,22 @@ async def in_parallel(items: Sequence[_T], call: Callable[[_T], Awaitable[Any]],
             except Exception as exc:
                 failures.append((item, exc))
 
-    started: set[int] = set()
+    helpers: list[asyncio.Future[None]] = []
 
-    async def helper(index: int) -> None:
-        started.add(index)
-        await work()
+    def start_helpers() -> None:  # runs only if the caller's task suspended meanwhile
+        helpers.extend(asyncio.ensure_future(work()) for _ in range(min(limit, len(items)) - 1))
 
-    helpers = [asyncio.ensure_future(helper(i)) for i in range(min(limit, len(items)) - 1)]
+    starting = asyncio.get_running_loop().call_soon(start_helpers)
     try:
         await work()
     except BaseException:
-        for task in helpers:
-            task.cancel()
+        for helper in helpers:
+            helper.cancel()
         raise
-    running = []
-    for index, task in enumerate(helpers):
-        if index in started:
-            running.append(task)
-        else:
-            task.cancel()  # not started: it would find nothing left to do
-    if running:
-        await asyncio.gather(*running)
+    finally:
+        starting.cancel()
+    if helpers:
+        await asyncio.gather(*helpers)
     return failures
 
 
