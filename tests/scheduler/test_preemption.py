@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from kopfsched.framework.client import NotFoundError
 from kopfsched.framework.status import Code
 from kopfsched.framework.types import PodInfo
@@ -221,16 +223,70 @@ async def test_preemptor_waits_for_the_deletions_of_its_victims_seen_one_by_one(
     assert sorted(e.regarding for e in client.events if e.reason == "Preempted") == VICTIMS
 
 
-async def test_a_victim_deleted_already_is_not_deleted_again_while_the_watch_lags():
-    """The delete calls are all done before the watch shows the first deletion: the preemptor
-    is no longer gated and may be tried again (as upstream), but it sends no second delete
-    call for victims the cache still shows."""
+async def test_the_preemptor_waits_for_the_cache_even_when_the_watch_lags_behind_the_calls():
+    """Every delete call is done before the watch shows the first deletion: the preemption is
+    not over until the cache shows its last victim gone, so the earlier deletions do not
+    bring the preemptor back while the cache still holds the other victims."""
     h, client = four_victims()
     await h.settle()
     assert sorted(client.delete_calls) == VICTIMS
-    for name in ("a1", "a2", "a3", "a4"):
+    last = client.delete_calls[-1].split("/")[1]
+    for name in sorted({"a1", "a2", "a3", "a4"} - {last}):
         client.deliver(name)
         await h.settle()
+        assert attempts_of(h, "p") == ["unschedulable"], f"retried after {name}'s deletion"
+    client.deliver(last)
+    await h.settle()
+    assert attempts_of(h, "p") == ["unschedulable", "scheduled"]
     assert h.node_of("p") == "node-a"
     assert sorted(client.delete_calls) == VICTIMS
+
+
+async def test_a_victim_sent_a_delete_call_is_not_sent_another_while_the_cache_shows_it():
+    """A more important pod finds the same victims while the watch has not shown their
+    deletion yet: it is nominated there, with no second delete call (upstream's would be
+    answered NotFound) and no second Preempted event."""
+    h, client = four_victims()
+    await h.settle()
+    h.add_pods(pending("q", cpu="3500m", priority=20))
+    await h.settle()
+    attempt = h.recorder.last("q")
+    assert (attempt.result, attempt.nominated_node, attempt.victims) == ("unschedulable", "node-a", tuple(VICTIMS))
+    assert sorted(client.delete_calls) == VICTIMS
     assert sorted(e.regarding for e in client.events if e.reason == "Preempted") == VICTIMS
+
+
+@pytest.mark.parametrize(("grace", "gated"), [
+    pytest.param(0, True, id="grace-0-removed-at-once"),
+    pytest.param(30, False, id="grace-30-terminating"),
+])
+async def test_a_last_victim_marked_for_deletion_ends_the_preemption_unless_removed_at_once(
+        grace: int, gated: bool) -> None:
+    """Upstream's preemption is over once its last victim is terminating: another pod's deletion
+    then brings the preemptor back, which finds the victim still there. A victim marked with no
+    grace period is removed right after (its DELETED event is on its way): the preemptor waits."""
+    h, client = four_victims()
+    await h.settle()
+    last = client.delete_calls[-1].split("/")[1]
+    for name in sorted({"a1", "a2", "a3", "a4"} - {last}):
+        client.deliver(name)
+    (victim,) = [p for p in client.gone if p["metadata"]["name"] == last]
+    marked = {**victim, "metadata": {**victim["metadata"], "deletionTimestamp": "2024-01-01T00:01:00Z",
+                                     "deletionGracePeriodSeconds": grace},
+              "status": {**victim["status"], "conditions": [
+                  {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}}
+    h.handlers.on_pod_upsert(marked, victim)
+    h.handlers.on_pod_delete(client.pods.pop("default/b1"))  # someone else's pod goes away
+    await h.settle()
+    if gated:
+        assert attempts_of(h, "p") == ["unschedulable"]
+        assert h.scheduler.queue.where("p") == "gated"
+    else:
+        assert attempts_of(h, "p") == ["unschedulable", "unschedulable"]
+        assert h.recorder.last("p").message == (
+            "0/2 nodes are available: 2 Insufficient cpu. "
+            "preemption: not eligible due to a terminating pod on the nominated node.")
+    client.deliver(last)
+    await h.settle()
+    assert h.node_of("p") == "node-a"
+    assert sorted(client.delete_calls) == VICTIMS

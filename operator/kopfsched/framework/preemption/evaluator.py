@@ -100,7 +100,9 @@ class Evaluator:
         self.custom_eligibility = is_eligible_pod is not None
         self.wall_clock = wall_clock
         self.preempting: set[str] = set()
-        """Pods whose preemption's API calls are under way (upstream's Executor.preempting)."""
+        """Pods whose preemption is not over (upstream's Executor.preempting)."""
+        self._calling: set[str] = set()
+        """Pods of `preempting` whose preemption's API calls are under way."""
         self.last_victims: dict[str, str] = {}
         """Preemptor uid -> the uid of its last victim, once only that one is left to delete."""
         self.deleted_victims: OrderedDict[str, None] = OrderedDict()
@@ -353,19 +355,45 @@ class Evaluator:
                  if p.priority < pod.priority]
         for other in lower:
             self.handle.nominator.delete_nominated_pod(other)
+        if len(self.preempting) > len(self._calling) + DELETED_MEMORY:
+            self._forget_finished()
         self.preempting.add(pod.uid)
+        self._calling.add(pod.uid)
+        self.last_victims.pop(pod.uid, None)
         self.handle.spawn(self._preempt(candidate, pod, victims, lower), f"preemption for {pod.key}")
 
+    def _forget_finished(self) -> None:
+        """Drop the finished preemptions whose last victim the cache no longer shows (their
+        preemptor was deleted, or never asked again)."""
+        for uid in [u for u in self.preempting if u not in self._calling]:
+            self.is_pod_running_preemption(uid)
+
     def is_pod_running_preemption(self, uid: str) -> bool:
-        """The pod's preemption still has API calls to make (upstream's IsPodRunningPreemption):
-        until its last victim is being deleted, that is, gone from the cache or terminating."""
+        """The pod's preemption is not over (upstream's IsPodRunningPreemption): until its last
+        victim is being deleted, that is, gone from the cache or terminating.
+
+        Upstream's preemption is over when its goroutine ends too, at about the time its
+        informer sees the last deletion; here the watch may show it well after the delete call
+        returned, and the earlier victims' deletions (shown before it) would bring the pod back
+        while the cache still holds the others. So a preemption whose calls all succeeded stays
+        on until the cache shows its last victim gone or terminating. For the same reason a
+        victim terminating with no grace period and no finalizer counts as still there: the API
+        server removes it right after marking it, and its DELETED event is on its way (upstream's
+        window between the two is a few milliseconds, where the watch here may show other
+        pods' deletions, each bringing the pod back to a cycle that sees the victim and says
+        "not eligible due to a terminating pod on the nominated node.")."""
         if uid not in self.preempting:
             return False
         last = self.last_victims.get(uid)
         if last is None:
             return True  # the victims but the last are being deleted
         victim = self.handle.assigned_pod(last)
-        return victim is not None and not victim.is_terminating
+        if victim is not None and (not victim.is_terminating or _removed_at_once(victim)):
+            return True
+        if uid not in self._calling:
+            self.preempting.discard(uid)
+            self.last_victims.pop(uid, None)
+        return False
 
     async def _preempt(self, candidate: Candidate, pod: PodInfo, victims: list[PodInfo],
                        lower: list[PodInfo]) -> None:
@@ -374,7 +402,7 @@ class Evaluator:
         error, or a last victim preempted in memory (no deletion event will come), activates
         the pod, which could otherwise wait forever."""
         client = self.handle.client
-        failed = in_memory = False
+        failed = in_memory = last_deleted = False
         try:
             for other in lower:
                 try:
@@ -394,12 +422,15 @@ class Evaluator:
                 self.last_victims[pod.uid] = last.uid
                 try:
                     in_memory = await self.preempt_pod(candidate, pod, last)
+                    last_deleted = not in_memory and last.uid in self.deleted_victims
                 except Exception as exc:
                     failed = True
                     logger.error("preempting %s for %s on %s failed: %s", last.key, pod.key, candidate.name, exc)
         finally:
-            self.preempting.discard(pod.uid)
-            self.last_victims.pop(pod.uid, None)
+            self._calling.discard(pod.uid)
+            if not last_deleted or not self.is_pod_running_preemption(pod.uid):
+                self.preempting.discard(pod.uid)
+                self.last_victims.pop(pod.uid, None)
         if failed or in_memory:
             self.handle.activate([pod])
 
@@ -477,6 +508,12 @@ async def in_parallel(items: Sequence[_T], call: Callable[[_T], Awaitable[Any]],
     if helpers:
         await asyncio.gather(*helpers)
     return failures
+
+
+def _removed_at_once(pod: PodInfo) -> bool:
+    """Marked for deletion with no grace period and no finalizer: about to be removed."""
+    meta = pod.pod.get("metadata") or {}
+    return meta.get("deletionGracePeriodSeconds") == 0 and not meta.get("finalizers")
 
 
 def _has_condition(pod: PodInfo, condition: dict[str, Any]) -> bool:
