@@ -207,3 +207,52 @@ def test_preemption_deletes_the_victim_gracefully_and_binds_the_preemptor(
     assert event['type'] == 'Normal'
     assert event['note'] == f'Preempted by pod {pod(cluster, namespace, "preemptor")["metadata"]["uid"]} on node ' \
                             'preempt-0'
+
+
+def test_preemptors_wait_for_their_victims_and_delete_each_victim_once(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    """PreemptionBasic in small, through the real API server: four grace-0 victims per node,
+    one preemptor per node. Each victim gets one DisruptionTarget patch and one delete; each
+    preemptor fails once (nominated), waits gated while its victims go, and binds on its
+    second attempt: one FailedScheduling Event, never a series."""
+    label = {'kubeenv/test': namespace}
+    for i in range(2):
+        nodes(make_node(f'basic-{i}', cpu='4', labels=label))
+    high = {'apiVersion': 'scheduling.k8s.io/v1', 'kind': 'PriorityClass', 'metadata': {'name': f'{namespace}-high'},
+            'value': 9999999}
+    cluster.post('/apis/scheduling.k8s.io/v1/priorityclasses', high)
+    victims = [f'low-{i}' for i in range(8)]
+    for i, name in enumerate(victims):
+        low = make_pod(name, namespace, requests={'cpu': '900m'})
+        low['spec'].update(nodeName=f'basic-{i % 2}', terminationGracePeriodSeconds=0)
+        create_pods(cluster, namespace, low)
+    preemptors = ['high-0', 'high-1']
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            for name in preemptors:
+                preemptor = make_pod(name, namespace, scheduler_name='kopfsched', requests={'cpu': '3970m'})
+                preemptor['spec'].update(nodeSelector=label, priorityClassName=high['metadata']['name'],
+                                         terminationGracePeriodSeconds=0)
+                create_pods(cluster, namespace, preemptor)
+            cluster.wait_for(lambda: all(node_of(cluster, namespace, n) for n in preemptors), timeout=60,
+                             what='both preemptors bound')
+            cluster.wait_for(lambda: len(events(cluster, namespace, reason='Scheduled')) == 2, timeout=30,
+                             what='their Scheduled Events')
+        written = collections.Counter(
+            (e['verb'], e['objectRef']['name'], e['objectRef'].get('subresource', ''), e['responseStatus']['code'])
+            for e in cluster.audit(user=OPERATOR_USER, resource='pods', namespace=namespace)
+            if e['verb'] in ('delete', 'patch'))
+        failed = events(cluster, namespace, reason='FailedScheduling')
+    finally:
+        cluster.delete(f'/apis/scheduling.k8s.io/v1/priorityclasses/{high["metadata"]["name"]}')
+    assert {node_of(cluster, namespace, n) for n in preemptors} == {'basic-0', 'basic-1'}
+    assert {key: count for key, count in written.items() if key[0] == 'delete'} == {
+        ('delete', name, '', 200): 1 for name in victims}
+    assert {key: count for key, count in written.items() if key[1] in victims and key[0] == 'patch'} == {
+        ('patch', name, 'status', 200): 1 for name in victims}
+    assert sorted(e['regarding']['name'] for e in failed) == preemptors
+    for event in failed:
+        assert 'series' not in event
+        assert event['note'].startswith('0/')
+        assert 'preemption: found a potential placement for pod on node basic-' in event['note']
+        assert event['note'].endswith(', preempting 4 victims')

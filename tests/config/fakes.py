@@ -30,7 +30,7 @@ FAKE_POINTS: dict[str, tuple[str, ...]] = {
     "VolumeZone": ("preFilter", "filter"),
     "PodTopologySpread": SCORING,
     "InterPodAffinity": SCORING,
-    "DefaultPreemption": ("postFilter",),
+    "DefaultPreemption": ("preEnqueue", "postFilter"),
     "NodeResourcesBalancedAllocation": ("preScore", "score"),
     "ImageLocality": ("score",),
     "DefaultBinder": ("bind",),

@@ -24,11 +24,10 @@ UPSTREAM = [
 # Upstream's ExpandedPluginsV1 (pkg/scheduler/apis/config/testing/defaults at v1.37.2), less what
 # kopfsched's plugins do not implement there: PreFilter of NodeName (narrows to spec.nodeName,
 # which pending pods here never have), NodeUnschedulable and TaintToleration (no-ops unless the
-# alpha InPlacePodVerticalScalingSchedulerPreemption is on) and DefaultPreemption's PreEnqueue
-# (async preemption's "waiting for the preemption for this pod to be finished").
+# alpha InPlacePodVerticalScalingSchedulerPreemption is on).
 EXPANDED = {
     "queueSort": ["PrioritySort"],
-    "preEnqueue": ["SchedulingGates", "DynamicResources"],
+    "preEnqueue": ["SchedulingGates", "DynamicResources", "DefaultPreemption"],
     "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
                   "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources",
                   "NodeDeclaredFeatures"],

@@ -48,12 +48,40 @@ async def test_failed_scheduling_events_do_not_hold_binds_back() -> None:
                         ('POST', 'binding', 0.4), ('POST', 'binding', 0.5)]
 
 
-async def test_repeats_of_an_event_patch_one_series() -> None:
+class BodyRecordingAPI(RecordingAPI):
+    def __init__(self, time: FakeClock) -> None:
+        super().__init__(time)
+        self.bodies: list[Any] = []
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Any:
+        self.bodies.append(kwargs.get('body'))
+        return await super().call_api(path, method, **kwargs)
+
+
+async def test_repeats_of_an_event_patch_its_series_as_client_go_does() -> None:
+    """client-go's events broadcaster: the first repeat makes a series of 2 (one PATCH); later
+    repeats are counted, their count written once the series is over (6 minutes without one)
+    or by the 30-minute refresh, not once per repeat."""
     time = FakeClock(0.0)
-    client, api = client_on(time, qps=100, burst=100)
-    for _ in range(3):
+    wall = [1_000_000.0]
+    api = BodyRecordingAPI(time)
+    client = KubeClusterClient(api, qps=100, burst=100, instance='test',  # type: ignore[arg-type]
+                               clock=time.clock, sleep=time.sleep, wall_time=lambda: wall[0])
+    for _ in range(5):
         await failed_scheduling(client, 'stuck')
+        wall[0] += 10
+    assert [method for method, _, _ in api.sent] == ['POST', 'PATCH']
+    assert api.bodies[1]['series']['count'] == 2
+    wall[0] += 100
+    await client.finish_series()  # seen 2.5 minutes ago: not over
+    await client.refresh_series()
     assert [method for method, _, _ in api.sent] == ['POST', 'PATCH', 'PATCH']
+    assert api.bodies[2] == {'series': {'count': 5, 'lastObservedTime': '1970-01-12T13:47:20.000000Z'}}
+    wall[0] += 360
+    await client.finish_series()  # over: its count written a last time, and forgotten
+    assert [method for method, _, _ in api.sent] == ['POST', 'PATCH', 'PATCH', 'PATCH']
+    await failed_scheduling(client, 'stuck')
+    assert [method for method, _, _ in api.sent] == ['POST', 'PATCH', 'PATCH', 'PATCH', 'POST']
 
 
 @pytest.mark.parametrize('call', [

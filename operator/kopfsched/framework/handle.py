@@ -268,5 +268,8 @@ class Handle:
     a dict of its own."""
     pods: PodLister = field(default_factory=_NoPods)
     """Every pod the scheduler knows of, by namespace (pending ones included)."""
+    assigned_pod: Callable[[str], PodInfo | None] = lambda uid: None
+    """The cache's bound (or assumed) pod of that uid as the watch last showed it, None once it
+    is gone: what upstream's async preemption reads from the pod lister about its last victim."""
     extenders: tuple[PreemptionExtender, ...] = ()
     """The profile's HTTP extenders, for preemption's ProcessPreemption (upstream's Extenders())."""

@@ -61,6 +61,11 @@ AUTH_REFRESH = 1.0
 """Seconds a token read from the configuration (and its refresh hook) is reused."""
 EVENT_CACHE_SIZE = 4096
 """Series kept for deduplication (least recently observed are forgotten first)."""
+SERIES_FINISH_SECONDS = 6 * 60.0
+"""client-go's events broadcaster finishTime: a series not seen again for this long is over
+(its last count written), an Event never repeated this long is forgotten."""
+SERIES_REFRESH_SECONDS = 30 * 60.0
+"""client-go's refreshTime: every series' count is written again this often (the Event's TTL)."""
 
 _HEADERS = {content_type: {"Content-Type": content_type, "Accept": JSON}
             for content_type in (JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH)}
@@ -284,6 +289,10 @@ class _Series:
     namespace: str
     count: int
     created: asyncio.Future[bool]
+    event_time: float
+    """When the Event was created (wall time)."""
+    last_observed: float = 0.0
+    """When it was last seen again (wall time), once it is a series (count >= 2)."""
 
 
 class KubeClusterClient:
@@ -416,8 +425,10 @@ class KubeClusterClient:
 
     async def record_event(self, *, regarding: Obj, type: str, reason: str, action: str, message: str,
                            reporting_controller: str) -> None:
-        """events.k8s.io/v1: the first occurrence creates an Event; repeats of the same
-        (object, type, reason, action, message, controller) update its series instead."""
+        """events.k8s.io/v1 as client-go's events broadcaster writes them: the first occurrence
+        creates an Event; the first repeat of the same (object, type, reason, action, message,
+        controller) patches it into a series of 2; later repeats are only counted, the count
+        being written by `run_event_series` (every 30 minutes, and once the series is over)."""
         meta = regarding.get("metadata") or {}
         key = (meta.get("uid") or pod_key(regarding), type, reason, action, message, reporting_controller)
         series = self._series.get(key)
@@ -433,7 +444,14 @@ class KubeClusterClient:
         if not await series.created:
             return False
         series.count += 1
-        patch = {"series": {"count": series.count, "lastObservedTime": micro_time(self.wall_time())}}
+        series.last_observed = self.wall_time()
+        if series.count > 2:
+            return True  # counted: written by the refresh, or when the series is over
+        return await self._write_series(series)
+
+    async def _write_series(self, series: _Series) -> bool:
+        """PATCH the series' count and last observation; False when the Event is gone."""
+        patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_observed)}}
         try:
             await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
                                body=patch, content_type=MERGE_PATCH, what=f"event {series.name}",
@@ -449,7 +467,7 @@ class KubeClusterClient:
         now = self.wall_time()
         name = f"{meta.get('name')}.{time.time_ns():x}"
         created: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._series[key] = _Series(name=name, namespace=namespace, count=1, created=created)
+        self._series[key] = _Series(name=name, namespace=namespace, count=1, created=created, event_time=now)
         while len(self._series) > EVENT_CACHE_SIZE:
             self._series.popitem(last=False)
         body = {
@@ -471,6 +489,50 @@ class KubeClusterClient:
                 del self._series[key]
             raise
         created.set_result(True)
+
+    async def finish_series(self) -> None:
+        """client-go's finishSeries: a series not observed for SERIES_FINISH_SECONDS gets its
+        last count written and is forgotten; so is an Event that never repeated in that time."""
+        horizon = self.wall_time() - SERIES_FINISH_SECONDS
+        for key, series in list(self._series.items()):
+            if not series.created.done() or not series.created.result():
+                continue
+            if series.count >= 2:
+                if series.last_observed < horizon:
+                    await self._write_series_quietly(series)
+                    self._forget_series(key, series)
+            elif series.event_time < horizon:
+                self._forget_series(key, series)
+
+    async def refresh_series(self) -> None:
+        """client-go's refreshExistingEventSeries: every series' count written again."""
+        for series in list(self._series.values()):
+            if series.count >= 2 and series.created.done() and series.created.result():
+                await self._write_series_quietly(series)
+
+    async def run_event_series(self, stop: asyncio.Event) -> None:
+        """finish_series every SERIES_FINISH_SECONDS and refresh_series every
+        SERIES_REFRESH_SECONDS, until `stop` is set (the broadcaster's two loops)."""
+        next_refresh = self.wall_time() + SERIES_REFRESH_SECONDS
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SERIES_FINISH_SECONDS)
+            if stop.is_set():
+                return
+            await self.finish_series()
+            if self.wall_time() >= next_refresh:
+                await self.refresh_series()
+                next_refresh = self.wall_time() + SERIES_REFRESH_SECONDS
+
+    async def _write_series_quietly(self, series: _Series) -> None:
+        try:
+            await self._write_series(series)
+        except Exception as exc:  # an Event is informational only
+            logger.warning("failed to write the series of event %s: %s", series.name, exc)
+
+    def _forget_series(self, key: tuple[str, ...], series: _Series) -> None:
+        if self._series.get(key) is series:
+            del self._series[key]
 
     # -- beyond the protocol: the kube layer's own writes ------------------------------------
 

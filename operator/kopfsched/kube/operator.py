@@ -305,6 +305,7 @@ class Operator:
         self._spawn(self.scheduler.queue.run(stop), "queue flushes")
         self._spawn(self.scheduler.run_permit_timeouts(stop), "permit timeouts")
         self._spawn(self.status_writer.run(stop), "status writer")
+        self._spawn(self.client.run_event_series(stop), "event series")
         self._spawn(self.informer.reconcile_loop(stop), "reconcile")
 
     async def _shutdown(self) -> None:

@@ -124,6 +124,7 @@ class Scheduler:
             client=self.client,
             objects=self.cache.objects,
             pods=_KnownPods(self),
+            assigned_pod=self.cache.get_pod,
             nominator=self.queue.nominator,
             waiting_pods=self.waiting_pods,
             activate=self.queue.activate,

@@ -161,7 +161,8 @@ def pending_summary(pending: PendingPods, *, limit: int = PENDING_ON_PAGE,
         latest.append(entry)
         if len(latest) >= limit:
             break
-    gated = list(gated)
+    # A pod gated after an attempt (a preemptor waiting for its victims) is listed as attempted.
+    gated = [qpi for qpi in gated if pending.get(qpi.uid) is None]
     pods = [entry.to_json() for entry in latest]
     pods += [_gated_entry(qpi) for qpi in gated[:max(limit - len(pods), 0)]]
     return {"total": len(pending) + len(gated), "pods": pods}

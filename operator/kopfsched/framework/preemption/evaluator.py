@@ -11,7 +11,9 @@
    many as possible — PDB-protected pods first, most important first;
 4. the best candidate (`candidates.pick_one_node_for_preemption`);
 5. the API side effects (delete victims, reject waiting ones, clear lower-priority
-   nominations), run as a supervised task because PostFilter never awaits.
+   nominations), run as a supervised task because PostFilter never awaits: upstream's async
+   preemption, the victims deleted concurrently, the pod kept out of activeQ meanwhile by
+   DefaultPreemption's PreEnqueue (`is_pod_running_preemption`).
 
 The dry run has three modes, one module each, with the same outcome: `node_by_node` (when a
 PreFilter extension is active), `batched` (vectorised over many nodes) and `deferred`
@@ -21,10 +23,12 @@ NodeInfo and the CycleState, so the cycle's snapshot is never touched.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +57,13 @@ from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import NodeInfo, PodInfo, rfc3339
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+PARALLELISM = 16
+"""Victims deleted at once, at most: upstream's Parallelizer at its default parallelism."""
+DELETED_MEMORY = 4096
+"""How many victims' delete calls the evaluator remembers (Evaluator.deleted_victims)."""
 
 
 class _Victims:
@@ -88,6 +99,16 @@ class Evaluator:
         self.is_eligible_pod: IsEligiblePod = is_eligible_pod or (lambda node, victim, preemptor: True)
         self.custom_eligibility = is_eligible_pod is not None
         self.wall_clock = wall_clock
+        self.preempting: set[str] = set()
+        """Pods whose preemption is not over (upstream's Executor.preempting)."""
+        self._calling: set[str] = set()
+        """Pods of `preempting` whose preemption's API calls are under way."""
+        self.last_victims: dict[str, str] = {}
+        """Preemptor uid -> the uid of its last victim, once only that one is left to delete."""
+        self.deleted_victims: OrderedDict[str, None] = OrderedDict()
+        """Victims (uids) a delete call was sent for, the latest DELETED_MEMORY: the cache may
+        show one a little longer, until the watch brings its deletion; no second call is sent
+        for it (upstream sends one and gets NotFound), as none is for a terminating victim."""
 
     @property
     def framework(self) -> Any:
@@ -317,55 +338,129 @@ class Evaluator:
         return node_by_node.select_victims_on_node(self, state, pod, node, pdbs)
 
     def prepare_candidate(self, candidate: Candidate, pod: PodInfo) -> None:
-        """Start evicting the victims and free the node from lower-priority nominations.
+        """Start evicting the victims and free the node from lower-priority nominations
+        (upstream's prepareCandidateAsync, async preemption being on by default).
 
-        The nominator forgets those pods at once, so the next cycle no longer reserves room
-        for them; the API calls run in one supervised task."""
+        A victim already terminating, or already sent a delete call (`deleted_victims`), needs
+        no API call; with none left, nothing is done.
+        Otherwise the pod is marked as running preemption until the API calls are done
+        (`is_pod_running_preemption`: DefaultPreemption's PreEnqueue keeps it out of activeQ
+        meanwhile). The nominator forgets the lower-priority pods at once, so the next cycle
+        no longer reserves room for them; the API calls run in one supervised task."""
+        deleted = self.deleted_victims
+        victims = [v for v in candidate.victims if not v.is_terminating and v.uid not in deleted]
+        if not victims:
+            return
         lower = [p for p in self.handle.nominator.nominated_pods_for_node(candidate.name)
                  if p.priority < pod.priority]
         for other in lower:
             self.handle.nominator.delete_nominated_pod(other)
-        victims = [v for v in candidate.victims if not v.is_terminating]
-        if victims or lower:
-            self.handle.spawn(self._preempt(candidate, pod, victims, lower), f"preemption for {pod.key}")
+        if len(self.preempting) > len(self._calling) + DELETED_MEMORY:
+            self._forget_finished()
+        self.preempting.add(pod.uid)
+        self._calling.add(pod.uid)
+        self.last_victims.pop(pod.uid, None)
+        self.handle.spawn(self._preempt(candidate, pod, victims, lower), f"preemption for {pod.key}")
+
+    def _forget_finished(self) -> None:
+        """Drop the finished preemptions whose last victim the cache no longer shows (their
+        preemptor was deleted, or never asked again)."""
+        for uid in [u for u in self.preempting if u not in self._calling]:
+            self.is_pod_running_preemption(uid)
+
+    def is_pod_running_preemption(self, uid: str) -> bool:
+        """The pod's preemption is not over (upstream's IsPodRunningPreemption): until its last
+        victim is being deleted, that is, gone from the cache or terminating.
+
+        Upstream's preemption is over when its goroutine ends too, at about the time its
+        informer sees the last deletion; here the watch may show it well after the delete call
+        returned, and the earlier victims' deletions (shown before it) would bring the pod back
+        while the cache still holds the others. So a preemption whose calls all succeeded stays
+        on until the cache shows its last victim gone or terminating. For the same reason a
+        victim terminating with no grace period and no finalizer counts as still there: the API
+        server removes it right after marking it, and its DELETED event is on its way (upstream's
+        window between the two is a few milliseconds, where the watch here may show other
+        pods' deletions, each bringing the pod back to a cycle that sees the victim and says
+        "not eligible due to a terminating pod on the nominated node.")."""
+        if uid not in self.preempting:
+            return False
+        last = self.last_victims.get(uid)
+        if last is None:
+            return True  # the victims but the last are being deleted
+        victim = self.handle.assigned_pod(last)
+        if victim is not None and (not victim.is_terminating or _removed_at_once(victim)):
+            return True
+        if uid not in self._calling:
+            self.preempting.discard(uid)
+            self.last_victims.pop(uid, None)
+        return False
 
     async def _preempt(self, candidate: Candidate, pod: PodInfo, victims: list[PodInfo],
                        lower: list[PodInfo]) -> None:
+        """The victims but the last deleted concurrently (at most PARALLELISM at a time), then
+        the last one, as upstream: the pod's PreEnqueue watches that last victim alone. An API
+        error, or a last victim preempted in memory (no deletion event will come), activates
+        the pod, which could otherwise wait forever."""
         client = self.handle.client
-        for other in lower:
-            try:
-                await client.patch_pod_status(pod=other.pod, nominated_node_name="")
-            except NotFoundError:
-                pass
-            except Exception as exc:  # not critical: the pod is retried anyway
-                logger.warning("cannot clear nominatedNodeName of %s: %s", other.key, exc)
-        failed = False
-        for victim in victims:
-            try:
-                await self.preempt_pod(candidate, pod, victim)
-            except Exception as exc:
-                failed = True
-                logger.error("preempting %s for %s on %s failed: %s", victim.key, pod.key, candidate.name, exc)
-        if failed:
-            # The pod could wait forever for a deletion that never comes: retry it now.
+        failed = in_memory = last_deleted = False
+        try:
+            for other in lower:
+                try:
+                    await client.patch_pod_status(pod=other.pod, nominated_node_name="")
+                except NotFoundError:
+                    pass
+                except Exception as exc:  # not critical: the pod is retried anyway
+                    logger.warning("cannot clear nominatedNodeName of %s: %s", other.key, exc)
+            if len(victims) > 1:
+                failures = await in_parallel(victims[:-1], lambda victim: self.preempt_pod(candidate, pod, victim),
+                                             PARALLELISM)
+                for victim, error in failures:
+                    failed = True
+                    logger.error("preempting %s for %s on %s failed: %s", victim.key, pod.key, candidate.name, error)
+            if not failed:  # after a failure the pod is retried at once, without the last call
+                last = victims[-1]
+                self.last_victims[pod.uid] = last.uid
+                try:
+                    in_memory = await self.preempt_pod(candidate, pod, last)
+                    last_deleted = not in_memory and last.uid in self.deleted_victims
+                except Exception as exc:
+                    failed = True
+                    logger.error("preempting %s for %s on %s failed: %s", last.key, pod.key, candidate.name, exc)
+        finally:
+            self._calling.discard(pod.uid)
+            if not last_deleted or not self.is_pod_running_preemption(pod.uid):
+                self.preempting.discard(pod.uid)
+                self.last_victims.pop(pod.uid, None)
+        if failed or in_memory:
             self.handle.activate([pod])
 
-    async def preempt_pod(self, candidate: Candidate, preemptor: PodInfo, victim: PodInfo) -> None:
-        """Reject a victim waiting at Permit, or mark it DisruptionTarget and delete it;
-        then post the Preempted event."""
+    async def preempt_pod(self, candidate: Candidate, preemptor: PodInfo, victim: PodInfo) -> bool:
+        """Reject a victim waiting at Permit (True: preempted in memory), or mark it
+        DisruptionTarget and delete it; then post the Preempted event. False too when the
+        victim was gone already (no event then)."""
         waiting = self.handle.waiting_pods.get(victim.uid)
+        in_memory = waiting is not None
         if waiting is not None:
             waiting.reject(self.plugin_name, "preempted")
         else:
-            condition = {
+            wanted = {
                 "type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
                 "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
                 "lastTransitionTime": self.wall_clock(),
             }
+            # Upstream's UpdatePodCondition: no patch when the victim has the condition already.
+            condition = None if _has_condition(victim, wanted) else wanted
+            deleted = self.deleted_victims
+            deleted[victim.uid] = None
+            if len(deleted) > DELETED_MEMORY:
+                deleted.popitem(last=False)
             try:
                 await self.handle.client.delete_pod(pod=victim.pod, condition=condition)
             except NotFoundError:
-                return  # already gone
+                return False  # already gone
+            except BaseException:
+                deleted.pop(victim.uid, None)  # a later preemption may try again
+                raise
         fwk = self.handle.framework
         try:
             await self.handle.client.record_event(
@@ -374,6 +469,59 @@ class Evaluator:
                 reporting_controller=fwk.profile_name if fwk is not None else self.plugin_name)
         except Exception as exc:  # an event is informational only
             logger.warning("failed to record the Preempted event for %s: %s", victim.key, exc)
+        return in_memory
+
+
+async def in_parallel(items: Sequence[_T], call: Callable[[_T], Awaitable[Any]],
+                      limit: int) -> list[tuple[_T, Exception]]:
+    """`call(item)` for every item, at most `limit` at once (upstream's Parallelizer.Until); the
+    items whose call raised, with the exception.
+
+    The caller's task is the first worker; the others start only once it has suspended (on
+    its first call's I/O). Calls that never suspend (the in-memory client's) so all run in the
+    caller's task, in the same step, exactly as one call after another did: an offline run
+    sees the same order of events, and pays for no task."""
+    remaining = iter(items)
+    failures: list[tuple[_T, Exception]] = []
+
+    async def work() -> None:
+        for item in remaining:  # shared by the workers: each item is called once
+            try:
+                await call(item)
+            except Exception as exc:
+                failures.append((item, exc))
+
+    helpers: list[asyncio.Future[None]] = []
+
+    def start_helpers() -> None:  # runs only if the caller's task suspended meanwhile
+        helpers.extend(asyncio.ensure_future(work()) for _ in range(min(limit, len(items)) - 1))
+
+    starting = asyncio.get_running_loop().call_soon(start_helpers)
+    try:
+        await work()
+    except BaseException:
+        for helper in helpers:
+            helper.cancel()
+        raise
+    finally:
+        starting.cancel()
+    if helpers:
+        await asyncio.gather(*helpers)
+    return failures
+
+
+def _removed_at_once(pod: PodInfo) -> bool:
+    """Marked for deletion with no grace period and no finalizer: about to be removed."""
+    meta = pod.pod.get("metadata") or {}
+    return meta.get("deletionGracePeriodSeconds") == 0 and not meta.get("finalizers")
+
+
+def _has_condition(pod: PodInfo, condition: dict[str, Any]) -> bool:
+    """The pod has that condition already, but for its transition time."""
+    for current in (pod.pod.get("status") or {}).get("conditions") or ():
+        if current.get("type") == condition["type"]:
+            return all(current.get(k) == condition[k] for k in ("status", "reason", "message"))
+    return False
 
 
 def _nominated_node_name(pod: PodInfo) -> str:

@@ -1,7 +1,9 @@
 """DefaultPreemption: the PostFilter that makes room for a pod by evicting lower-priority pods.
 
-Extension points: PostFilter, EnqueueExtensions (none: pods it rejected are requeued by the
-plugins whose failures preemption tried to resolve).
+Extension points: PreEnqueue (async preemption, on by default upstream: a pod whose victims are
+still being deleted waits, "waiting for the preemption for this pod to be finished"), PostFilter,
+EnqueueExtensions (an assigned pod's deletion, with a hint that always skips: the pods it gated
+are requeued by the plugins whose failures preemption tried to resolve).
 Args: minCandidateNodesPercentage (0..100, default 10) and minCandidateNodesAbsolute
 (>= 0, default 100), not both 0: the dry run stops after
 max(nodes * percentage / 100, absolute) candidates.
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.events import ClusterEventWithHint
+from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.preemption import Evaluator
@@ -26,6 +28,7 @@ from kopfsched.framework.status import Status
 from kopfsched.framework.types import PodInfo
 
 NAME = "DefaultPreemption"
+MSG_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
 
 _PERCENTAGE = "minCandidateNodesPercentage"
 _ABSOLUTE = "minCandidateNodesAbsolute"
@@ -90,7 +93,19 @@ class DefaultPreemption:
         on the candidates before the best is picked (upstream's callExtenders)."""
         return _prefixed(*await self.evaluator.preempt_with_extenders(state, pod, statuses))
 
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """Upstream's PreEnqueue with async preemption: hold the pod back while its victims
+        are being deleted (until the last one is gone or terminating)."""
+        if self.evaluator.is_pod_running_preemption(pod.uid):
+            return Status.unresolvable(MSG_WAITING_FOR_PREEMPTION)
+        return None
+
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
-        # Upstream registers events only for async preemption's PreEnqueue gate, which
-        # this plugin does not have: the pod's other rejectors decide when it comes back.
-        return ()
+        # So that an assigned pod's deletion reaches the pods this plugin gated; the hint
+        # skips: the pod's other rejectors decide when it comes back (as upstream).
+        return (ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _skip),)
+
+
+def _skip(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """Upstream's isPodSchedulableAfterAssignedPodDeletion."""
+    return QueueingHint.SKIP
