@@ -79,16 +79,31 @@ def rejection_counts(node_to_status: NodeToStatus, num_all_nodes: int) -> Reject
     statuses = node_to_status.statuses.values()
     distinct = dict(zip(map(id, statuses), statuses, strict=True))
     for key, times in Counter(map(id, statuses)).items():
-        status = distinct[key]
-        for reason in status.reasons:
-            reasons[reason] = reasons.get(reason, 0) + times
-        plugin = status.plugin
-        plugins[plugin] = plugins.get(plugin, 0) + times
+        _count(reasons, plugins, distinct[key], times)
+    return _with_absent(reasons, plugins, node_to_status, num_all_nodes)
+
+
+def uniform_rejection_counts(node_to_status: NodeToStatus, status: Status, num_all_nodes: int) -> RejectionCounts:
+    """`rejection_counts` when every entry of `node_to_status.statuses` is `status`: the
+    same counts, without a pass over the nodes."""
+    reasons: dict[str, int] = {}
+    plugins: dict[str, int] = {}
+    if node_to_status.statuses:
+        _count(reasons, plugins, status, len(node_to_status.statuses))
+    return _with_absent(reasons, plugins, node_to_status, num_all_nodes)
+
+
+def _count(reasons: dict[str, int], plugins: dict[str, int], status: Status, times: int) -> None:
+    for reason in status.reasons:
+        reasons[reason] = reasons.get(reason, 0) + times
+    plugins[status.plugin] = plugins.get(status.plugin, 0) + times
+
+
+def _with_absent(reasons: dict[str, int], plugins: dict[str, int], node_to_status: NodeToStatus,
+                 num_all_nodes: int) -> RejectionCounts:
+    """The counts with the nodes absent from `statuses` counted under `absent`."""
     absent = num_all_nodes - len(node_to_status.statuses)
     if absent > 0 and node_to_status.absent is not None:
-        for reason in node_to_status.absent.reasons:
-            reasons[reason] = reasons.get(reason, 0) + absent
-        plugin = node_to_status.absent.plugin
-        plugins[plugin] = plugins.get(plugin, 0) + absent
+        _count(reasons, plugins, node_to_status.absent, absent)
     plugins.pop("", None)
     return RejectionCounts(reasons, plugins)

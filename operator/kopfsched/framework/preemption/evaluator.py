@@ -24,13 +24,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from kopfsched.framework.client import NotFoundError
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.diagnosis import Diagnosis, FitError
+from kopfsched.framework.diagnosis import Diagnosis, FitError, uniform_rejection_counts
 from kopfsched.framework.handle import Handle
 from kopfsched.framework.interface import NodeToStatus, PostFilterResult
 from kopfsched.framework.preemption import batched, deferred, node_by_node
@@ -53,6 +55,8 @@ from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import NodeInfo, PodInfo, rfc3339
 
 logger = logging.getLogger(__name__)
+
+_node_name = attrgetter("name")
 
 
 class _Victims:
@@ -132,6 +136,7 @@ class Evaluator:
         if not all_nodes:
             return None, Status.as_error("no nodes available")
         potential = self.nodes_where_preemption_might_help(all_nodes, statuses)
+        no_victims: Status | None = None
         if potential:
             pdbs = self.pod_disruption_budgets()
             offset = self.handle.rng.randrange(len(potential))
@@ -139,8 +144,7 @@ class Evaluator:
             if self._no_victims_anywhere(pod):
                 # What the dry run finds, node after node from the offset: no pod to remove anywhere.
                 no_victims = Status.unresolvable(MSG_NO_VICTIMS)
-                n = len(potential)
-                names = [potential[(offset + k) % n].name for k in range(n)]
+                names = map(_node_name, potential[offset:] + potential[:offset])  # from the offset, round robin
                 dry_run = DryRunResult([], NodeToStatus(dict.fromkeys(names, no_victims)), [])
             else:
                 dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
@@ -153,6 +157,8 @@ class Evaluator:
             dry_run.statuses.absent = Status.unresolvable(MSG_NOT_HELPFUL)
             fit = FitError(pod_key=pod.key, num_all_nodes=len(all_nodes),
                            diagnosis=Diagnosis(node_to_status=dry_run.statuses))
+            if no_victims is not None:  # one status on every potential node: counted without a pass
+                fit.counts = uniform_rejection_counts(dry_run.statuses, no_victims, len(all_nodes))
             return PostFilterResult(nominated_node_name=""), Status.unschedulable(str(fit))
         return list(dry_run.candidates)
 
@@ -224,10 +230,21 @@ class Evaluator:
 
     @staticmethod
     def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
-        """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
-        get, absent, unschedulable = statuses.statuses.get, statuses.absent, Code.UNSCHEDULABLE
-        return [node for node in nodes
-                if (status := get(node.name, absent)) is not None and status.code is unschedulable]
+        """Nodes whose Filter status is Unschedulable: removing pods might make room there.
+
+        Nodes share a few Status objects: each distinct one is judged once, and the per-node
+        work (the look-up, the selection) is left to C (map, compress), as every node of a
+        large cluster may have been rejected."""
+        nodes = nodes if isinstance(nodes, list) else list(nodes)
+        per_node = list(map(statuses.statuses.get, map(_node_name, nodes), repeat(statuses.absent)))
+        unschedulable = Code.UNSCHEDULABLE
+        distinct = dict(zip(map(id, per_node), per_node, strict=True))
+        helps = {key: status is not None and status.code is unschedulable for key, status in distinct.items()}
+        if not any(helps.values()):
+            return []
+        if all(helps.values()):
+            return list(nodes)
+        return list(compress(nodes, map(helps.__getitem__, map(id, per_node))))
 
     def num_candidates(self, num_nodes: int) -> int:
         return calculate_num_candidates(num_nodes, percentage=self.min_candidate_nodes_percentage,
