@@ -101,6 +101,9 @@ class SchedulingAlgorithm:
         """The batch rejections the last pass without reasons left out (rows.deferred_statuses)."""
         self._examined: np.ndarray = np.empty(0, dtype=np.int64)
         """The rows the last find_nodes_that_pass_filters examined, in order."""
+        self._hit_rate = 1.0
+        """The share of the nodes examined that passed, in the last pass over many nodes: what
+        the first chunk of the next one is sized by (pods of a cluster tend to repeat)."""
         self._marked: tuple[object, object, np.ndarray] | None = None
         """(the nominator's node-name list, the table, its rows marked) for _nominated_positions."""
 
@@ -260,7 +263,7 @@ class SchedulingAlgorithm:
         names = self._row_names()
         nominator = fwk.handle.nominator
         while processed < num_all and count < to_find:
-            chunk = order[processed:processed + _chunk_size(to_find - count, count, processed)]
+            chunk = order[processed:processed + _chunk_size(to_find - count, count, processed, self._hit_rate)]
             mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator,
                                                 None if reasons else self._deferred)
             needed = to_find - count
@@ -293,6 +296,8 @@ class SchedulingAlgorithm:
             found.append(chunk[positions])
             count += len(positions)
         self._examined = order[:processed]
+        if processed >= _MIN_CHUNK:
+            self._hit_rate = count / processed
         if count == processed:  # every node examined passed: they are order's first ones, as a view
             return order[:processed], processed
         return (np.concatenate(found) if found else rows[:0]), processed
@@ -303,8 +308,10 @@ class SchedulingAlgorithm:
         statuses = diagnosis.node_to_status.statuses
         for entry in self._deferred:
             rejected = deferred_statuses(entry, state, pod)
-            statuses.update(zip(map(names.__getitem__, rejected), rejected.values(), strict=True))
-            for status in {id(s): s for s in rejected.values()}.values():
+            values = rejected.values()
+            statuses.update(zip(map(names.__getitem__, rejected), values, strict=True))
+            # Rejections share Status objects: judge each distinct one once, found in C.
+            for status in dict(zip(map(id, values), values, strict=True)).values():
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
                 diagnosis.add_plugin_status(status)
@@ -445,16 +452,25 @@ def _has_scoring(fwk: Framework, extenders: Sequence[HTTPExtender]) -> bool:
     return fwk.has_score_plugins() or any(e.is_prioritizer() for e in extenders)
 
 
-def _chunk_size(needed: int, found: int, processed: int) -> int:
-    """How many nodes to filter next: the nodes still needed (at least 64) at first, then as
-    many as the hit rate so far says should hold them, doubling while none was found. The
-    outcome does not depend on it: nodes filtered past the one that completes the count are
-    dropped, statuses and all; only fewer, larger numpy passes for a pod that fits few nodes."""
+_MIN_CHUNK = 64
+
+
+def _chunk_size(needed: int, found: int, processed: int, last_rate: float = 1.0) -> int:
+    """How many nodes to filter next: at first as many as the last pass's hit rate says
+    should hold the nodes needed (the nodes needed themselves when every node passed, every
+    node when none did), then as many as this pass's hit rate says, doubling while none was
+    found; at least 64. The outcome does not depend on it: nodes filtered past the one that
+    completes the count are dropped, statuses and all; only fewer, larger numpy passes (each
+    costs a fixed amount per plugin) for a pod that fits few nodes."""
     if not processed:
-        return max(needed, 64)
+        if last_rate >= 1.0:
+            return max(needed, _MIN_CHUNK)
+        if last_rate <= 0.0:
+            return 1 << 62  # every node: slices stop at the end
+        return max(int(needed / last_rate * 5 / 4), _MIN_CHUNK)
     if not found:
-        return max(2 * processed, 64)
-    return max(needed * processed // found * 5 // 4, 64)
+        return max(2 * processed, _MIN_CHUNK)
+    return max(needed * processed // found * 5 // 4, _MIN_CHUNK)
 
 
 def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None) -> list:
