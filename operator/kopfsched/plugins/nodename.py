@@ -43,6 +43,9 @@ class NodeName:
             row = -1
         return np.asarray(rows) == row
 
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return [Status.unresolvable(ERR_REASON)] * len(rows)  # every rejected node is another node
+
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         # Upstream has no hint: a new node may be the named one, so always requeue.
         return [ClusterEventWithHint(NODE_ADD)]

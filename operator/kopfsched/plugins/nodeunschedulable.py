@@ -78,6 +78,16 @@ class NodeUnschedulable:
             return table.derived(_PASSES_TOLERATING, _passes_tolerating, rows, _passes_tolerating_one)
         return table.derived(_PASSES, _passes, rows, _passes_one)
 
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        """`filter`'s status for each of `rows` (rows it rejects): a node without its Node
+        object has unknown conditions, any other is cordoned."""
+        unknown = Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
+        cordoned = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+        statuses = [cordoned] * len(rows)
+        for i in np.flatnonzero(table.column(NODE_STATE)[rows] == _NO_NODE).tolist():
+            statuses[i] = unknown
+        return statuses
+
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
