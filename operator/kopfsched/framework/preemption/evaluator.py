@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -230,21 +229,10 @@ class Evaluator:
 
     @staticmethod
     def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
-        """Nodes whose Filter status is Unschedulable: removing pods might make room there.
-
-        Nodes share a few Status objects: each distinct one is judged once, and the per-node
-        work (the look-up, the selection) is left to C (map, compress), as every node of a
-        large cluster may have been rejected."""
-        nodes = nodes if isinstance(nodes, list) else list(nodes)
-        per_node = list(map(statuses.statuses.get, map(_node_name, nodes), repeat(statuses.absent)))
-        unschedulable = Code.UNSCHEDULABLE
-        distinct = dict(zip(map(id, per_node), per_node, strict=True))
-        helps = {key: status is not None and status.code is unschedulable for key, status in distinct.items()}
-        if not any(helps.values()):
-            return []
-        if all(helps.values()):
-            return list(nodes)
-        return list(compress(nodes, map(helps.__getitem__, map(id, per_node))))
+        """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
+        get, absent, unschedulable = statuses.statuses.get, statuses.absent, Code.UNSCHEDULABLE
+        return [node for node in nodes
+                if (status := get(node.name, absent)) is not None and status.code is unschedulable]
 
     def num_candidates(self, num_nodes: int) -> int:
         return calculate_num_candidates(num_nodes, percentage=self.min_candidate_nodes_percentage,
