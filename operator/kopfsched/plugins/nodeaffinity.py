@@ -325,7 +325,8 @@ class NodeAffinity:
         key = required.key()
         if key is None:
             return passed & required.match_rows(table, rows)
-        return passed & table.derived(("NodeAffinity", key), required.match_rows, rows, _match_one(required))
+        return passed & table.derived(("NodeAffinity", key), required.match_rows, rows, _match_one(required),
+                                      node_static=True)  # labels and names
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         # Two reasons at most: one shared Status each, in the order `filter` checks them.
@@ -342,7 +343,7 @@ class NodeAffinity:
         selector = self.added_node_selector
         if self._added_key is None:
             return selector.match_rows(table, rows)
-        return table.derived(self._added_key, selector.match_rows, rows, _match_one(selector))
+        return table.derived(self._added_key, selector.match_rows, rows, _match_one(selector), node_static=True)
 
     @staticmethod
     def _required(state: CycleState, pod: PodInfo) -> RequiredNodeAffinity:

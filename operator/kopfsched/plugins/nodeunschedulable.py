@@ -75,8 +75,9 @@ class NodeUnschedulable:
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         # Two possible answers per node, kept by the table: one fancy index per cycle.
         if tolerates_unschedulable(pod.tolerations):
-            return table.derived(_PASSES_TOLERATING, _passes_tolerating, rows, _passes_tolerating_one)
-        return table.derived(_PASSES, _passes, rows, _passes_one)
+            return table.derived(_PASSES_TOLERATING, _passes_tolerating, rows, _passes_tolerating_one,
+                                 node_static=True)
+        return table.derived(_PASSES, _passes, rows, _passes_one, node_static=True)
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         """`filter`'s status for each of `rows` (rows it rejects): a node without its Node

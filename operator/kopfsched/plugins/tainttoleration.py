@@ -124,7 +124,7 @@ class TaintToleration:
         rows = np.asarray(rows)
         # Nodes without NoSchedule/NoExecute taints pass any pod: that mask is the table's to
         # keep (one fancy index per cycle); only the tainted nodes need the pod's tolerations.
-        passed = table.derived(_UNTAINTED, _untainted, rows, _untainted_one)
+        passed = table.derived(_UNTAINTED, _untainted, rows, _untainted_one, node_static=True)
         if count_nonzero(passed) == len(passed):
             return passed
         tolerations = pod.tolerations
@@ -132,7 +132,7 @@ class TaintToleration:
         key = (_TOLERATED, json.dumps(tolerations, sort_keys=True, default=str))
         return table.derived(key, lambda table, rows: _tolerated_rows(table, rows, tolerations), rows,
                              lambda table, row: find_matching_untolerated_taint(
-                                 table.nodes[row].taints, tolerations) is None)
+                                 table.nodes[row].taints, tolerations) is None, node_static=True)
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         return [Status.unresolvable(ERR_REASON_NOT_MATCH)] * len(rows)  # one reason, whichever taint
