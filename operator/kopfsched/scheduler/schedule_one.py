@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +97,8 @@ class SchedulingAlgorithm:
         self._twice = np.zeros(0, dtype=np.int64)
         self._all = self._twice
         self._names_of: object = None
+        self._objects = np.empty(0, dtype=object)
+        self._objects_of: object = None
         self._deferred: list[Deferred] = []
         """The batch rejections the last pass without reasons left out (rows.deferred_statuses)."""
         self._examined: np.ndarray = np.empty(0, dtype=np.int64)
@@ -327,6 +329,16 @@ class SchedulingAlgorithm:
             self._all = twice[:count]
         return self._all
 
+    def _node_objects(self) -> np.ndarray:
+        """The snapshot's NodeInfo objects by row in an object array (kept until the table is
+        rebuilt): any selection of rows is then one fancy index and a tolist, in C."""
+        table = self.snapshot.table
+        if self._objects_of is not table:
+            objects = np.empty(len(table.nodes), dtype=object)
+            objects[:] = table.nodes
+            self._objects, self._objects_of = objects, table
+        return self._objects
+
     def _row_names(self) -> list[str]:
         """The snapshot's node names by row (kept until the table is rebuilt)."""
         table = self.snapshot.table
@@ -411,7 +423,8 @@ class SchedulingAlgorithm:
         then the interested prioritize extenders (called concurrently; one that fails
         gives no scores, as upstream)."""
         if fwk.has_score_plugins():
-            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible, self._twice))
+            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible, self._twice,
+                                                                     self._node_objects))
             if status is not None:
                 raise SchedulingError(status)
             totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
@@ -473,12 +486,15 @@ def _chunk_size(needed: int, found: int, processed: int, last_rate: float = 1.0)
     return max(needed * processed // found * 5 // 4, _MIN_CHUNK)
 
 
-def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None) -> list:
+def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None,
+              objects: Callable[[], np.ndarray] | None = None) -> list:
     """[nodes[r] for r in rows], by slices where the rows run in steps of one (the feasible
     rows are mostly a stretch or two of the rotated node order): a slice copies a list at C
     speed, where the comprehension touches each node object. Rows that are a view of `twice`
     (0..n-1 twice over, the rotated order when every node examined passed) run in steps of
-    one around the end by construction, so they need no look at all."""
+    one around the end by construction, so they need no look at all. Scattered rows (some
+    nodes rejected here and there) are one fancy index of `objects()`, the nodes as an
+    object array, when given."""
     count = len(rows)
     if twice is not None and rows.base is twice and len(twice) == 2 * len(nodes) and rows.strides == twice.strides:
         start = int(rows[0]) if count else 0
@@ -488,7 +504,7 @@ def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None) ->
         return [nodes[r] for r in rows.tolist()]
     breaks = ((rows[1:] - rows[:-1]) != 1).nonzero()[0]  # np.diff, without its Python wrapper
     if len(breaks) > count // 16:
-        return [nodes[r] for r in rows.tolist()]
+        return objects()[rows].tolist() if objects is not None else [nodes[r] for r in rows.tolist()]
     out: list = []
     first = 0
     for end in [*(breaks + 1).tolist(), count]:
