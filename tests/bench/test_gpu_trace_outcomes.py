@@ -20,6 +20,7 @@ import pytest
 
 from kopfsched.bench import runner
 from kopfsched.bench.workloads import gpu_trace, gpu_trace_affinity
+from kopfsched.framework.diagnosis import rejection_counts, tallied_rejection_counts
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.simulate.explain import explain_pod
 from kopfsched.simulate.loader import load_objects
@@ -65,6 +66,34 @@ def test_bench_attempts_unchanged(workload: Any, scheduled: int, unschedulable: 
     for message, count in messages.items():
         assert counts[message] == count
     assert _digest(recorder.lines) == digest
+
+
+class _TallyChecker(NullObserver):
+    """Compares, for every pod that fits nowhere, the counts from the Filter pass's tally with
+    those of a pass over the nodes: the same reasons and plugins, in the same order."""
+
+    def __init__(self) -> None:
+        self.tallied = 0
+        self.differ: list[str] = []
+
+    def attempted(self, attempt: Attempt) -> None:
+        diagnosis = attempt.diagnosis
+        if diagnosis is None or diagnosis.tally is None:
+            return
+        self.tallied += 1
+        nodes = 150
+        fast = tallied_rejection_counts(diagnosis.node_to_status, diagnosis.tally, nodes)
+        slow = rejection_counts(diagnosis.node_to_status, nodes)
+        if list(fast.reasons.items()) != list(slow.reasons.items()) or \
+                list(fast.plugins.items()) != list(slow.plugins.items()):
+            self.differ.append(attempt.pod.key)
+
+
+@pytest.mark.parametrize("workload", [gpu_trace, gpu_trace_affinity], ids=["gpu-trace", "gpu-trace-affinity"])
+def test_tallied_counts_are_the_counted_ones(workload: Any) -> None:
+    checker = _TallyChecker()
+    result = asyncio.run(runner.run_workload(workload(150, 0, 800), also_observe=checker))
+    assert checker.tallied == result["unschedulable"] and not checker.differ
 
 
 def _without_seconds(out: dict[str, Any]) -> dict[str, Any]:

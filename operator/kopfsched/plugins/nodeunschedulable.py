@@ -12,7 +12,7 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
-from kopfsched.framework.status import Status
+from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.helper import objects
 from kopfsched.plugins.helper.tolerations import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
@@ -84,10 +84,8 @@ class NodeUnschedulable:
         object has unknown conditions, any other is cordoned."""
         unknown = Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
         cordoned = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
-        statuses = [cordoned] * len(rows)
-        for i in np.flatnonzero(table.column(NODE_STATE)[rows] == _NO_NODE).tolist():
-            statuses[i] = unknown
-        return statuses
+        ghosts = table.column(NODE_STATE)[rows] == _NO_NODE
+        return TalliedStatuses.of_codes(ghosts, lambda ghost: unknown if ghost else cordoned)
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [

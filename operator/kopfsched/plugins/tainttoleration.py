@@ -20,7 +20,7 @@ from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWit
 from kopfsched.framework.interface import MAX_NODE_SCORE
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
-from kopfsched.framework.status import Status
+from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 from kopfsched.plugins.helper import objects
 from kopfsched.plugins.helper.normalize_score import default_normalize_score
@@ -135,7 +135,7 @@ class TaintToleration:
                                  table.nodes[row].taints, tolerations) is None, node_static=True)
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
-        return [Status.unresolvable(ERR_REASON_NOT_MATCH)] * len(rows)  # one reason, whichever taint
+        return TalliedStatuses.same(Status.unresolvable(ERR_REASON_NOT_MATCH), len(rows))  # one reason, any taint
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE, prefer_no_schedule_tolerations(pod.tolerations))

@@ -37,7 +37,7 @@ from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, FitError
 from kopfsched.framework.node_table import WhatIfTable
-from kopfsched.framework.rows import Deferred, deferred_statuses
+from kopfsched.framework.rows import Deferred, deferred_rejections
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
@@ -305,18 +305,34 @@ class SchedulingAlgorithm:
         return (np.concatenate(found) if found else rows[:0]), processed
 
     def _record_deferred(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> None:
-        """The statuses of the batch rejections the pass left out, into `diagnosis`."""
+        """The statuses of the batch rejections the pass left out, into `diagnosis`; with
+        their tally (Diagnosis.tally) when every plugin counted its own and no status was
+        recorded before (each row is rejected once, so the counts add up)."""
         names = self._row_names()
         statuses = diagnosis.node_to_status.statuses
+        tally: dict[int, list] | None = None if statuses else {}
         for entry in self._deferred:
-            rejected = deferred_statuses(entry, state, pod)
-            values = rejected.values()
-            statuses.update(zip(map(names.__getitem__, rejected), values, strict=True))
-            # Rejections share Status objects: judge each distinct one once, found in C.
-            for status in dict(zip(map(id, values), values, strict=True)).values():
+            rows, rejected, counted = deferred_rejections(entry, state, pod)
+            statuses.update(zip(map(names.__getitem__, rows), rejected, strict=True))
+            if counted is None:
+                # Rejections share Status objects: judge each distinct one once, found in C.
+                distinct = list(dict(zip(map(id, rejected), rejected, strict=True)).values())
+                tally = None
+            else:
+                distinct = [status for status, _ in counted]
+                if tally is not None:
+                    for status, times in counted:
+                        held = tally.get(id(status))
+                        if held is None:
+                            tally[id(status)] = [status, times]
+                        else:
+                            held[1] += times
+            for status in distinct:
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
                 diagnosis.add_plugin_status(status)
+        if tally is not None:
+            diagnosis.tally = [(status, times) for status, times in tally.values()]
         self._deferred = []
 
     def _all_rows(self, count: int) -> np.ndarray:
