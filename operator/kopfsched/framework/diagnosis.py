@@ -67,7 +67,7 @@ class FitError(Exception):
         by the message and by whoever keeps the diagnosis (the pending-pods store)."""
         tally = self.diagnosis.tally
         node_to_status = self.diagnosis.node_to_status
-        if tally is not None and sum(count for _, count in tally) == len(node_to_status.statuses):
+        if tally is not None and sum(count for _, count in tally) == len(node_to_status):
             return tallied_rejection_counts(node_to_status, tally, self.num_all_nodes)
         return rejection_counts(node_to_status, self.num_all_nodes)
 
@@ -108,8 +108,8 @@ def uniform_rejection_counts(node_to_status: NodeToStatus, status: Status, num_a
     same counts, without a pass over the nodes."""
     reasons: dict[str, int] = {}
     plugins: dict[str, int] = {}
-    if node_to_status.statuses:
-        _count(reasons, plugins, status, len(node_to_status.statuses))
+    if len(node_to_status):
+        _count(reasons, plugins, status, len(node_to_status))
     return _with_absent(reasons, plugins, node_to_status, num_all_nodes)
 
 
@@ -122,7 +122,7 @@ def _count(reasons: dict[str, int], plugins: dict[str, int], status: Status, tim
 def _with_absent(reasons: dict[str, int], plugins: dict[str, int], node_to_status: NodeToStatus,
                  num_all_nodes: int) -> RejectionCounts:
     """The counts with the nodes absent from `statuses` counted under `absent`."""
-    absent = num_all_nodes - len(node_to_status.statuses)
+    absent = num_all_nodes - len(node_to_status)
     if absent > 0 and node_to_status.absent is not None:
         _count(reasons, plugins, node_to_status.absent, absent)
     plugins.pop("", None)

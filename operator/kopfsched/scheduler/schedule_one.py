@@ -36,6 +36,7 @@ from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, FitError
+from kopfsched.framework.interface import RowPart
 from kopfsched.framework.node_table import WhatIfTable
 from kopfsched.framework.rows import Deferred, deferred_rejections
 from kopfsched.framework.runtime import Framework
@@ -309,11 +310,21 @@ class SchedulingAlgorithm:
         their tally (Diagnosis.tally) when every plugin counted its own and no status was
         recorded before (each row is rejected once, so the counts add up)."""
         names = self._row_names()
-        statuses = diagnosis.node_to_status.statuses
-        tally: dict[int, list] | None = None if statuses else {}
+        node_to_status = diagnosis.node_to_status
+        # Nothing recorded before: the rows go in as they are (disjoint: each row is rejected
+        # once), the name -> Status dict built only if someone reads it.
+        as_rows = not len(node_to_status)
+        tally: dict[int, list] | None = {} if as_rows else None
+        nodes = self.snapshot.table.nodes
         for entry in self._deferred:
             rows, rejected, counted = deferred_rejections(entry, state, pod)
-            statuses.update(zip(map(names.__getitem__, rows), rejected, strict=True))
+            if as_rows:
+                failed = entry[3]
+                row_array = failed if len(failed) == len(rows) else np.asarray(rows, dtype=np.int64)
+                node_to_status.add_rows(RowPart(nodes, names, rows, row_array, rejected,
+                                                None if counted is None else [status for status, _ in counted]))
+            else:
+                node_to_status.statuses.update(zip(map(names.__getitem__, rows), rejected, strict=True))
             if counted is None:
                 # Rejections share Status objects: judge each distinct one once, found in C.
                 distinct = list(dict(zip(map(id, rejected), rejected, strict=True)).values())

@@ -33,7 +33,7 @@ from kopfsched.framework.client import NotFoundError
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import Diagnosis, FitError, uniform_rejection_counts
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.interface import NodeToStatus, PostFilterResult, RowPart
 from kopfsched.framework.preemption import batched, deferred, node_by_node
 from kopfsched.framework.preemption.candidates import (
     DISRUPTION_TARGET,
@@ -230,6 +230,9 @@ class Evaluator:
     @staticmethod
     def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
         """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
+        parts = statuses.row_parts()
+        if parts is not None and isinstance(nodes, list) and all(part.nodes is nodes for part in parts):
+            return _helpful_rows(nodes, parts, statuses.absent)
         get, absent, unschedulable = statuses.statuses.get, statuses.absent, Code.UNSCHEDULABLE
         return [node for node in nodes
                 if (status := get(node.name, absent)) is not None and status.code is unschedulable]
@@ -379,6 +382,34 @@ class Evaluator:
                 reporting_controller=fwk.profile_name if fwk is not None else self.plugin_name)
         except Exception as exc:  # an event is informational only
             logger.warning("failed to record the Preempted event for %s: %s", victim.key, exc)
+
+
+def _helpful_rows(nodes: list[NodeInfo], parts: list[RowPart], absent: Status | None) -> list[NodeInfo]:
+    """nodes_where_preemption_might_help from the Filter pass's rejected rows: a part whose
+    distinct statuses are all UnschedulableAndUnresolvable (or all Unschedulable) is judged
+    without a look at its rows; nodes in no part get `absent`. In node order, as the look
+    node by node."""
+    unschedulable = Code.UNSCHEDULABLE
+    helps = np.zeros(len(nodes), dtype=bool)
+    covered = np.zeros(len(nodes), dtype=bool) if absent is not None and absent.code is unschedulable else None
+    for part in parts:
+        if covered is not None:
+            covered[part.row_array] = True
+        distinct = part.distinct
+        if distinct is None:
+            distinct = list(dict(zip(map(id, part.statuses), part.statuses, strict=True)).values())
+        judged = [status.code is unschedulable for status in distinct]
+        if not any(judged):
+            continue
+        if all(judged):
+            helps[part.row_array] = True
+            continue
+        each = np.fromiter((status.code is unschedulable for status in part.statuses), dtype=bool,
+                           count=len(part.statuses))
+        helps[part.row_array[each]] = True
+    if covered is not None:
+        helps |= ~covered
+    return [nodes[row] for row in np.flatnonzero(helps).tolist()]
 
 
 def _nominated_node_name(pod: PodInfo) -> str:
