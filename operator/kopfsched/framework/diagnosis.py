@@ -23,6 +23,11 @@ class Diagnosis:
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
     evaluated_nodes: int = 0
+    tally: list[tuple[Status, int]] | None = None
+    """Each distinct status of `node_to_status.statuses` with how many nodes have it, in
+    order of first appearance, when the Filter pass counted them (TalliedStatuses): the
+    rejection counts then need no pass over the nodes. Whoever changes the statuses after
+    the pass must reset it."""
 
     def add_plugin_status(self, status: Status) -> None:
         if not status.plugin:
@@ -60,7 +65,11 @@ class FitError(Exception):
     def counts(self) -> RejectionCounts:
         """How many nodes each reason and each plugin rejected: one pass over the nodes, shared
         by the message and by whoever keeps the diagnosis (the pending-pods store)."""
-        return rejection_counts(self.diagnosis.node_to_status, self.num_all_nodes)
+        tally = self.diagnosis.tally
+        node_to_status = self.diagnosis.node_to_status
+        if tally is not None and sum(count for _, count in tally) == len(node_to_status):
+            return tallied_rejection_counts(node_to_status, tally, self.num_all_nodes)
+        return rejection_counts(node_to_status, self.num_all_nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +88,42 @@ def rejection_counts(node_to_status: NodeToStatus, num_all_nodes: int) -> Reject
     statuses = node_to_status.statuses.values()
     distinct = dict(zip(map(id, statuses), statuses, strict=True))
     for key, times in Counter(map(id, statuses)).items():
-        status = distinct[key]
-        for reason in status.reasons:
-            reasons[reason] = reasons.get(reason, 0) + times
-        plugin = status.plugin
-        plugins[plugin] = plugins.get(plugin, 0) + times
-    absent = num_all_nodes - len(node_to_status.statuses)
+        _count(reasons, plugins, distinct[key], times)
+    return _with_absent(reasons, plugins, node_to_status, num_all_nodes)
+
+
+def tallied_rejection_counts(node_to_status: NodeToStatus, tally: list[tuple[Status, int]],
+                             num_all_nodes: int) -> RejectionCounts:
+    """`rejection_counts` from the statuses' tally (Diagnosis.tally): the same counts, in
+    the same order, without a pass over the nodes."""
+    reasons: dict[str, int] = {}
+    plugins: dict[str, int] = {}
+    for status, times in tally:
+        _count(reasons, plugins, status, times)
+    return _with_absent(reasons, plugins, node_to_status, num_all_nodes)
+
+
+def uniform_rejection_counts(node_to_status: NodeToStatus, status: Status, num_all_nodes: int) -> RejectionCounts:
+    """`rejection_counts` when every entry of `node_to_status.statuses` is `status`: the
+    same counts, without a pass over the nodes."""
+    reasons: dict[str, int] = {}
+    plugins: dict[str, int] = {}
+    if len(node_to_status):
+        _count(reasons, plugins, status, len(node_to_status))
+    return _with_absent(reasons, plugins, node_to_status, num_all_nodes)
+
+
+def _count(reasons: dict[str, int], plugins: dict[str, int], status: Status, times: int) -> None:
+    for reason in status.reasons:
+        reasons[reason] = reasons.get(reason, 0) + times
+    plugins[status.plugin] = plugins.get(status.plugin, 0) + times
+
+
+def _with_absent(reasons: dict[str, int], plugins: dict[str, int], node_to_status: NodeToStatus,
+                 num_all_nodes: int) -> RejectionCounts:
+    """The counts with the nodes absent from `statuses` counted under `absent`."""
+    absent = num_all_nodes - len(node_to_status)
     if absent > 0 and node_to_status.absent is not None:
-        for reason in node_to_status.absent.reasons:
-            reasons[reason] = reasons.get(reason, 0) + absent
-        plugin = node_to_status.absent.plugin
-        plugins[plugin] = plugins.get(plugin, 0) + absent
+        _count(reasons, plugins, node_to_status.absent, absent)
     plugins.pop("", None)
     return RejectionCounts(reasons, plugins)

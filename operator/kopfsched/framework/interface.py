@@ -17,7 +17,7 @@ Unreserve runs in reverse order when anything after Reserve fails.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -56,19 +56,69 @@ class PostFilterResult:
     victims: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
 class NodeToStatus:
     """Why each infeasible node was rejected. Nodes not in `statuses` get `absent`
-    (used when a PreFilter result ruled out every node it did not name)."""
+    (used when a PreFilter result ruled out every node it did not name).
 
-    statuses: dict[str, Status] = field(default_factory=dict)
-    absent: Status | None = None
+    A Filter pass may hand over its rejections as table rows (`add_rows`): the name ->
+    Status dict is then built on first read of `statuses`, and preemption can pick the
+    nodes where it might help from the rows without it (`row_parts`)."""
+
+    __slots__ = ("_parts", "_statuses", "absent")
+
+    def __init__(self, statuses: dict[str, Status] | None = None, absent: Status | None = None) -> None:
+        self._statuses: dict[str, Status] = {} if statuses is None else statuses
+        self._parts: list[RowPart] = []
+        self.absent = absent
+
+    @property
+    def statuses(self) -> dict[str, Status]:
+        if self._parts:
+            for part in self._parts:
+                self._statuses.update(zip(map(part.names.__getitem__, part.rows), part.statuses, strict=True))
+            self._parts = []
+        return self._statuses
+
+    @statuses.setter
+    def statuses(self, value: dict[str, Status]) -> None:
+        self._statuses, self._parts = value, []
+
+    def add_rows(self, part: RowPart) -> None:
+        """Rejections as rows of a table, none of them in `statuses` yet and none in another part."""
+        self._parts.append(part)
+
+    def row_parts(self) -> list[RowPart] | None:
+        """The rejections as row parts, when every one came so (nothing recorded by name)."""
+        return self._parts if self._parts and not self._statuses else None
 
     def get(self, node_name: str) -> Status | None:
         return self.statuses.get(node_name, self.absent)
 
     def __len__(self) -> int:
-        return len(self.statuses)
+        return len(self._statuses) + sum(len(part.rows) for part in self._parts)  # parts are disjoint
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeToStatus):
+            return NotImplemented
+        return self.statuses == other.statuses and self.absent == other.absent
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"NodeToStatus(statuses={self.statuses!r}, absent={self.absent!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RowPart:
+    """Rejected rows of a NodeTable: `statuses[i]` is the status of row `rows[i]`, whose node
+    is `nodes[rows[i]]` named `names[rows[i]]`; `distinct`, when known, its distinct statuses."""
+
+    nodes: list[NodeInfo]
+    names: list[str]
+    rows: list[int]
+    row_array: np.ndarray
+    statuses: list[Status]
+    distinct: list[Status] | None = None
 
 
 @runtime_checkable

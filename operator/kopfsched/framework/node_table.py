@@ -92,8 +92,9 @@ class NodeTable:
         self._specs: dict[str, ColumnSpec] = {}
         self._lower: dict[int, list[ColumnSpec]] = {}
         """priority -> its lower_priority_column specs built here, least recently used first."""
-        self._derived: dict[Hashable, tuple[np.ndarray, list[int]]] = {}
-        """key -> (its array over every row, rows refreshed since it was last brought up to date)."""
+        self._derived: dict[Hashable, tuple[np.ndarray, list[int], bool]] = {}
+        """key -> (its array over every row, rows refreshed since it was last brought up to date,
+        whether it reads node-static columns alone)."""
         self._seen: set[Hashable] = set()
         """Keys `derived` was asked for once and did not keep yet."""
         self.node_version = 0
@@ -138,7 +139,8 @@ class NodeTable:
         return self.column(derived)
 
     def derived(self, key: Hashable, compute: Callable[[NodeTable, np.ndarray], np.ndarray], rows: np.ndarray,
-                compute_one: Callable[[NodeTable, int], Any] | None = None) -> np.ndarray:
+                compute_one: Callable[[NodeTable, int], Any] | None = None, *,
+                node_static: bool = False) -> np.ndarray:
         """`compute(self, rows)`, from an array over every row that the table keeps under `key`
         and brings up to date by recomputing only the rows `refresh` touched since.
 
@@ -150,7 +152,9 @@ class NodeTable:
         row, so a key used once costs nothing more (pods of one shape repeat; a one-off pays
         nothing for the others). `compute_one(self, row)`, when given, is `compute` for one
         row (the same number, from the same columns, in Python): a few changed rows are
-        recomputed with it, without numpy's fixed cost per call."""
+        recomputed with it, without numpy's fixed cost per call. `node_static`: `compute` reads
+        node-static columns alone (or the Node objects), so a refresh of the pods alone
+        (`refresh(node_static=False)`: a pod bound or gone) leaves the array current."""
         entry = self._derived.get(key)
         if entry is None:
             if key not in self._seen:
@@ -162,9 +166,9 @@ class NodeTable:
             if len(self._derived) >= _DERIVED_KEPT:
                 del self._derived[next(iter(self._derived))]
             array = compute(self, np.arange(len(self), dtype=np.int64))
-            self._derived[key] = (array, [])
+            self._derived[key] = (array, [], node_static)
             return array[rows]
-        array, stale = entry
+        array, stale, _ = entry
         del self._derived[key]
         self._derived[key] = entry  # most recently used last
         if stale:
@@ -207,7 +211,9 @@ class NodeTable:
                     changed.add(row)
         if changed:
             limit = max(len(self) // 4, 16)
-            for key, (_, stale) in list(self._derived.items()):
+            for key, (_, stale, static) in list(self._derived.items()):
+                if static and not node_static:
+                    continue  # its columns were not read again
                 stale += changed
                 if len(stale) > limit:  # recomputing would cost about what rebuilding does
                     del self._derived[key]

@@ -10,6 +10,7 @@ first invalid one blamed. The Framework's `run_*_on_rows` methods time these run
 
 from __future__ import annotations
 
+import operator
 from typing import Any, cast
 
 import numpy as np
@@ -32,7 +33,7 @@ from kopfsched.framework.interface import (
     ScorePlugin,
 )
 from kopfsched.framework.node_table import NodeTable, WhatIfTable
-from kopfsched.framework.status import Code, Status
+from kopfsched.framework.status import Code, Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 assert MIN_NODE_SCORE == 0  # RowRunner.score checks both bounds with one unsigned maximum
@@ -101,6 +102,15 @@ def deferred_statuses(entry: Deferred, state: CycleState, pod: PodInfo) -> dict[
     """Row -> Status of a batch rejection left out by `RowRunner.filter(reasons=False)`: what
     the run with reasons would have recorded, if asked in the same cycle (same state, same
     table). A plugin that fails here gives an Error status on the first row, as there."""
+    rows, statuses, _ = deferred_rejections(entry, state, pod)
+    return dict(zip(rows, statuses, strict=True))
+
+
+def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo
+                        ) -> tuple[list[int], list[Status], list[tuple[Status, int]] | None]:
+    """`deferred_statuses` as (the rows, their statuses, each distinct status with how many
+    rows have it in order of first appearance, or None when the plugin did not count them:
+    see TalliedStatuses)."""
     plugin, with_statuses, judged, failed, on_judged = entry
     if with_statuses is None:
         nodes = judged.nodes
@@ -110,16 +120,26 @@ def deferred_statuses(entry: Deferred, state: CycleState, pod: PodInfo) -> dict[
             out[row] = one if one is not None else Status.as_error(
                 f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its '
                 "filter accepted it").with_plugin(plugin.name)
-        return out
+        return list(out), list(out.values()), None
     try:
         statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)
     except Exception as exc:
-        return {int(failed[0]): Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(
-            plugin.name)}
+        return [int(failed[0])], [Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(
+            plugin.name)], None
+    rows = failed.tolist()
+    if isinstance(statuses, TalliedStatuses) and sum(statuses.counts) == len(statuses) == len(rows):
+        wrapped = [filter_failure(plugin, answer) for answer in statuses.distinct]
+        tally = list(zip(wrapped, statuses.counts, strict=True))
+        if all(map(operator.is_, wrapped, statuses.distinct)):
+            return rows, statuses, tally  # already the runtime's statuses (the plugin's name on them)
+        if len(wrapped) == 1:
+            return rows, [wrapped[0]] * len(rows), tally
+        by_id = dict(zip(map(id, statuses.distinct), wrapped, strict=True))
+        return rows, list(map(by_id.__getitem__, map(id, statuses))), tally
     statuses = statuses if isinstance(statuses, list) else list(statuses)
     distinct = dict(zip(map(id, statuses), statuses, strict=True))
-    wrapped = {key: filter_failure(plugin, answer) for key, answer in distinct.items()}
-    return dict(zip(failed.tolist(), map(wrapped.__getitem__, map(id, statuses)), strict=True))
+    wrapped_by_id = {key: filter_failure(plugin, answer) for key, answer in distinct.items()}
+    return rows, list(map(wrapped_by_id.__getitem__, map(id, statuses))), None
 
 
 class RowRunner:

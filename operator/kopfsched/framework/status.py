@@ -7,7 +7,10 @@ The runtime, not the plugin, stamps the failing plugin's name onto the status.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 
 class Code(enum.IntEnum):
@@ -108,3 +111,38 @@ SKIP = Status(Code.SKIP)
 
 def is_success(status: Status | None) -> bool:
     return status is None or status.code is Code.SUCCESS
+
+
+class TalliedStatuses(list[Status]):
+    """A batch Filter's statuses (one per rejected row) that also know their distinct Status
+    objects, in order of first appearance, and how many rows each has: what the runtime
+    counts a pod that fits nowhere by (FitError's histogram), with no pass over its nodes."""
+
+    __slots__ = ("counts", "distinct")
+
+    def __init__(self, statuses: list[Status], distinct: list[Status], counts: list[int]) -> None:
+        super().__init__(statuses)
+        self.distinct = distinct
+        self.counts = counts
+
+    @classmethod
+    def same(cls, status: Status, count: int) -> TalliedStatuses:
+        """`count` rows, all with `status`."""
+        return cls([status] * count, [status], [count]) if count else cls([], [], [])
+
+    @classmethod
+    def of_codes(cls, codes: np.ndarray, status_of: Callable[[int], Status]) -> TalliedStatuses:
+        """One status per row from an integer code per row: `status_of` is asked once per
+        distinct code and must give distinct codes distinct Status objects."""
+        count = len(codes)
+        if not count:
+            return cls([], [], [])
+        first = int(codes[0])
+        if np.count_nonzero(codes == first) == count:  # the usual case: one answer for every row
+            return cls.same(status_of(first), count)
+        values, firsts, counts = np.unique(codes, return_index=True, return_counts=True)
+        order = np.argsort(firsts)
+        in_order = values[order].tolist()
+        distinct = [status_of(code) for code in in_order]
+        by_code = dict(zip(in_order, distinct, strict=True))
+        return cls(list(map(by_code.__getitem__, codes.tolist())), distinct, counts[order].tolist())

@@ -23,7 +23,7 @@ from kopfsched.framework.interface import MAX_NODE_SCORE, PreFilterResult
 from kopfsched.framework.labels import SelectorError, node_selector_term
 from kopfsched.framework.node_table import NodeTable, label_codes, label_in, label_lookup
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
-from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.status import SKIP, Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
 from kopfsched.plugins.helper import objects
 from kopfsched.plugins.helper.normalize_score import default_normalize_score
@@ -325,16 +325,17 @@ class NodeAffinity:
         key = required.key()
         if key is None:
             return passed & required.match_rows(table, rows)
-        return passed & table.derived(("NodeAffinity", key), required.match_rows, rows, _match_one(required))
+        return passed & table.derived(("NodeAffinity", key), required.match_rows, rows, _match_one(required),
+                                      node_static=True)  # labels and names
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         # Two reasons at most: one shared Status each, in the order `filter` checks them.
         pod_status = Status.unresolvable(ERR_REASON_POD)
         if self.added_node_selector is None:
-            return [pod_status] * len(rows)
+            return TalliedStatuses.same(pod_status, len(rows))
         enforced = Status.unresolvable(ERR_REASON_ENFORCED)
-        added = self._added_rows(table, np.asarray(rows)).tolist()
-        return [pod_status if ok else enforced for ok in added]
+        added = self._added_rows(table, np.asarray(rows))
+        return TalliedStatuses.of_codes(added, lambda ok: pod_status if ok else enforced)
 
     def _added_rows(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         if self.added_node_selector is None:
@@ -342,7 +343,7 @@ class NodeAffinity:
         selector = self.added_node_selector
         if self._added_key is None:
             return selector.match_rows(table, rows)
-        return table.derived(self._added_key, selector.match_rows, rows, _match_one(selector))
+        return table.derived(self._added_key, selector.match_rows, rows, _match_one(selector), node_static=True)
 
     @staticmethod
     def _required(state: CycleState, pod: PodInfo) -> RequiredNodeAffinity:

@@ -89,6 +89,22 @@ def infer_for_pod_scheduling(features: Sequence[Feature], spec: Spec,
                      if not (f.max_version is not None and version > f.max_version) and f.infer_for_scheduling(spec))
 
 
+_NONE: frozenset[str] = frozenset()
+
+
+def _may_need_a_feature(spec: Spec) -> bool:
+    """False when no feature of FEATURES can be inferred for the pod: no container of any
+    kind has restartPolicyRules or volumeMounts, and no hostNetwork (what each feature
+    looks at first). One look per container, every cycle, instead of three passes."""
+    if spec.get("hostNetwork"):
+        return True
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(kind) or ():
+            if container.get("restartPolicyRules") or container.get("volumeMounts"):
+                return True
+    return False
+
+
 STATE_KEY = StateKey[frozenset[str]](NAME, "PreFilter" + NAME)
 
 
@@ -101,6 +117,8 @@ class NodeDeclaredFeatures:
         self.version = version
 
     def _requirements(self, spec: Spec) -> frozenset[str]:
+        if self.features is FEATURES and self.version is not None and not _may_need_a_feature(spec):
+            return _NONE
         return infer_for_pod_scheduling(self.features, spec, self.version)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:

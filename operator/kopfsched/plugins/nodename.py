@@ -11,7 +11,7 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import NODE_ADD, ClusterEventWithHint
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import PluginFactory
-from kopfsched.framework.status import Status
+from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 ERR_REASON = "node(s) didn't match the requested node name"
@@ -42,6 +42,9 @@ class NodeName:
         if row >= 0 and table.nodes[row].name != wanted:
             row = -1
         return np.asarray(rows) == row
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return TalliedStatuses.same(Status.unresolvable(ERR_REASON), len(rows))  # each is another node
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         # Upstream has no hint: a new node may be the named one, so always requeue.

@@ -12,7 +12,7 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
-from kopfsched.framework.status import Status
+from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.helper import objects
 from kopfsched.plugins.helper.tolerations import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
@@ -75,8 +75,17 @@ class NodeUnschedulable:
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         # Two possible answers per node, kept by the table: one fancy index per cycle.
         if tolerates_unschedulable(pod.tolerations):
-            return table.derived(_PASSES_TOLERATING, _passes_tolerating, rows, _passes_tolerating_one)
-        return table.derived(_PASSES, _passes, rows, _passes_one)
+            return table.derived(_PASSES_TOLERATING, _passes_tolerating, rows, _passes_tolerating_one,
+                                 node_static=True)
+        return table.derived(_PASSES, _passes, rows, _passes_one, node_static=True)
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        """`filter`'s status for each of `rows` (rows it rejects): a node without its Node
+        object has unknown conditions, any other is cordoned."""
+        unknown = Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
+        cordoned = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+        ghosts = table.column(NODE_STATE)[rows] == _NO_NODE
+        return TalliedStatuses.of_codes(ghosts, lambda ghost: unknown if ghost else cordoned)
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +36,9 @@ from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, FitError
+from kopfsched.framework.interface import RowPart
 from kopfsched.framework.node_table import WhatIfTable
-from kopfsched.framework.rows import Deferred, deferred_statuses
+from kopfsched.framework.rows import Deferred, deferred_rejections
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
@@ -97,10 +98,15 @@ class SchedulingAlgorithm:
         self._twice = np.zeros(0, dtype=np.int64)
         self._all = self._twice
         self._names_of: object = None
+        self._objects = np.empty(0, dtype=object)
+        self._objects_of: object = None
         self._deferred: list[Deferred] = []
         """The batch rejections the last pass without reasons left out (rows.deferred_statuses)."""
         self._examined: np.ndarray = np.empty(0, dtype=np.int64)
         """The rows the last find_nodes_that_pass_filters examined, in order."""
+        self._hit_rate = 1.0
+        """The share of the nodes examined that passed, in the last pass over many nodes: what
+        the first chunk of the next one is sized by (pods of a cluster tend to repeat)."""
         self._marked: tuple[object, object, np.ndarray] | None = None
         """(the nominator's node-name list, the table, its rows marked) for _nominated_positions."""
 
@@ -260,7 +266,7 @@ class SchedulingAlgorithm:
         names = self._row_names()
         nominator = fwk.handle.nominator
         while processed < num_all and count < to_find:
-            chunk = order[processed:processed + _chunk_size(to_find - count, count, processed)]
+            chunk = order[processed:processed + _chunk_size(to_find - count, count, processed, self._hit_rate)]
             mask, rejected = self._filter_chunk(fwk, state, pod, chunk, nominator,
                                                 None if reasons else self._deferred)
             needed = to_find - count
@@ -293,21 +299,51 @@ class SchedulingAlgorithm:
             found.append(chunk[positions])
             count += len(positions)
         self._examined = order[:processed]
+        if processed >= _MIN_CHUNK:
+            self._hit_rate = count / processed
         if count == processed:  # every node examined passed: they are order's first ones, as a view
             return order[:processed], processed
         return (np.concatenate(found) if found else rows[:0]), processed
 
     def _record_deferred(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> None:
-        """The statuses of the batch rejections the pass left out, into `diagnosis`."""
+        """The statuses of the batch rejections the pass left out, into `diagnosis`; with
+        their tally (Diagnosis.tally) when every plugin counted its own and no status was
+        recorded before (each row is rejected once, so the counts add up)."""
         names = self._row_names()
-        statuses = diagnosis.node_to_status.statuses
+        node_to_status = diagnosis.node_to_status
+        # Nothing recorded before: the rows go in as they are (disjoint: each row is rejected
+        # once), the name -> Status dict built only if someone reads it.
+        as_rows = not len(node_to_status)
+        tally: dict[int, list] | None = {} if as_rows else None
+        nodes = self.snapshot.table.nodes
         for entry in self._deferred:
-            rejected = deferred_statuses(entry, state, pod)
-            statuses.update(zip(map(names.__getitem__, rejected), rejected.values(), strict=True))
-            for status in {id(s): s for s in rejected.values()}.values():
+            rows, rejected, counted = deferred_rejections(entry, state, pod)
+            if as_rows:
+                failed = entry[3]
+                row_array = failed if len(failed) == len(rows) else np.asarray(rows, dtype=np.int64)
+                node_to_status.add_rows(RowPart(nodes, names, rows, row_array, rejected,
+                                                None if counted is None else [status for status, _ in counted]))
+            else:
+                node_to_status.statuses.update(zip(map(names.__getitem__, rows), rejected, strict=True))
+            if counted is None:
+                # Rejections share Status objects: judge each distinct one once, found in C.
+                distinct = list(dict(zip(map(id, rejected), rejected, strict=True)).values())
+                tally = None
+            else:
+                distinct = [status for status, _ in counted]
+                if tally is not None:
+                    for status, times in counted:
+                        held = tally.get(id(status))
+                        if held is None:
+                            tally[id(status)] = [status, times]
+                        else:
+                            held[1] += times
+            for status in distinct:
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
                 diagnosis.add_plugin_status(status)
+        if tally is not None:
+            diagnosis.tally = [(status, times) for status, times in tally.values()]
         self._deferred = []
 
     def _all_rows(self, count: int) -> np.ndarray:
@@ -319,6 +355,16 @@ class SchedulingAlgorithm:
             self._twice = twice
             self._all = twice[:count]
         return self._all
+
+    def _node_objects(self) -> np.ndarray:
+        """The snapshot's NodeInfo objects by row in an object array (kept until the table is
+        rebuilt): any selection of rows is then one fancy index and a tolist, in C."""
+        table = self.snapshot.table
+        if self._objects_of is not table:
+            objects = np.empty(len(table.nodes), dtype=object)
+            objects[:] = table.nodes
+            self._objects, self._objects_of = objects, table
+        return self._objects
 
     def _row_names(self) -> list[str]:
         """The snapshot's node names by row (kept until the table is rebuilt)."""
@@ -404,7 +450,8 @@ class SchedulingAlgorithm:
         then the interested prioritize extenders (called concurrently; one that fails
         gives no scores, as upstream)."""
         if fwk.has_score_plugins():
-            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible, self._twice))
+            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible, self._twice,
+                                                                     self._node_objects))
             if status is not None:
                 raise SchedulingError(status)
             totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
@@ -445,24 +492,36 @@ def _has_scoring(fwk: Framework, extenders: Sequence[HTTPExtender]) -> bool:
     return fwk.has_score_plugins() or any(e.is_prioritizer() for e in extenders)
 
 
-def _chunk_size(needed: int, found: int, processed: int) -> int:
-    """How many nodes to filter next: the nodes still needed (at least 64) at first, then as
-    many as the hit rate so far says should hold them, doubling while none was found. The
-    outcome does not depend on it: nodes filtered past the one that completes the count are
-    dropped, statuses and all; only fewer, larger numpy passes for a pod that fits few nodes."""
+_MIN_CHUNK = 64
+
+
+def _chunk_size(needed: int, found: int, processed: int, last_rate: float = 1.0) -> int:
+    """How many nodes to filter next: at first as many as the last pass's hit rate says
+    should hold the nodes needed (the nodes needed themselves when every node passed, every
+    node when none did), then as many as this pass's hit rate says, doubling while none was
+    found; at least 64. The outcome does not depend on it: nodes filtered past the one that
+    completes the count are dropped, statuses and all; only fewer, larger numpy passes (each
+    costs a fixed amount per plugin) for a pod that fits few nodes."""
     if not processed:
-        return max(needed, 64)
+        if last_rate >= 1.0:
+            return max(needed, _MIN_CHUNK)
+        if last_rate <= 0.0:
+            return 1 << 62  # every node: slices stop at the end
+        return max(int(needed / last_rate * 5 / 4), _MIN_CHUNK)
     if not found:
-        return max(2 * processed, 64)
-    return max(needed * processed // found * 5 // 4, 64)
+        return max(2 * processed, _MIN_CHUNK)
+    return max(needed * processed // found * 5 // 4, _MIN_CHUNK)
 
 
-def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None) -> list:
+def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None,
+              objects: Callable[[], np.ndarray] | None = None) -> list:
     """[nodes[r] for r in rows], by slices where the rows run in steps of one (the feasible
     rows are mostly a stretch or two of the rotated node order): a slice copies a list at C
     speed, where the comprehension touches each node object. Rows that are a view of `twice`
     (0..n-1 twice over, the rotated order when every node examined passed) run in steps of
-    one around the end by construction, so they need no look at all."""
+    one around the end by construction, so they need no look at all. Scattered rows (some
+    nodes rejected here and there) are one fancy index of `objects()`, the nodes as an
+    object array, when given."""
     count = len(rows)
     if twice is not None and rows.base is twice and len(twice) == 2 * len(nodes) and rows.strides == twice.strides:
         start = int(rows[0]) if count else 0
@@ -472,7 +531,7 @@ def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None) ->
         return [nodes[r] for r in rows.tolist()]
     breaks = ((rows[1:] - rows[:-1]) != 1).nonzero()[0]  # np.diff, without its Python wrapper
     if len(breaks) > count // 16:
-        return [nodes[r] for r in rows.tolist()]
+        return objects()[rows].tolist() if objects is not None else [nodes[r] for r in rows.tolist()]
     out: list = []
     first = 0
     for end in [*(breaks + 1).tolist(), count]:

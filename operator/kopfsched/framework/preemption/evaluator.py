@@ -28,15 +28,16 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
 
 from kopfsched.framework.client import NotFoundError
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.diagnosis import Diagnosis, FitError
+from kopfsched.framework.diagnosis import Diagnosis, FitError, uniform_rejection_counts
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import NodeToStatus, PostFilterResult
+from kopfsched.framework.interface import NodeToStatus, PostFilterResult, RowPart
 from kopfsched.framework.preemption import batched, deferred, node_by_node
 from kopfsched.framework.preemption.candidates import (
     DISRUPTION_TARGET,
@@ -59,6 +60,7 @@ from kopfsched.framework.types import NodeInfo, PodInfo, rfc3339
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_node_name = attrgetter("name")
 
 PARALLELISM = 16
 """Victims deleted at once, at most: upstream's Parallelizer at its default parallelism."""
@@ -153,6 +155,7 @@ class Evaluator:
         if not all_nodes:
             return None, Status.as_error("no nodes available")
         potential = self.nodes_where_preemption_might_help(all_nodes, statuses)
+        no_victims: Status | None = None
         if potential:
             pdbs = self.pod_disruption_budgets()
             offset = self.handle.rng.randrange(len(potential))
@@ -160,8 +163,7 @@ class Evaluator:
             if self._no_victims_anywhere(pod):
                 # What the dry run finds, node after node from the offset: no pod to remove anywhere.
                 no_victims = Status.unresolvable(MSG_NO_VICTIMS)
-                n = len(potential)
-                names = [potential[(offset + k) % n].name for k in range(n)]
+                names = map(_node_name, potential[offset:] + potential[:offset])  # from the offset, round robin
                 dry_run = DryRunResult([], NodeToStatus(dict.fromkeys(names, no_victims)), [])
             else:
                 dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
@@ -174,6 +176,8 @@ class Evaluator:
             dry_run.statuses.absent = Status.unresolvable(MSG_NOT_HELPFUL)
             fit = FitError(pod_key=pod.key, num_all_nodes=len(all_nodes),
                            diagnosis=Diagnosis(node_to_status=dry_run.statuses))
+            if no_victims is not None:  # one status on every potential node: counted without a pass
+                fit.counts = uniform_rejection_counts(dry_run.statuses, no_victims, len(all_nodes))
             return PostFilterResult(nominated_node_name=""), Status.unschedulable(str(fit))
         return list(dry_run.candidates)
 
@@ -246,6 +250,9 @@ class Evaluator:
     @staticmethod
     def nodes_where_preemption_might_help(nodes: Iterable[NodeInfo], statuses: NodeToStatus) -> list[NodeInfo]:
         """Nodes whose Filter status is Unschedulable: removing pods might make room there."""
+        parts = statuses.row_parts()
+        if parts is not None and isinstance(nodes, list) and all(part.nodes is nodes for part in parts):
+            return _helpful_rows(nodes, parts, statuses.absent)
         get, absent, unschedulable = statuses.statuses.get, statuses.absent, Code.UNSCHEDULABLE
         return [node for node in nodes
                 if (status := get(node.name, absent)) is not None and status.code is unschedulable]
@@ -522,6 +529,34 @@ def _has_condition(pod: PodInfo, condition: dict[str, Any]) -> bool:
         if current.get("type") == condition["type"]:
             return all(current.get(k) == condition[k] for k in ("status", "reason", "message"))
     return False
+
+
+def _helpful_rows(nodes: list[NodeInfo], parts: list[RowPart], absent: Status | None) -> list[NodeInfo]:
+    """nodes_where_preemption_might_help from the Filter pass's rejected rows: a part whose
+    distinct statuses are all UnschedulableAndUnresolvable (or all Unschedulable) is judged
+    without a look at its rows; nodes in no part get `absent`. In node order, as the look
+    node by node."""
+    unschedulable = Code.UNSCHEDULABLE
+    helps = np.zeros(len(nodes), dtype=bool)
+    covered = np.zeros(len(nodes), dtype=bool) if absent is not None and absent.code is unschedulable else None
+    for part in parts:
+        if covered is not None:
+            covered[part.row_array] = True
+        distinct = part.distinct
+        if distinct is None:
+            distinct = list(dict(zip(map(id, part.statuses), part.statuses, strict=True)).values())
+        judged = [status.code is unschedulable for status in distinct]
+        if not any(judged):
+            continue
+        if all(judged):
+            helps[part.row_array] = True
+            continue
+        each = np.fromiter((status.code is unschedulable for status in part.statuses), dtype=bool,
+                           count=len(part.statuses))
+        helps[part.row_array[each]] = True
+    if covered is not None:
+        helps |= ~covered
+    return [nodes[row] for row in np.flatnonzero(helps).tolist()]
 
 
 def _nominated_node_name(pod: PodInfo) -> str:

@@ -37,6 +37,7 @@ from kopfsched.framework import (
     Status,
 )
 from kopfsched.framework.resources import Resource, pod_requests
+from kopfsched.framework.status import TalliedStatuses
 from kopfsched.plugins.noderesources.args import (
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
@@ -274,17 +275,17 @@ class Fit:
             if beyond is not None:
                 unresolvable |= insufficient & beyond
         codes |= unresolvable.astype(np.int64) << len(checks)
-        codes_list = codes.tolist()
-        by_code: dict[int, Status] = {}  # few distinct codes: one Status each, then mapped at C speed
-        for code in set(codes_list):
+
+        def status_of(code: int) -> Status:  # few distinct codes: one Status each, kept
             key = (bool(code >> len(checks) & 1),
                    tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
             status = self._statuses.get(key)
             if status is None:
                 status = self._statuses[key] = Status(
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
-            by_code[code] = status
-        return list(map(by_code.__getitem__, codes_list))
+            return status
+
+        return TalliedStatuses.of_codes(codes, status_of)
 
     # --- PreScore / Score -----------------------------------------------------------------
 
