@@ -104,15 +104,6 @@ KNOWN_ABSENT_SCORES = frozenset({"VolumeBinding", "DynamicResources"})
 both score 0 for a pod without volumes or claims, which kopfsched skips (no entry)."""
 
 
-NOMINATED_NODE_FITS = "nominatedNodeFits"
-"""Pending (kopfsched's explain, not its scheduler): a pod nominated earlier whose nominated
-node passes every Filter is bound there without scoring, by v1.37.2's findNodesThatFitPod and
-by kopfsched's own scheduling cycle; `kopfsched explain --as-given` evaluates exhaustively and
-names the best-scored node instead. The oracle's "node" is upstream's (and `run` binds the pod
-there, as the real kube-scheduler does: tests/cluster/test_oracle_crosscheck.py), so the node is
-not compared for such a pod; its Filter verdicts and scores still are."""
-
-
 PENDING_POSTFILTER_ERROR = " not found"
 """Pending (issue 21's DynamicResources parity work, not fixed here): when a PreFilter plugin
 before DynamicResources rejects the pod as UnschedulableAndUnresolvable (a missing PVC, an
@@ -153,9 +144,10 @@ def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Differ
                 if plugin in KNOWN_ABSENT_SCORES and plugin not in a and b.get(plugin) == 0:
                     continue
                 differ(f"scores.{node}.{plugin}", a.get(plugin), b.get(plugin))
-        # Upstream breaks ties at random; and it binds a pod whose earlier nomination still
-        # fits to that node unscored (NOMINATED_NODE_FITS).
-        if len(theirs["topNodes"]) == 1 and not theirs.get("nominatedNodeFits"):
+        # Upstream breaks ties at random, but binds a pod whose earlier nomination still fits
+        # to that node unscored (evaluateNominatedNode), whatever the totals.
+        differ("nominatedNodeFits", bool(ours.get("nominatedNodeFits")), bool(theirs.get("nominatedNodeFits")))
+        if len(theirs["topNodes"]) == 1 or theirs.get("nominatedNodeFits"):
             differ("node", ours["node"], theirs["node"])
     pre_a, pre_b = ours.get("preemption"), theirs.get("preemption")
     if pre_b is not None and pre_b.get("eligible"):

@@ -199,3 +199,19 @@ def test_oracle_run_leaves_the_cluster_kube_scheduler_leaves(tmp_path: Path, obj
         assert by_key["default/nominee"]["nominatedNodeFits"] is True
     if "default/big" in by_key:
         assert by_key["default/big"]["nominationCleared"] is True
+
+
+def test_explain_as_given_takes_a_nominated_node_that_fits(oracle: Oracle, tmp_path: Path) -> None:
+    """Found by tests/cluster/test_oracle_crosscheck.py: upstream binds a pod to its earlier
+    nomination unscored when that node fits; `explain --as-given` named the best-scored node."""
+    objects = [node("node-0", "4", "4Gi"), node("node-1", "4", "4Gi"),
+               pod("busy", "2", "64Mi", node_name="node-1", started="2025-12-31T00:00:00Z"),
+               pod("nominee", "100m", "64Mi", nominated="node-1")]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    theirs = oracle.explain([str(path)], "default/nominee")
+    ours = kopfsched_explain(objects, "default/nominee")
+    assert [(e["node"], e.get("nominatedNodeFits"), e.get("topNodes"))
+            for e in (theirs, ours)] == [("node-1", True, ["node-0"]), ("node-1", True, None)]
+    assert ours["ranking"][0]["node"] == "node-0"  # the totals still favour the emptier node
+    assert compare_entries(ours, theirs) == []

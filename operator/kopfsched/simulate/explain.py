@@ -245,6 +245,13 @@ async def _explain_as_given(explanation: Explanation, sim: Simulation, fwk: Fram
         _fill_scores(entry, result, fwk, node_names)
         if entry["result"] != "Gated":
             entry["result"], entry["node"] = "Scheduled", result.suggested_host
+            # As a scheduling cycle (upstream's evaluateNominatedNode): a pod whose earlier
+            # nomination passes every Filter goes there, unscored, whatever the totals.
+            nominated = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
+            if nominated in node_names and nominated not in entry["filter"]:
+                entry["node"], entry["nominatedNodeFits"] = nominated, True
+                entry["note"] = (entry["note"] + "; " if entry["note"] else "") + (
+                    f"its nominated node {nominated} fits, so it goes there unscored; the nodes are scored anyway")
     if gate is not None:
         entry["message"] = gate.message
 
