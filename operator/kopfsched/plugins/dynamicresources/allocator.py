@@ -29,6 +29,7 @@ from typing import Any
 
 from kopfsched.plugins.dynamicresources.cel import CELError, compile_expression
 from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
+from kopfsched.plugins.helper.tolerations import tolerates_taint
 
 ALLOCATION_RESULTS_MAX_SIZE = 32
 """resourceapi.AllocationResultsMaxSize: devices per claim."""
@@ -583,18 +584,9 @@ class _Run:
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """Whether a DeviceToleration tolerates a DeviceTaint (upstream's resourceclaim.ToleratesTaint):
-    an empty effect or key matches any; operator Equal (or empty) compares the values, Exists
-    matches any value, any other operator nothing."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != (taint.get("effect") or ""):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != (taint.get("key") or ""):
-        return False
-    operator = toleration.get("operator") or ""
-    if operator in ("", "Equal"):
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
+    a node taint's rules (an empty effect or key matches any; Equal, or no operator, compares
+    the values; Exists any value) without the comparison operators."""
+    return tolerates_taint(toleration, taint, comparison_operators=False)
 
 
 TAINT_EFFECTS = ("NoSchedule", "NoExecute")

@@ -11,7 +11,7 @@ Matching rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Obj = dict[str, Any]
@@ -27,7 +27,8 @@ ENABLE_COMPARISON_OPERATORS = False
 """Upstream's TaintTolerationComparisonOperators feature gate (alpha, off)."""
 
 
-def tolerates_taint(toleration: Obj, taint: Obj, *, comparison_operators: bool = ENABLE_COMPARISON_OPERATORS) -> bool:
+def tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any], *,
+                    comparison_operators: bool = ENABLE_COMPARISON_OPERATORS) -> bool:
     effect = toleration.get("effect") or ""
     if effect and effect != (taint.get("effect") or ""):
         return False
