@@ -39,6 +39,17 @@ def pod(name: str, cpu: str, memory: str, *, node_name: str = "", started: str =
     return out
 
 
+def resized(running: dict[str, Any], allocated: dict[str, str], *, sidecar: dict[str, str]) -> dict[str, Any]:
+    """The running pod with a sidecar asking 500m, whose container and sidecar statuses report
+    what the kubelet allocated (no resources: the resize is not yet actuated)."""
+    running["spec"]["initContainers"] = [{"name": "side", "image": "busybox", "restartPolicy": "Always",
+                                          "resources": {"requests": {"cpu": "500m"}}}]
+    running["status"]["containerStatuses"] = [{"name": "c0", "image": "nginx:1.27", "allocatedResources": allocated}]
+    running["status"]["initContainerStatuses"] = [{"name": "side", "image": "busybox",
+                                                   "allocatedResources": sidecar}]
+    return running
+
+
 CASES = [
     pytest.param(
         # The reprieve step's table listed its nodes for NodePorts (the preemptor has a host
@@ -61,6 +72,18 @@ CASES = [
                          "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
                                     "available: 1 No preemption victims found for incoming pod."},
         id="gated-pod-keeps-its-nominated-room"),
+    pytest.param(
+        # In-place resize: v1.37 counts what the kubelet allocated even where the container's
+        # status reports no resources, and takes the larger of the sums over the containers
+        # (spec 1.5, allocated 3): kopfsched counted the spec and put `pod` on node-0.
+        [node("node-0", "4", "2Gi"),
+         resized(pod("run", "1", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z"),
+                 {"cpu": "2500m", "memory": "64Mi"}, sidecar={"cpu": "500m"}),
+         pod("pod", "1500m", "64Mi")],
+        "default/pod", {"result": "Unschedulable",
+                        "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                                   "available: 1 No preemption victims found for incoming pod."},
+        id="resize-counts-the-allocation-without-status-resources"),
 ]
 
 
