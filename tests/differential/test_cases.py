@@ -50,6 +50,17 @@ def resized(running: dict[str, Any], allocated: dict[str, str], *, sidecar: dict
     return running
 
 
+TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+
+
+def claimant(pending: dict[str, Any], *pod_claims: dict[str, str]) -> dict[str, Any]:
+    pending["metadata"]["uid"] = "uid-" + pending["metadata"]["name"]
+    pending["spec"]["resourceClaims"] = list(pod_claims)
+    return pending
+
+
 CASES = [
     pytest.param(
         # The reprieve step's table listed its nodes for NodePorts (the preemptor has a host
@@ -84,6 +95,21 @@ CASES = [
                         "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
                                    "available: 1 No preemption victims found for incoming pod."},
         id="resize-counts-the-allocation-without-status-resources"),
+    pytest.param(
+        # Claims are checked in the pod's order: the missing claim comes before the template's
+        # claim not made yet. kopfsched named every claim first, and reported the template's.
+        [node("node-0", "4", "2Gi"), TEMPLATE,
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "missing-claim"},
+                  {"name": "dev-1", "resourceClaimTemplateName": "gpu"})],
+        "default/pod", {"result": "Gated", "message": 'could not find ResourceClaim "default/missing-claim"'},
+        id="claims-are-checked-in-the-pods-order"),
+    pytest.param(
+        # As given, nobody makes a template's claim: the pod waits outside the queue, where
+        # explain --as-given made the claim as simulate does and scheduled the pod.
+        [node("node-0", "4", "2Gi"), TEMPLATE,
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimTemplateName": "gpu"})],
+        "default/pod", {"result": "Gated", "message": 'pod "default/pod": ResourceClaim not created yet'},
+        id="a-templates-claim-not-made-yet-keeps-the-pod-waiting"),
 ]
 
 
