@@ -55,6 +55,17 @@ TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
 
 
+GPU_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
+
+
+def incomplete_pool(node_name: str) -> dict[str, Any]:
+    """One GPU of the node's pool, which says it has two slices: the other is not published yet."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": node_name, "devices": [{"name": "gpu-0"}],
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 2}}}
+
+
 def claimant(pending: dict[str, Any], *pod_claims: dict[str, str]) -> dict[str, Any]:
     pending["metadata"]["uid"] = "uid-" + pending["metadata"]["name"]
     pending["spec"]["resourceClaims"] = list(pod_claims)
@@ -110,6 +121,19 @@ CASES = [
          claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimTemplateName": "gpu"})],
         "default/pod", {"result": "Gated", "message": 'pod "default/pod": ResourceClaim not created yet'},
         id="a-templates-claim-not-made-yet-keeps-the-pod-waiting"),
+    pytest.param(
+        # The allocator's errors name a sub-request alone, as upstream's request.name(): "request
+        # sub-0", where kopfsched wrote "request req-0/sub-0".
+        [node("node-0", "4", "2Gi"), GPU_CLASS, incomplete_pool("node-0"),
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+          "metadata": {"name": "rc-0", "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "req-0", "firstAvailable": [
+              {"name": "sub-0", "deviceClassName": "gpu", "allocationMode": "All"}]}]}}},
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Error", "message": 'running "DynamicResources" filter plugin: claim default/rc-0, '
+                        "request sub-0: asks for all devices, but resource pool gpu.example.com/node-0 is currently "
+                        "being updated"},
+        id="a-sub-request-is-named-alone-in-the-allocators-errors"),
 ]
 
 
