@@ -479,7 +479,7 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
         if draw(st.integers(0, 2)) == 0:
             continue
         name = node_obj["metadata"]["name"]
-        devices = [_gpu_device(draw, f"gpu-{i}") for i in range(draw(st.integers(0, 3)))]
+        devices = [_gpu_device(draw, f"gpu-{i}") for i in range(draw(st.sampled_from([1, 2, 3, 0])))]
         slice_count = 2 if draw(st.integers(0, 7)) == 0 else 1
         objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                         "metadata": {"name": f"{name}-{GPU_DRIVER}"},
@@ -513,7 +513,8 @@ def _exact(draw: st.DrawFn, *, admin: bool) -> dict[str, Any]:
     """An ExactDeviceRequest (or a sub-request's fields, without adminAccess): a class (now and
     then one that does not exist), selectors, ExactCount with a count or All. allocationMode and
     count are left out now and then: the API server defaults them to ExactCount and 1."""
-    device_class = draw(st.sampled_from(["gpu", "gpu", "big-gpu", "nic", "no-such-class"]))
+    device_class = "no-such-class" if draw(st.integers(0, 11)) == 0 else draw(st.sampled_from(
+        ["gpu", "gpu", "big-gpu", "nic"]))
     out: dict[str, Any] = {"deviceClassName": device_class}
     selectors = _device_selectors(draw, device_class)
     if selectors:
@@ -564,21 +565,21 @@ class DevicePool:
 
 @st.composite
 def device_pool(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> DevicePool:
-    """The DRA family: the inventory, 0-2 unallocated ResourceClaims and 0-2
-    ResourceClaimTemplates in the two namespaces."""
+    """The DRA family: the inventory, and per namespace 0-2 unallocated ResourceClaims and 0-1
+    ResourceClaimTemplates."""
     objects, gpus = draw(device_inventory(nodes))
     pool = DevicePool(objects, gpus)
-    for i in range(draw(st.integers(0, 2))):
-        namespace = draw(st.sampled_from(NAMESPACES))
-        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                        "metadata": {"name": f"rc-{i}", "namespace": namespace}, "spec": draw(claim_spec(namespace))})
-        pool.claims.setdefault(namespace, []).append(f"rc-{i}")
-    for i in range(draw(st.integers(0, 2))):
-        namespace = draw(st.sampled_from(NAMESPACES))
-        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                        "metadata": {"name": f"tpl-{i}", "namespace": namespace},
-                        "spec": {"spec": draw(claim_spec(namespace))}})
-        pool.templates.setdefault(namespace, []).append(f"tpl-{i}")
+    for n, namespace in enumerate(NAMESPACES):
+        for i in range(draw(st.integers(0, 2))):
+            objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                            "metadata": {"name": f"rc-{n}{i}", "namespace": namespace},
+                            "spec": draw(claim_spec(namespace))})
+            pool.claims.setdefault(namespace, []).append(f"rc-{n}{i}")
+        if draw(st.booleans()):
+            objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                            "metadata": {"name": f"tpl-{n}", "namespace": namespace},
+                            "spec": {"spec": draw(claim_spec(namespace))}})
+            pool.templates.setdefault(namespace, []).append(f"tpl-{n}")
     return pool
 
 
@@ -634,10 +635,12 @@ def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any]) -> No
         return
     namespace, pod_name = pending["metadata"]["namespace"], pending["metadata"]["name"]
     statuses = []
-    for i in range(draw(st.integers(1, 2))):
+    for i in range(draw(st.sampled_from([1, 1, 2]))):
         pod_claim_name = f"dev-{i}"
         templates: list[str] = pool.templates.get(namespace, [])
-        if len(templates) > 0 and draw(st.booleans()):
+        named: list[str] = pool.claims.get(namespace, [])
+        how = draw(st.integers(0, 7))  # 0: a claim that does not exist, 1-3: a template, else by name
+        if len(templates) > 0 and (how in (1, 2, 3) or (how > 3 and not named)):
             template_name: str = draw(st.sampled_from(templates))
             _use_claim(pending, {"name": pod_claim_name, "resourceClaimTemplateName": template_name})
             if draw(st.integers(0, 3)) == 0:
@@ -653,7 +656,9 @@ def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any]) -> No
                 "spec": copy.deepcopy(template["spec"]["spec"])})
             statuses.append({"name": pod_claim_name, "resourceClaimName": name})
         else:
-            claim = draw(st.sampled_from([*pool.claims.get(namespace, []), "missing-claim"]))
+            if how and not named:
+                continue  # nothing to ask for by name: "missing-claim" stays the rare case
+            claim = draw(st.sampled_from(named)) if how else "missing-claim"
             if any(c.get("resourceClaimName") == claim for c in pending["spec"].get("resourceClaims", [])):
                 continue  # the API server accepts it twice, but one is enough
             _use_claim(pending, {"name": pod_claim_name, "resourceClaimName": claim})
