@@ -125,10 +125,10 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool, claims: dict[str, list[str
     labels = {"app": draw(st.sampled_from(APPS)), "tier": draw(st.sampled_from(["front", "back"]))}
     spec: dict[str, Any] = {"containers": _containers(draw, "c", draw(st.integers(1, 2)))}
     namespace = draw(st.sampled_from(NAMESPACES))
-    if claims is not None and draw(st.integers(0, 2)) == 0:
+    if claims is not None and claims.get(namespace) and draw(st.booleans()):
         # Claims of the pod's namespace, now and then one that does not exist.
-        names = draw(st.lists(st.sampled_from([*claims.get(namespace, []), "missing"]), min_size=1, max_size=2,
-                              unique=True))
+        names = draw(st.lists(st.sampled_from([*claims[namespace], *claims[namespace], "missing"]), min_size=1,
+                              max_size=2, unique=True))
         spec["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}}
                            for i, claim in enumerate(names)]
     if draw(st.integers(0, 3)) == 0:
@@ -317,12 +317,12 @@ def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str
     claims: dict[str, list[str]] = {}
     objects: list[dict[str, Any]] = [*STORAGE_CLASSES]
     free = list(volumes)
-    for i in range(draw(st.integers(0, 3))):
-        namespace = draw(st.sampled_from(NAMESPACES))
+    per_namespace = [(namespace, j) for namespace in NAMESPACES for j in range(draw(st.integers(0, 2)))]
+    for i, (namespace, _) in enumerate(per_namespace):
         name = f"claim-{i}"
         spec = {"accessModes": [draw(st.sampled_from(["ReadWriteOnce", "ReadWriteOnce", "ReadWriteOncePod"]))],
                 "resources": {"requests": {"storage": draw(st.sampled_from(["1Gi", "1Gi", "4Gi"]))}},
-                "storageClassName": draw(st.sampled_from(["wait", "local", "now"]))}
+                "storageClassName": draw(st.sampled_from(["wait", "wait", "local", "now"]))}
         status: dict[str, Any] = {"phase": "Pending"}
         matching = [v for v in free if v["spec"]["storageClassName"] == spec["storageClassName"]]
         if matching and draw(st.booleans()):
@@ -409,11 +409,11 @@ def storage_capacity(draw: st.DrawFn) -> list[dict[str, Any]]:
     the claims' sizes, a maximumVolumeSize below the capacity), or none (no room anywhere when
     tracking is on). The other classes have no capacity objects (`local` has no provisioner)."""
     out: list[dict[str, Any]] = []
-    tracking = draw(st.integers(0, 2))
+    tracking = draw(st.integers(0, 3))  # no CSIDriver, tracking off, on (twice as often)
     if tracking == 0:
         return out
     out.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": CSI_DRIVER},
-                "spec": {"attachRequired": True, "storageCapacity": tracking == 2}})
+                "spec": {"attachRequired": True, "storageCapacity": tracking >= 2}})
     for zone in draw(st.lists(st.sampled_from(ZONES), max_size=3, unique=True)):
         capacity: dict[str, Any] = {
             "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
