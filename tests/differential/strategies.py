@@ -4,6 +4,12 @@ Small on purpose: a handful of nodes over three zones, a few running pods and a 
 ones, drawn from small pools of labels, keys and quantities, so that the default plugins'
 interesting cases (a tie, a skew of exactly maxSkew, a taint with and without its toleration,
 an affinity term that matches one pod) come up often and shrink to a readable cluster.
+
+Families drawn now and then, each in a third of the clusters or so: storage (`storage`, with
+CSIDriver capacity tracking and CSIStorageCapacity per zone), DRA (`device_pool`: classes,
+slices, claims and templates, claims held by running pods), in-place resize statuses of running
+pods (`resize_status`). Inputs of v1.37 features kopfsched does not implement
+(docs/feature-gates.md) are never drawn, each family's docstring says which.
 """
 
 from __future__ import annotations
