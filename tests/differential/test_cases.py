@@ -66,6 +66,26 @@ def incomplete_pool(node_name: str) -> dict[str, Any]:
                      "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 2}}}
 
 
+def rwop_claim(name: str) -> list[dict[str, Any]]:
+    """A ReadWriteOncePod claim bound to its CSI volume."""
+    volume = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{name}"},
+              "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod"], "storageClassName": "",
+                       "csi": {"driver": "csi.example.com", "volumeHandle": name},
+                       "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": name}},
+              "status": {"phase": "Bound"}}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+                 "name": name, "namespace": "default", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"accessModes": ["ReadWriteOncePod"], "resources": {"requests": {"storage": "1Gi"}},
+                      "storageClassName": "", "volumeName": f"pv-{name}"},
+             "status": {"phase": "Bound", "accessModes": ["ReadWriteOncePod"], "capacity": {"storage": "1Gi"}}}
+    return [volume, claim]
+
+
+def with_claim(user: dict[str, Any], claim: str) -> dict[str, Any]:
+    user["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return user
+
+
 def claimant(pending: dict[str, Any], *pod_claims: dict[str, str]) -> dict[str, Any]:
     pending["metadata"]["uid"] = "uid-" + pending["metadata"]["name"]
     pending["spec"]["resourceClaims"] = list(pod_claims)
@@ -134,6 +154,17 @@ CASES = [
                         "request sub-0: asks for all devices, but resource pool gpu.example.com/node-0 is currently "
                         "being updated"},
         id="a-sub-request-is-named-alone-in-the-allocators-errors"),
+    pytest.param(
+        # A ReadWriteOncePod claim in use: v1.37's reason is "node(s) unavailable due to ...";
+        # kopfsched wrote an older text.
+        [node("node-0", "4", "2Gi"), *rwop_claim("data"),
+         with_claim(pod("run", "100m", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z"), "data"),
+         with_claim(pod("pod", "100m", "64Mi"), "data")],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": {
+            "plugin": "VolumeRestrictions", "code": "Unschedulable", "reasons": [
+                "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use "
+                "by another pod"]}}},
+        id="read-write-once-pod-conflict-reason"),
 ]
 
 
