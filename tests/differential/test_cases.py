@@ -86,6 +86,12 @@ def with_claim(user: dict[str, Any], claim: str) -> dict[str, Any]:
     return user
 
 
+def gpu_slice(node_name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": node_name, "devices": [{"name": "gpu-0"}],
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}}}
+
+
 def claimant(pending: dict[str, Any], *pod_claims: dict[str, str]) -> dict[str, Any]:
     pending["metadata"]["uid"] = "uid-" + pending["metadata"]["name"]
     pending["spec"]["resourceClaims"] = list(pod_claims)
@@ -165,6 +171,17 @@ CASES = [
                 "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use "
                 "by another pod"]}}},
         id="read-write-once-pod-conflict-reason"),
+    pytest.param(
+        # A firstAvailable list of one sub-request scores 8 where it is allocated (100 once
+        # normalized); kopfsched's one-request shortcut made no placement and scored 0.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, gpu_slice("node-0"),
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+          "metadata": {"name": "rc-0", "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "req-0", "firstAvailable": [
+              {"name": "sub-0", "deviceClassName": "gpu"}]}]}}},
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-first-available-list-of-one-is-scored"),
 ]
 
 

@@ -179,7 +179,9 @@ class Allocator:
             len(slot.options) == 1 and not slot.options[0].admin_access for slots in self._slots for slot in slots)
         """No choice between sub-requests, no constraint, no admin access: the first free
         devices are the search's first solution, so a greedy pass finds it (see _greedy)."""
-        self._single = self._simple and len(requests) == 1
+        self._single = self._simple and len(requests) == 1 and not requests[0].sub_name
+        """One plain request: the free-device index answers (quick). Not a firstAvailable list
+        of one: Score counts the sub-request each node's placement takes."""
         if self.error is None and not self._per_node:
             try:
                 self._check_sizes()
