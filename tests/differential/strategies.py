@@ -4,10 +4,17 @@ Small on purpose: a handful of nodes over three zones, a few running pods and a 
 ones, drawn from small pools of labels, keys and quantities, so that the default plugins'
 interesting cases (a tie, a skew of exactly maxSkew, a taint with and without its toleration,
 an affinity term that matches one pod) come up often and shrink to a readable cluster.
+
+Families drawn now and then, each in a third of the clusters or so: storage (`storage`, with
+CSIDriver capacity tracking and CSIStorageCapacity per zone), DRA (`device_pool`: classes,
+slices, claims and templates, claims held by running pods), in-place resize statuses of running
+pods (`resize_status`). Inputs of v1.37 features kopfsched does not implement
+(docs/feature-gates.md) are never drawn, each family's docstring says which.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import strategies as st
@@ -124,10 +131,10 @@ def pod(draw: st.DrawFn, name: str, *, pending: bool, claims: dict[str, list[str
     labels = {"app": draw(st.sampled_from(APPS)), "tier": draw(st.sampled_from(["front", "back"]))}
     spec: dict[str, Any] = {"containers": _containers(draw, "c", draw(st.integers(1, 2)))}
     namespace = draw(st.sampled_from(NAMESPACES))
-    if claims is not None and draw(st.integers(0, 2)) == 0:
+    if claims is not None and claims.get(namespace) and draw(st.booleans()):
         # Claims of the pod's namespace, now and then one that does not exist.
-        names = draw(st.lists(st.sampled_from([*claims.get(namespace, []), "missing"]), min_size=1, max_size=2,
-                              unique=True))
+        names = draw(st.lists(st.sampled_from([*claims[namespace], *claims[namespace], "missing"]), min_size=1,
+                              max_size=2, unique=True))
         spec["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}}
                            for i, claim in enumerate(names)]
     if draw(st.integers(0, 3)) == 0:
@@ -295,7 +302,8 @@ STORAGE_CLASSES = (
 def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """The volume plugins' inputs: StorageClasses (WaitForFirstConsumer with and without a
     provisioner, Immediate), PVs with zone affinity or zone labels, PVCs bound or not (ReadWriteOncePod
-    now and then), CSINodes with attach limits. Returns (objects, claim names per namespace)."""
+    now and then), the CSIDriver with its capacity tracking on or off and CSIStorageCapacity per
+    zone, CSINodes with attach limits. Returns (objects, claim names per namespace)."""
     volumes: list[dict[str, Any]] = []
     for i in range(draw(st.integers(0, 3))):
         zone = draw(st.sampled_from(ZONES))
@@ -315,12 +323,12 @@ def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str
     claims: dict[str, list[str]] = {}
     objects: list[dict[str, Any]] = [*STORAGE_CLASSES]
     free = list(volumes)
-    for i in range(draw(st.integers(0, 3))):
-        namespace = draw(st.sampled_from(NAMESPACES))
+    per_namespace = [(namespace, j) for namespace in NAMESPACES for j in range(draw(st.integers(0, 2)))]
+    for i, (namespace, _) in enumerate(per_namespace):
         name = f"claim-{i}"
         spec = {"accessModes": [draw(st.sampled_from(["ReadWriteOnce", "ReadWriteOnce", "ReadWriteOncePod"]))],
-                "resources": {"requests": {"storage": "1Gi"}},
-                "storageClassName": draw(st.sampled_from(["wait", "local", "now"]))}
+                "resources": {"requests": {"storage": draw(st.sampled_from(["1Gi", "1Gi", "4Gi"]))}},
+                "storageClassName": draw(st.sampled_from(["wait", "wait", "local", "now"]))}
         status: dict[str, Any] = {"phase": "Pending"}
         matching = [v for v in free if v["spec"]["storageClassName"] == spec["storageClassName"]]
         if matching and draw(st.booleans()):
@@ -334,6 +342,7 @@ def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str
         objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                         "metadata": {"name": name, "namespace": namespace}, "spec": spec, "status": status})
         claims.setdefault(namespace, []).append(name)
+    objects += draw(storage_capacity())
     for node_obj in nodes:
         if draw(st.booleans()):
             name = node_obj["metadata"]["name"]
@@ -343,6 +352,327 @@ def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str
     return volumes + objects, claims
 
 
+RESIZE_CONDITIONS = (
+    {"type": "PodResizePending", "status": "True", "reason": "Deferred",
+     "message": "Node didn't have enough capacity: cpu, requested: 2000, capacity: 1000"},
+    {"type": "PodResizePending", "status": "True", "reason": "Infeasible",
+     "message": "Node didn't have enough capacity: cpu, requested: 8000, capacity: 4000"},
+    {"type": "PodResizeInProgress", "status": "True"},
+)
+
+
+@st.composite
+def resize_status(draw: st.DrawFn, running: dict[str, Any]) -> dict[str, Any]:
+    """A running pod's status as the kubelet writes it around an in-place resize: per
+    container what it allocated and what the container runs with (either may differ from the
+    spec, which the user changed), now and then a resize condition (Deferred, Infeasible: the
+    scheduler then counts what runs, not the spec; InProgress) and the old, ignored
+    status.resize. Only container statuses: pod-level status.resources and
+    status.allocatedResources belong to InPlacePodLevelResourcesVerticalScaling, which kopfsched
+    does not implement (docs/feature-gates.md), so pods with pod-level resources get none.
+    Sidecar (restartable init) containers get statuses too, as v1.37 reads them."""
+    spec = running["spec"]
+    if spec.get("resources"):
+        return {}
+
+    def container_status(container: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": container["name"], "image": container["image"], "imageID": "",
+                               "ready": True, "restartCount": 0, "started": True,
+                               "state": {"running": {"startedAt": "2025-12-31T00:00:00Z"}}}
+        requests = (container.get("resources") or {}).get("requests") or {}
+        if draw(st.integers(0, 3)):
+            allocated = dict(requests)
+            if draw(st.booleans()):
+                allocated.update(cpu=draw(cpu))
+            if draw(st.integers(0, 2)) == 0:
+                allocated.update(memory=draw(memory))
+            if allocated:  # never an empty map: the API server stores none
+                out["allocatedResources"] = allocated
+        if draw(st.integers(0, 3)):
+            actual = dict(out.get("allocatedResources") or requests)
+            if draw(st.integers(0, 2)) == 0:
+                actual.update(cpu=draw(cpu))
+            out["resources"] = {"requests": actual} if actual else {}
+        return out
+
+    status: dict[str, Any] = {"containerStatuses": [container_status(c) for c in spec["containers"]]}
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    if sidecars:
+        status["initContainerStatuses"] = [container_status(c) for c in sidecars]
+    conditions = draw(st.lists(st.sampled_from(RESIZE_CONDITIONS), max_size=1))
+    if conditions:
+        status["conditions"] = [{**c, "lastTransitionTime": "2025-12-31T00:01:00Z"} for c in conditions]
+    if draw(st.integers(0, 5)) == 0:
+        status["resize"] = draw(st.sampled_from(["Proposed", "InProgress", "Deferred", "Infeasible"]))
+    return status
+
+
+@st.composite
+def storage_capacity(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """The driver of the WaitForFirstConsumer class `wait` as a CSIDriver (capacity tracking on
+    or off, or no CSIDriver at all: then VolumeBinding checks no capacity) and what it publishes
+    of its capacity: a CSIStorageCapacity per zone now and then (room for none, one or several of
+    the claims' sizes, a maximumVolumeSize below the capacity), or none (no room anywhere when
+    tracking is on). The other classes have no capacity objects (`local` has no provisioner)."""
+    out: list[dict[str, Any]] = []
+    tracking = draw(st.integers(0, 3))  # no CSIDriver, tracking off, on (twice as often)
+    if tracking == 0:
+        return out
+    out.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": CSI_DRIVER},
+                "spec": {"attachRequired": True, "storageCapacity": tracking >= 2}})
+    for zone in draw(st.lists(st.sampled_from(ZONES), max_size=3, unique=True)):
+        capacity: dict[str, Any] = {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": f"capacity-{zone}", "namespace": "default"},
+            "storageClassName": draw(st.sampled_from(["wait", "wait", "now"])),
+            "nodeTopology": {"matchLabels": {ZONE_KEY: zone}},
+            "capacity": draw(st.sampled_from(["0", "1Gi", "3Gi", "10Gi"]))}
+        if draw(st.integers(0, 3)) == 0:
+            capacity["maximumVolumeSize"] = draw(st.sampled_from(["1Gi", "2Gi"]))
+        out.append(capacity)
+    return out
+
+
+GPU_DRIVER = "gpu.example.com"
+NIC_DRIVER = "nic.example.com"
+ADMIN_NAMESPACE = "team-a"
+"""Labelled resource.kubernetes.io/admin-access=true: the API server accepts adminAccess
+requests only in such a namespace, so only claims and templates there ask for it."""
+
+DEVICE_CLASSES = (
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}}]}},
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "big-gpu"},
+     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}},
+                            {"cel": {"expression": f'device.capacity["{GPU_DRIVER}"].memory'
+                                                   '.compareTo(quantity("80Gi")) >= 0'}}]}},
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
+     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{NIC_DRIVER}"'}}]}},
+)
+"""No extendedResourceName (DRAExtendedResource is not implemented in kopfsched)."""
+
+REQUEST_SELECTORS = {
+    "gpu": (f'device.attributes["{GPU_DRIVER}"].model == "H100"',
+            f'device.attributes["{GPU_DRIVER}"].numa == 1',
+            f'device.capacity["{GPU_DRIVER}"].memory.compareTo(quantity("40Gi")) > 0'),
+    "nic": (f'device.attributes["{NIC_DRIVER}"].speed >= 100',),
+}
+"""Per class family, selectors that every device of that family can evaluate (no runtime
+errors: each device has these attributes and capacity)."""
+
+
+def _gpu_device(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    return {"name": name,
+            "attributes": {"model": {"string": draw(st.sampled_from(["A100", "H100"]))},
+                           "numa": {"int": draw(st.sampled_from([0, 1]))}},
+            "capacity": {"memory": {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}}}
+
+
+@st.composite
+def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """DeviceClasses and the drivers' ResourceSlices: per node now and then a slice of 0-3
+    node-local GPUs (model, NUMA node, memory), its pool now and then incomplete (it says two
+    slices, one is published); and now and then network-attached NICs reaching one zone's nodes
+    (nodeSelector) or every node (allNodes). Returns (objects, GPU device names per node).
+
+    Left out on purpose, as kopfsched does not implement them (docs/feature-gates.md): shared
+    counters and consumesCounters, perDeviceNodeSelection (DRAPartitionableDevices),
+    allowMultipleAllocations and capacity request policies (DRAConsumableCapacity), binding
+    conditions (DRADeviceBindingConditions); and device taints, which are another branch's work."""
+    objects: list[dict[str, Any]] = [*DEVICE_CLASSES]
+    gpus: dict[str, list[str]] = {}
+    for node_obj in nodes:
+        if draw(st.integers(0, 2)) == 0:
+            continue
+        name = node_obj["metadata"]["name"]
+        devices = [_gpu_device(draw, f"gpu-{i}") for i in range(draw(st.sampled_from([1, 2, 3, 0])))]
+        slice_count = 2 if draw(st.integers(0, 7)) == 0 else 1
+        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                        "metadata": {"name": f"{name}-{GPU_DRIVER}"},
+                        "spec": {"driver": GPU_DRIVER, "nodeName": name, "devices": devices,
+                                 "pool": {"name": name, "generation": 1, "resourceSliceCount": slice_count}}})
+        if slice_count == 1:
+            gpus[name] = [d["name"] for d in devices]
+    if draw(st.booleans()):
+        zone = draw(st.sampled_from([None, *ZONES]))
+        pool = f"nic-{zone or 'all'}"
+        spec: dict[str, Any] = {"driver": NIC_DRIVER, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                                "devices": [{"name": f"nic-{i}", "attributes": {"speed": {"int": draw(
+                                    st.sampled_from([10, 100]))}}} for i in range(draw(st.integers(1, 2)))]}
+        if zone is None:
+            spec["allNodes"] = True
+        else:
+            spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]}
+        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": pool},
+                        "spec": spec})
+    return objects, gpus
+
+
+def _device_selectors(draw: st.DrawFn, device_class: str) -> list[dict[str, Any]]:
+    family = "nic" if device_class == "nic" else "gpu"
+    chosen = draw(st.lists(st.sampled_from(REQUEST_SELECTORS[family]), max_size=1))
+    return [{"cel": {"expression": expression}} for expression in chosen]
+
+
+def _exact(draw: st.DrawFn, *, admin: bool) -> dict[str, Any]:
+    """An ExactDeviceRequest (or a sub-request's fields, without adminAccess): a class (now and
+    then one that does not exist), selectors, ExactCount with a count or All. allocationMode and
+    count are left out now and then: the API server defaults them to ExactCount and 1."""
+    device_class = "no-such-class" if draw(st.integers(0, 11)) == 0 else draw(st.sampled_from(
+        ["gpu", "gpu", "big-gpu", "nic"]))
+    out: dict[str, Any] = {"deviceClassName": device_class}
+    selectors = _device_selectors(draw, device_class)
+    if selectors:
+        out["selectors"] = selectors
+    mode = draw(st.integers(0, 5))
+    if mode in (1, 2, 3):
+        out["allocationMode"] = "ExactCount"
+        out["count"] = draw(st.sampled_from([1, 1, 2]))
+    elif mode == 4:
+        out["allocationMode"] = "All"
+    if admin and draw(st.integers(0, 3)) == 0:
+        out["adminAccess"] = True
+    return out
+
+
+@st.composite
+def claim_spec(draw: st.DrawFn, namespace: str) -> dict[str, Any]:
+    """A ResourceClaimSpec: one or two requests, each exactly one device request or a
+    firstAvailable list of sub-requests, and now and then a matchAttribute constraint on the
+    GPUs' NUMA node, for all requests or one of them."""
+    requests: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 2))):
+        name = f"req-{i}"
+        if draw(st.integers(0, 3)) == 0:
+            requests.append({"name": name, "firstAvailable": [
+                {"name": f"sub-{j}", **_exact(draw, admin=False)} for j in range(draw(st.integers(1, 2)))]})
+        else:
+            requests.append({"name": name, "exactly": _exact(draw, admin=namespace == ADMIN_NAMESPACE)})
+    devices: dict[str, Any] = {"requests": requests}
+    if draw(st.integers(0, 3)) == 0:
+        constraint: dict[str, Any] = {"matchAttribute": f"{GPU_DRIVER}/numa"}
+        if draw(st.booleans()):
+            constraint["requests"] = [draw(st.sampled_from([r["name"] for r in requests]))]
+        devices["constraints"] = [constraint]
+    return {"devices": devices}
+
+
+class DevicePool:
+    """The DRA family's objects and what pods may use of them: claims by name and templates per
+    namespace, the GPUs free per node (for claims allocated to running pods)."""
+
+    def __init__(self, objects: list[dict[str, Any]], gpus: dict[str, list[str]]) -> None:
+        self.objects = objects
+        self.free = gpus
+        self.claims: dict[str, list[str]] = {}
+        self.templates: dict[str, list[str]] = {}
+
+
+@st.composite
+def device_pool(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> DevicePool:
+    """The DRA family: the inventory, and per namespace 0-2 unallocated ResourceClaims and 0-1
+    ResourceClaimTemplates."""
+    objects, gpus = draw(device_inventory(nodes))
+    pool = DevicePool(objects, gpus)
+    for n, namespace in enumerate(NAMESPACES):
+        for i in range(draw(st.integers(0, 2))):
+            objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                            "metadata": {"name": f"rc-{n}{i}", "namespace": namespace},
+                            "spec": draw(claim_spec(namespace))})
+            pool.claims.setdefault(namespace, []).append(f"rc-{n}{i}")
+        if draw(st.booleans()):
+            objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                            "metadata": {"name": f"tpl-{n}", "namespace": namespace},
+                            "spec": {"spec": draw(claim_spec(namespace))}})
+            pool.templates.setdefault(namespace, []).append(f"tpl-{n}")
+    return pool
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    return str(meta.setdefault("uid", f"uid-{meta['namespace']}-{meta['name']}"))
+
+
+def _use_claim(pod: dict[str, Any], pod_claim: dict[str, Any]) -> None:
+    """The pod lists the claim, and its first container uses it."""
+    pod["spec"].setdefault("resourceClaims", []).append(pod_claim)
+    resources = pod["spec"]["containers"][0].setdefault("resources", {})
+    resources.setdefault("claims", []).append({"name": pod_claim["name"]})
+
+
+@st.composite
+def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) -> None:
+    """Now and then a running pod holds a GPU of its node through a claim allocated to it and
+    reserved for it (shared: a pending pod may ask for the same claim by name); or the claim
+    stays allocated with no pod reserving it (its pod is gone, PostFilter may deallocate it)."""
+    node_name = running["spec"]["nodeName"]
+    free = pool.free.get(node_name)
+    if not free or draw(st.integers(0, 2)):
+        return
+    device = draw(st.sampled_from(free))
+    free.remove(device)
+    namespace, pod_name = running["metadata"]["namespace"], running["metadata"]["name"]
+    name = f"{pod_name}-gpu"
+    status: dict[str, Any] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": GPU_DRIVER, "pool": node_name, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
+    if draw(st.integers(0, 3)):
+        status["reservedFor"] = [{"resource": "pods", "name": pod_name, "uid": _uid(running)}]
+        _use_claim(running, {"name": "gpu", "resourceClaimName": name})
+    pool.objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                         "metadata": {"name": name, "namespace": namespace,
+                                      "finalizers": ["resource.kubernetes.io/delete-protection"]},
+                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                             "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}},
+                         "status": status})
+    pool.claims.setdefault(namespace, []).append(name)
+
+
+@st.composite
+def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any]) -> None:
+    """Now and then a pending pod asks for devices: one or two claims, each by name (one of its
+    namespace's, or one that does not exist) or through a template. For a template, mostly as the
+    resourceclaim controller leaves it (the claim made from the template, owned by the pod, in
+    the pod's status.resourceClaimStatuses), and now and then before the controller got to it
+    (no status: upstream keeps the pod out of the queue)."""
+    if draw(st.integers(0, 1)):
+        return
+    namespace, pod_name = pending["metadata"]["namespace"], pending["metadata"]["name"]
+    statuses = []
+    for i in range(draw(st.sampled_from([1, 1, 2]))):
+        pod_claim_name = f"dev-{i}"
+        templates: list[str] = pool.templates.get(namespace, [])
+        named: list[str] = pool.claims.get(namespace, [])
+        how = draw(st.integers(0, 7))  # 0: a claim that does not exist, 1-3: a template, else by name
+        if len(templates) > 0 and (how in (1, 2, 3) or (how > 3 and not named)):
+            template_name: str = draw(st.sampled_from(templates))
+            _use_claim(pending, {"name": pod_claim_name, "resourceClaimTemplateName": template_name})
+            if draw(st.integers(0, 3)) == 0:
+                continue
+            template = next(o for o in pool.objects if o["kind"] == "ResourceClaimTemplate"
+                            and o["metadata"] == {"name": template_name, "namespace": namespace})
+            name = f"{pod_name}-{pod_claim_name}-x{i}z7q"
+            pool.objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+                "name": name, "namespace": namespace,
+                "annotations": {"resource.kubernetes.io/pod-claim-name": pod_claim_name},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": _uid(pending),
+                                     "controller": True, "blockOwnerDeletion": True}]},
+                "spec": copy.deepcopy(template["spec"]["spec"])})
+            statuses.append({"name": pod_claim_name, "resourceClaimName": name})
+        else:
+            if how and not named:
+                continue  # nothing to ask for by name: "missing-claim" stays the rare case
+            claim = draw(st.sampled_from(named)) if how else "missing-claim"
+            if any(c.get("resourceClaimName") == claim for c in pending["spec"].get("resourceClaims", [])):
+                continue  # the API server accepts it twice, but one is enough
+            _use_claim(pending, {"name": pod_claim_name, "resourceClaimName": claim})
+    _uid(pending)
+    if statuses:
+        pending.setdefault("status", {})["resourceClaimStatuses"] = statuses
+
+
 @st.composite
 def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
              max_pending: int = 4) -> list[dict[str, Any]]:
@@ -350,7 +680,8 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
     nodes = [draw(node(f"node-{i}")) for i in range(draw(st.integers(1, max_nodes)))]
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {
+            "resource.kubernetes.io/admin-access": "true"}}},
         *PRIORITY_CLASSES,
         *nodes,
     ]
@@ -362,17 +693,29 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
     if draw(st.integers(0, 2)) == 0:
         volume_objects, claims = draw(storage(nodes))
         objects += volume_objects
+    devices: DevicePool | None = None
+    if draw(st.integers(0, 2)) == 0:
+        devices = draw(device_pool(nodes))
     for i in range(draw(st.integers(0, max_running))):
         running = draw(pod(f"run-{i}", pending=False, claims=claims))
         running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
+        if devices is not None:
+            draw(allocated_claim(devices, running))
         # Distinct start times: preemption spares the longest-running of equal priority, and
         # equal (missing) times would leave the choice to the order of pods on the node.
         running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
+        if draw(st.integers(0, 3)) == 0:
+            running["status"].update(draw(resize_status(running)))
         objects.append(running)
     for i in range(draw(st.integers(1, max_pending))):
         pending = draw(pod(f"pod-{i}", pending=True, claims=claims))
         pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
+        if devices is not None:
+            draw(pod_claims(devices, pending))
         if draw(st.integers(0, 4)) == 0:  # an earlier attempt preempted for it: its room is kept
-            pending["status"] = {"nominatedNodeName": draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))}
+            pending.setdefault("status", {})["nominatedNodeName"] = draw(st.sampled_from(
+                [n["metadata"]["name"] for n in nodes]))
         objects.append(pending)
+    if devices is not None:  # with the claims the pods added
+        objects += devices.objects
     return objects

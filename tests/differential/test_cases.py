@@ -72,6 +72,66 @@ def dra_objects(*, tolerations: list[dict[str, Any]] = ()) -> list[dict[str, Any
 CANNOT_ALLOCATE = {"plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
                    "reasons": ["cannot allocate all claims"]}
 
+
+def resized(running: dict[str, Any], allocated: dict[str, str], *, sidecar: dict[str, str]) -> dict[str, Any]:
+    """The running pod with a sidecar asking 500m, whose container and sidecar statuses report
+    what the kubelet allocated (no resources: the resize is not yet actuated)."""
+    running["spec"]["initContainers"] = [{"name": "side", "image": "busybox", "restartPolicy": "Always",
+                                          "resources": {"requests": {"cpu": "500m"}}}]
+    running["status"]["containerStatuses"] = [{"name": "c0", "image": "nginx:1.27", "allocatedResources": allocated}]
+    running["status"]["initContainerStatuses"] = [{"name": "side", "image": "busybox",
+                                                   "allocatedResources": sidecar}]
+    return running
+
+
+TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+
+
+GPU_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
+
+
+def incomplete_pool(node_name: str) -> dict[str, Any]:
+    """One GPU of the node's pool, which says it has two slices: the other is not published yet."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": node_name, "devices": [{"name": "gpu-0"}],
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 2}}}
+
+
+def rwop_claim(name: str) -> list[dict[str, Any]]:
+    """A ReadWriteOncePod claim bound to its CSI volume."""
+    volume = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{name}"},
+              "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod"], "storageClassName": "",
+                       "csi": {"driver": "csi.example.com", "volumeHandle": name},
+                       "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": name}},
+              "status": {"phase": "Bound"}}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+                 "name": name, "namespace": "default", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"accessModes": ["ReadWriteOncePod"], "resources": {"requests": {"storage": "1Gi"}},
+                      "storageClassName": "", "volumeName": f"pv-{name}"},
+             "status": {"phase": "Bound", "accessModes": ["ReadWriteOncePod"], "capacity": {"storage": "1Gi"}}}
+    return [volume, claim]
+
+
+def with_claim(user: dict[str, Any], claim: str) -> dict[str, Any]:
+    user["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return user
+
+
+def gpu_slice(node_name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": node_name, "devices": [{"name": "gpu-0"}],
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}}}
+
+
+def claimant(pending: dict[str, Any], *pod_claims: dict[str, str]) -> dict[str, Any]:
+    pending["metadata"]["uid"] = "uid-" + pending["metadata"]["name"]
+    pending["spec"]["resourceClaims"] = list(pod_claims)
+    return pending
+
+
 CASES = [
     pytest.param(
         # Issue 21: device taints and DeviceTaintRules (GA, on in v1.37) were ignored, and the
@@ -111,6 +171,68 @@ CASES = [
                          "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
                                     "available: 1 No preemption victims found for incoming pod."},
         id="gated-pod-keeps-its-nominated-room"),
+    pytest.param(
+        # In-place resize: v1.37 counts what the kubelet allocated even where the container's
+        # status reports no resources, and takes the larger of the sums over the containers
+        # (spec 1.5, allocated 3): kopfsched counted the spec and put `pod` on node-0.
+        [node("node-0", "4", "2Gi"),
+         resized(pod("run", "1", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z"),
+                 {"cpu": "2500m", "memory": "64Mi"}, sidecar={"cpu": "500m"}),
+         pod("pod", "1500m", "64Mi")],
+        "default/pod", {"result": "Unschedulable",
+                        "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                                   "available: 1 No preemption victims found for incoming pod."},
+        id="resize-counts-the-allocation-without-status-resources"),
+    pytest.param(
+        # Claims are checked in the pod's order: the missing claim comes before the template's
+        # claim not made yet. kopfsched named every claim first, and reported the template's.
+        [node("node-0", "4", "2Gi"), TEMPLATE,
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "missing-claim"},
+                  {"name": "dev-1", "resourceClaimTemplateName": "gpu"})],
+        "default/pod", {"result": "Gated", "message": 'could not find ResourceClaim "default/missing-claim"'},
+        id="claims-are-checked-in-the-pods-order"),
+    pytest.param(
+        # As given, nobody makes a template's claim: the pod waits outside the queue, where
+        # explain --as-given made the claim as simulate does and scheduled the pod.
+        [node("node-0", "4", "2Gi"), TEMPLATE,
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimTemplateName": "gpu"})],
+        "default/pod", {"result": "Gated", "message": 'pod "default/pod": ResourceClaim not created yet'},
+        id="a-templates-claim-not-made-yet-keeps-the-pod-waiting"),
+    pytest.param(
+        # The allocator's errors name a sub-request alone, as upstream's request.name(): "request
+        # sub-0", where kopfsched wrote "request req-0/sub-0".
+        [node("node-0", "4", "2Gi"), GPU_CLASS, incomplete_pool("node-0"),
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+          "metadata": {"name": "rc-0", "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "req-0", "firstAvailable": [
+              {"name": "sub-0", "deviceClassName": "gpu", "allocationMode": "All"}]}]}}},
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Error", "message": 'running "DynamicResources" filter plugin: claim default/rc-0, '
+                        "request sub-0: asks for all devices, but resource pool gpu.example.com/node-0 is currently "
+                        "being updated"},
+        id="a-sub-request-is-named-alone-in-the-allocators-errors"),
+    pytest.param(
+        # A ReadWriteOncePod claim in use: v1.37's reason is "node(s) unavailable due to ...";
+        # kopfsched wrote an older text.
+        [node("node-0", "4", "2Gi"), *rwop_claim("data"),
+         with_claim(pod("run", "100m", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z"), "data"),
+         with_claim(pod("pod", "100m", "64Mi"), "data")],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": {
+            "plugin": "VolumeRestrictions", "code": "Unschedulable", "reasons": [
+                "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use "
+                "by another pod"]}}},
+        id="read-write-once-pod-conflict-reason"),
+    pytest.param(
+        # A firstAvailable list of one sub-request scores 8 where it is allocated (100 once
+        # normalized); kopfsched's one-request shortcut made no placement and scored 0.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, gpu_slice("node-0"),
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+          "metadata": {"name": "rc-0", "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "req-0", "firstAvailable": [
+              {"name": "sub-0", "deviceClassName": "gpu"}]}]}}},
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-first-available-list-of-one-is-scored"),
 ]
 
 

@@ -94,12 +94,44 @@ def _resized(spec_cpu: str, *, running: str | None, allocated: str | None = None
         pytest.param(_resized("1", running="1", allocated="3"), 3000, id="allocated-larger"),
         pytest.param(_resized("4", running="1", allocated="2", infeasible=True), 2000,
                      id="infeasible-ignores-the-spec"),
-        pytest.param(_resized("2", running=None, allocated="3"), 2000, id="no-status-resources-spec-only"),
+        # v1.37 counts the allocation without resources in the status (v1.34 counted the spec).
+        pytest.param(_resized("2", running=None, allocated="3"), 3000, id="allocated-without-status-resources"),
+        pytest.param(_resized("2", running=None, allocated="1"), 2000, id="allocated-below-the-spec"),
+        pytest.param(_resized("2", running=None, allocated="3", infeasible=True), 3000,
+                     id="infeasible-allocated-only"),
     ],
 )
 def test_in_place_resize_counts_the_larger_of_spec_and_status(pod, cpu):
     """upstream's PodRequests with UseStatusResources (InPlacePodVerticalScaling, on since v1.33)."""
     assert pod_requests(pod)["cpu"] == cpu
+
+
+def test_in_place_resize_takes_the_larger_of_the_sums_not_of_each_container():
+    """v1.37 sums the spec, the allocations and what runs over all containers, then takes the
+    larger sum per resource: one container grown and one shrunk count the larger total, not
+    each container's larger size (3 cpu, not 4)."""
+    pod = make_pod("resized", requests=[{"cpu": "2"}, {"cpu": "1"}])
+    pod["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "c0", "allocatedResources": {"cpu": "1"}}, {"name": "c1", "allocatedResources": {"cpu": "2"}}]}
+    assert pod_requests(pod)["cpu"] == 3000
+
+
+def test_in_place_resize_reads_sidecar_statuses():
+    """A restartable init container's status counts as a regular container's does."""
+    pod = make_pod("resized", requests={"cpu": "1"})
+    pod["spec"]["initContainers"] = [{"name": "side", "restartPolicy": "Always",
+                                      "resources": {"requests": {"cpu": "500m"}}}]
+    pod["status"] = {"phase": "Running", "initContainerStatuses": [
+        {"name": "side", "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}]}
+    assert pod_requests(pod)["cpu"] == 3000
+
+
+def test_infeasible_resize_without_statuses_counts_nothing():
+    """upstream: with the resize Infeasible a container without status counts neither spec nor status."""
+    pod = make_pod("resized", requests={"cpu": "1"})
+    pod["status"] = {"phase": "Running", "conditions": [
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}
+    assert pod_requests(pod).get("cpu", 0) == 0
 
 
 def _infeasible_without_memory_in_status() -> dict:

@@ -228,6 +228,11 @@ def test_allocate(claims, slices, node, allocated, expected):
     pytest.param([claim("claim-0", request("req-0", mode="All"))], [one("slice-1", count=2)], CLASSES,
                  "claim claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 is currently "
                  "being updated", id="all-devices-of-the-incomplete-pool"),
+    # upstream's errors name a sub-request alone (its request.name()), not "req-0/subreq-0".
+    pytest.param([claim("claim-0", first_available("req-0", sub_request("subreq-0", CLASS_A, mode="All")))],
+                 [one("slice-1", count=2)], CLASSES,
+                 "claim claim-0, request subreq-0: asks for all devices, but resource pool driver-a/pool-1 is "
+                 "currently being updated", id="a-sub-request-is-named-alone"),
     pytest.param([claim("claim-0", request("req-0", CLASS_A, 33))], [one("slice-1")], CLASSES,
                  "claim claim-0: number of requested devices 33 exceeds the claim limit of 32", id="too-many-devices"),
     pytest.param([claim("claim-0", request("req-0", CLASS_A, 1, 'device.attributes["driver-a"].healthy'))],

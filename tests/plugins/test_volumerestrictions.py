@@ -14,7 +14,8 @@ from tests.builders import make_node, make_pod, node_info
 from tests.plugins.volumes import claim_volume, handle_with, pod_with, pv, pvc
 
 DISK_CONFLICT = "node(s) had no available disk"
-RWOP_CONFLICT = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use "
+                 "by another pod")  # v1.37.2's ErrReasonReadWriteOncePodConflict
 
 
 def gce(pd: str, read_only: bool = False) -> dict:

@@ -242,3 +242,21 @@ def test_readme_quick_start_shows_the_real_output(capsys: pytest.CaptureFixture[
         argv = [a.replace("examples/", f"{EXAMPLES}/") for a in command.split()[1:]]
         assert main(argv) == 0
         assert capsys.readouterr().out.rstrip("\n") == shown, command
+
+
+def _template_pod() -> list[dict[str, Any]]:
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
+    pod = make_pod("trainer")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    return [make_node("a"), template, pod]
+
+
+def test_as_given_a_templates_claim_not_made_yet_keeps_the_pod_waiting() -> None:
+    """As given, nobody makes the template's claim: v1.37.2 keeps the pod out of its queue
+    (the differential tests' oracle says so); simulate makes it, as the controller would."""
+    entry = run(_template_pod(), "default/trainer", as_given=True).entry
+    assert (entry["result"], entry["message"]) == ("Gated", 'pod "default/trainer": ResourceClaim not created yet')
+    simulated = run(_template_pod(), "default/trainer").entry
+    assert simulated["result"] != "Gated"  # its claim was made: it was attempted

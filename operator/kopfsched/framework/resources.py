@@ -6,7 +6,7 @@ CPU is counted in millicores, everything else in integer units (bytes, pods, dev
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kopfsched.framework.quantity import int_value, milli_value
@@ -147,58 +147,93 @@ def _container_requests(container: Mapping[str, Any], non_missing: Mapping[str, 
     return requests
 
 
-def _resized_containers(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
-    """Container statuses reporting resources (in-place pod resize, on by default since v1.33), by name."""
-    statuses = (pod.get("status") or {}).get("containerStatuses")
-    if not statuses:
-        return None
-    return {str(cs.get("name")): cs for cs in statuses if isinstance(cs, Mapping) and cs.get("resources") is not None}
+def _container_statuses(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The containers' and init containers' statuses by name (a container's first, as
+    upstream's findContainerStatus looks them up)."""
+    status = pod.get("status") or {}
+    out: dict[str, Mapping[str, Any]] = {}
+    for field in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(field) or ():
+            if isinstance(cs, Mapping):
+                out[str(cs.get("name"))] = cs
+    return out
 
 
 def _resize_infeasible(pod: Mapping[str, Any]) -> bool:
-    """The PodResizePending condition says Infeasible: the spec's new size will never be applied."""
-    return any(c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
-               for c in (pod.get("status") or {}).get("conditions") or ())
+    """The first PodResizePending condition says Infeasible: the spec's new size will never be applied."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodResizePending":
+            return bool(condition.get("reason") == "Infeasible")
+    return False
 
 
-def _resized_requests(pod: Mapping[str, Any], container: Mapping[str, Any], status: Mapping[str, Any],
-                      non_missing: Mapping[str, int] | None) -> dict[str, int]:
-    """upstream's determineContainerReqs: the larger of what the spec asks (unless the resize is
-    infeasible), what the container runs with and what the kubelet allocated to it."""
-    requests = resource_list((status.get("resources") or {}).get("requests"))
-    _max_into(requests, resource_list(status.get("allocatedResources")))
-    if not _resize_infeasible(pod):
-        _max_into(requests, resource_list((container.get("resources") or {}).get("requests")))
-    if non_missing:
-        for name, default in non_missing.items():
-            requests.setdefault(name, default)
-    return requests
-
-
-def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
-    """A pod's effective requests, as upstream's resourcehelper.PodRequests.
-
-    Regular containers and restartable (sidecar) init containers add up; each classic init
-    container runs alone beside the sidecars started before it, so the pod needs the larger
-    of the two totals. A regular container whose status reports resources (in-place resize)
-    counts the larger of its spec, its status resources and its allocatedResources (only the
-    latter two when the resize is Infeasible). Pod-level requests replace the container sum
-    for cpu and memory, and the RuntimeClass overhead is added last. `non_missing` fills in requests a container
-    leaves out (the scoring defaults).
-    """
+def _status_counts(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's status can change its requests: a resize is Infeasible, or a container's
+    status reports an allocation or resources other than its spec's requests, written as in the
+    spec (a kubelet after a resize; a different spelling of the same amount also takes the long
+    way, which gives the same answer)."""
+    status = pod.get("status")
+    if not status:
+        return False
+    if not (status.get("containerStatuses") or status.get("initContainerStatuses")):
+        return _resize_infeasible(pod)
+    if _resize_infeasible(pod):
+        return True
     spec = pod.get("spec") or {}
+    statuses = _container_statuses(pod)
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or ():
+            cs = statuses.get(str(container.get("name")))
+            if cs is None:
+                continue
+            requests = (container.get("resources") or {}).get("requests") or {}
+            allocated = cs.get("allocatedResources")
+            actual = (cs.get("resources") or {}).get("requests")
+            if (allocated is not None and allocated != requests) or (actual is not None and actual != requests):
+                return True
+    return False
+
+
+def _spec_requests(container: Mapping[str, Any], _status: Mapping[str, Any] | None, _infeasible: bool) -> Any:
+    return (container.get("resources") or {}).get("requests")
+
+
+def _allocated_requests(container: Mapping[str, Any], status: Mapping[str, Any] | None, infeasible: bool) -> Any:
+    """upstream's containerAllocatedRequests: what the kubelet allocated, else the spec (nothing
+    when the resize is infeasible)."""
+    if status is not None and status.get("allocatedResources") is not None:
+        return status["allocatedResources"]
+    return None if infeasible else _spec_requests(container, status, infeasible)
+
+
+def _actuated_requests(container: Mapping[str, Any], status: Mapping[str, Any] | None, infeasible: bool) -> Any:
+    """upstream's containerActuatedRequests: what the container runs with, else what was allocated."""
+    if status is not None and ((status.get("resources") or {}).get("requests")) is not None:
+        return status["resources"]["requests"]
+    return _allocated_requests(container, status, infeasible)
+
+
+def _aggregate(spec: Mapping[str, Any], statuses: Mapping[str, Mapping[str, Any]] | None, infeasible: bool,
+               requests_of: Callable[[Mapping[str, Any], Mapping[str, Any] | None, bool], Any],
+               non_missing: Mapping[str, int] | None) -> dict[str, int]:
+    """upstream's aggregateContainerResourcesByFn: regular and sidecar containers add up, each
+    classic init container runs beside the sidecars started before it, the larger total wins."""
+
+    def of(container: Mapping[str, Any]) -> dict[str, int]:
+        status = statuses.get(str(container.get("name"))) if statuses else None
+        requests = resource_list(requests_of(container, status, infeasible))
+        if non_missing:
+            for name, default in non_missing.items():
+                requests.setdefault(name, default)
+        return requests
+
     total: dict[str, int] = {}
-    resized = _resized_containers(pod)
     for container in spec.get("containers") or ():
-        status = resized.get(container.get("name")) if resized else None
-        if status is None:
-            _add_into(total, _container_requests(container, non_missing))
-        else:
-            _add_into(total, _resized_requests(pod, container, status, non_missing))
+        _add_into(total, of(container))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
-        requests = _container_requests(container, non_missing)
+        requests = of(container)
         if container.get("restartPolicy") == "Always":
             _add_into(total, requests)
             _add_into(sidecars, requests)
@@ -208,6 +243,32 @@ def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | Non
             _add_into(running, sidecars)
         _max_into(init_peak, running)
     _max_into(total, init_peak)
+    return total
+
+
+def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A pod's effective requests, as upstream's resourcehelper.PodRequests (v1.37, in-place
+    resize on: UseStatusResources).
+
+    Regular containers and restartable (sidecar) init containers add up; each classic init
+    container runs alone beside the sidecars started before it, so the pod needs the larger
+    of the two totals. That sum is taken three times, of what the spec asks, of what the kubelet
+    allocated (status allocatedResources, else the spec) and of what the containers run with
+    (status resources, else allocated), and the pod counts the larger of the three per resource;
+    when the resize is Infeasible (PodResizePending) the spec is left out (and a container
+    without status counts nothing). Pod-level requests replace the sum for cpu and memory (the
+    pod-level status of InPlacePodLevelResourcesVerticalScaling is not read), and the
+    RuntimeClass overhead is added last. `non_missing` fills in requests a container leaves out
+    (the scoring defaults), in each of the three sums.
+    """
+    spec = pod.get("spec") or {}
+    counts = _status_counts(pod)
+    infeasible = counts and _resize_infeasible(pod)
+    total = {} if infeasible else _aggregate(spec, None, False, _spec_requests, non_missing)
+    if counts:
+        statuses = _container_statuses(pod)
+        _max_into(total, _aggregate(spec, statuses, infeasible, _allocated_requests, non_missing))
+        _max_into(total, _aggregate(spec, statuses, infeasible, _actuated_requests, non_missing))
     pod_level = resource_list((spec.get("resources") or {}).get("requests"))
     for name in _POD_LEVEL_RESOURCES:
         if name in pod_level:
@@ -240,12 +301,12 @@ def pod_requests_and_non_zero(pod: Mapping[str, Any]) -> tuple[dict[str, int], i
     """`pod_requests(pod)` and `pod_non_zero_requests(pod)` at once: (requests, milli-CPU, memory).
 
     A pod with regular containers only (no init containers, pod-level requests, overhead or
-    container statuses reporting resources: nearly every pod) is summed in one pass over
+    container statuses reporting other resources than its spec: nearly every pod) is summed in one pass over
     its containers; any other pod the long way, by the two functions."""
     spec = pod.get("spec") or {}
     status = pod.get("status")
     if (spec.get("initContainers") or spec.get("resources") or spec.get("overhead")
-            or (status and _resized_containers(pod))):
+            or (status and _status_counts(pod))):
         requests = pod_requests(pod)
         return (requests, *pod_non_zero_requests(pod, requests))
     total: dict[str, int] = {}
@@ -271,5 +332,6 @@ def _states_cpu_and_memory(pod: Mapping[str, Any]) -> bool:
             requests = (container.get("resources") or {}).get("requests")
             if not requests or CPU not in requests or MEMORY not in requests:
                 return False
-    # An infeasible resize counts the status, not the spec, where a request may be missing.
-    return not (_resized_containers(pod) and _resize_infeasible(pod))
+    # Container statuses (in-place resize) count what the kubelet allocated and what runs, where
+    # a request may be missing; an infeasible resize counts no spec at all.
+    return not _status_counts(pod)

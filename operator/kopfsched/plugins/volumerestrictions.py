@@ -43,7 +43,7 @@ from kopfsched.plugins.helper.volumes import (
 NAME = "VolumeRestrictions"
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
 )
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 _CONFLICT_TYPES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")

@@ -96,7 +96,11 @@ async def explain_pod(inputs: ClusterInput, ref: str, *, registry: Registry | No
     expand_workloads(inputs)  # the pod may be one a controller would make
     apply_priority_classes(inputs)  # before the pod is taken out: it needs its priority too
     default_requests(inputs)  # and the requests the API server would have given it
-    generate_resource_claims(inputs)  # and the claims its templates would give it
+    if not as_given:
+        # And the claims its templates would give it. As given, a claim the resourceclaim
+        # controller has not made yet (no status.resourceClaimStatuses entry) is not there, and
+        # the pod waits for it outside the queue, as kube-scheduler keeps it.
+        generate_resource_claims(inputs)
     target = next((p for p in inputs.pods if pod_key(p.obj) == key), None)
     if target is None:
         raise ExplainError(f'pod "{key}" not found in the input')

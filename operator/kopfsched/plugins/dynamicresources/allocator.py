@@ -90,6 +90,11 @@ class _Request:
         return self.allocator.selectable(self, device) and not (
             device.taints and self.allocator.device_taints and taint_prevents(device.taints, self.tolerations))
 
+    @property
+    def shown(self) -> str:
+        """The name the allocator's errors give: a sub-request's own (upstream's request.name())."""
+        return self.sub_name or self.name
+
 
 @dataclass(slots=True)
 class _Slot:
@@ -214,13 +219,14 @@ class Allocator:
 
     def _request(self, claim: Mapping[str, Any], spec: Mapping[str, Any], name: str, base: str, sub: str, *,
                  admin: bool) -> _Request:
-        ref = claim_ref(claim)
+        ref, shown = claim_ref(claim), sub or name  # upstream's errors name a sub-request alone
         class_name = spec.get("deviceClassName") or ""
         if not class_name:
-            raise AllocationError(f"claim {ref}, request {name}: missing device class name (unsupported request type?)")
+            raise AllocationError(f"claim {ref}, request {shown}: missing device class name "
+                                  "(unsupported request type?)")
         device_class = self._classes(class_name)
         if device_class is None:
-            raise AllocationError(f"claim {ref}, request {name}: could not retrieve device class {class_name}: "
+            raise AllocationError(f"claim {ref}, request {shown}: could not retrieve device class {class_name}: "
                                   f'deviceclass.resource.k8s.io "{class_name}" not found')
         selectors: list[tuple[str, Any, str]] = []
         for where, source_list in ((f"class {(device_class.get('metadata') or {}).get('name', class_name)}",
@@ -229,7 +235,7 @@ class Allocator:
             for index, selector in enumerate(source_list):
                 expression = ((selector or {}).get("cel") or {}).get("expression")
                 if expression is None:
-                    raise AllocationError(f"claim {ref}, request {name}, selector #{index}: CEL expression empty "
+                    raise AllocationError(f"claim {ref}, request {shown}, selector #{index}: CEL expression empty "
                                           "(unsupported selector type?)")
                 try:
                     compiled: Any = compile_expression(expression)
@@ -239,7 +245,7 @@ class Allocator:
         mode = spec.get("allocationMode") or "ExactCount"
         count = int(spec.get("count") or 1) if mode == "ExactCount" else 0
         if mode not in ("ExactCount", "All"):
-            raise AllocationError(f"claim {ref}, request {name}: unsupported count mode {mode}")
+            raise AllocationError(f"claim {ref}, request {shown}: unsupported count mode {mode}")
         admin_set = admin and spec.get("adminAccess") is not None
         tolerations = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
         key: tuple[Any, ...] = (class_name, *(source for source, _, _ in selectors))
@@ -408,11 +414,11 @@ class Allocator:
                     request.all_devices = []
                     for pool, devices in node_pools:
                         if pool.incomplete:
-                            raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
+                            raise AllocationError(f"claim {claim_ref(claim)}, request {request.shown}: asks for all "
                                                   f"devices, but resource pool {pool.pool_id} is currently being "
                                                   "updated")
                         if pool.invalid:
-                            raise AllocationError(f"claim {claim_ref(claim)}, request {request.name}: asks for all "
+                            raise AllocationError(f"claim {claim_ref(claim)}, request {request.shown}: asks for all "
                                                   f"devices, but resource pool {pool.pool_id} is currently invalid")
                         request.all_devices.extend(d for d in devices if self.selectable(request, d))
                     request.num_devices = len(request.all_devices)
@@ -562,7 +568,7 @@ class _Run:
         for index, constraint in enumerate(constraints):
             if not constraint.add(request, device):
                 if must:
-                    raise AllocationError(f"claim {claim_ref(self.a.claims[claim_index])}, request {request.name}: "
+                    raise AllocationError(f"claim {claim_ref(self.a.claims[claim_index])}, request {request.shown}: "
                                           f"cannot add device {'/'.join(device.id)} because a claim constraint would "
                                           "not be satisfied")
                 for earlier in constraints[:index]:

@@ -36,7 +36,7 @@ pod retries with backoff).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,27 +117,27 @@ _INVALID_POOLS = Status.unresolvable("invalid resource pools were encountered")
 # --- claims of a pod ----------------------------------------------------------------------
 
 
-def pod_claim_names(pod: Obj) -> list[tuple[str, bool]]:
+def pod_claim_names(pod: Obj) -> Iterator[tuple[str, bool]]:
     """(claim name, generated from a template) per pod claim that has one (upstream's
-    resourceclaim.Name); raises ClaimError while a template's claim is not generated."""
+    resourceclaim.Name), in the pod's order; raises ClaimError when it reaches a template's
+    claim not generated yet, so that an earlier claim's error comes first, as upstream's
+    foreachPodResourceClaim checks each claim before it names the next."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
-    names = []
     for pod_claim in spec.get("resourceClaims") or ():
         if pod_claim.get("resourceClaimName"):
-            names.append((pod_claim["resourceClaimName"], False))
+            yield pod_claim["resourceClaimName"], False
         elif pod_claim.get("resourceClaimTemplateName"):
             status = statuses.get(pod_claim.get("name"))
             if status is None:
                 raise ClaimError(f'pod "{meta.get("namespace", "default")}/{meta.get("name", "")}": '
                                  "ResourceClaim not created yet")
             if status.get("resourceClaimName"):  # none generated: nothing to allocate
-                names.append((status["resourceClaimName"], True))
+                yield status["resourceClaimName"], True
         else:
             raise ClaimError(f'pod "{meta.get("namespace", "default")}/{meta.get("name", "")}", spec.resourceClaim '
                              f'"{pod_claim.get("name", "")}": none of the supported fields are set')
-    return names
 
 
 def _controlled_by(claim: Obj, pod: PodInfo) -> bool:
