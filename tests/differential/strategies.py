@@ -299,7 +299,8 @@ STORAGE_CLASSES = (
 
 
 @st.composite
-def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+def storage(draw: st.DrawFn, nodes: list[dict[str, Any]], *,
+            capacity: bool = True) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """The volume plugins' inputs: StorageClasses (WaitForFirstConsumer with and without a
     provisioner, Immediate), PVs with zone affinity or zone labels, PVCs bound or not (ReadWriteOncePod
     now and then), the CSIDriver with its capacity tracking on or off and CSIStorageCapacity per
@@ -342,7 +343,8 @@ def storage(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list[dict[str
         objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                         "metadata": {"name": name, "namespace": namespace}, "spec": spec, "status": status})
         claims.setdefault(namespace, []).append(name)
-    objects += draw(storage_capacity())
+    if capacity:
+        objects += draw(storage_capacity())
     for node_obj in nodes:
         if draw(st.booleans()):
             name = node_obj["metadata"]["name"]
@@ -674,9 +676,11 @@ def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any]) -> No
 
 
 @st.composite
-def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
-             max_pending: int = 4) -> list[dict[str, Any]]:
-    """A snapshot: namespaces, nodes, running pods bound to them, pending pods in creation order."""
+def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6, max_pending: int = 4,
+             dra: bool = True, storage_capacity_objects: bool = True, resize: bool = True) -> list[dict[str, Any]]:
+    """A snapshot: namespaces, nodes, running pods bound to them, pending pods in creation order.
+    `dra`, `storage_capacity_objects` and `resize` False leave those families out (for a caller
+    that cannot create them, as tests/cluster's check of the oracle against kube-scheduler)."""
     nodes = [draw(node(f"node-{i}")) for i in range(draw(st.integers(1, max_nodes)))]
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
@@ -691,10 +695,10 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
         objects.append(draw(scheduler_configuration()))
     claims: dict[str, list[str]] | None = None
     if draw(st.integers(0, 2)) == 0:
-        volume_objects, claims = draw(storage(nodes))
+        volume_objects, claims = draw(storage(nodes, capacity=storage_capacity_objects))
         objects += volume_objects
     devices: DevicePool | None = None
-    if draw(st.integers(0, 2)) == 0:
+    if dra and draw(st.integers(0, 2)) == 0:
         devices = draw(device_pool(nodes))
     for i in range(draw(st.integers(0, max_running))):
         running = draw(pod(f"run-{i}", pending=False, claims=claims))
@@ -704,7 +708,7 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6,
         # Distinct start times: preemption spares the longest-running of equal priority, and
         # equal (missing) times would leave the choice to the order of pods on the node.
         running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
-        if draw(st.integers(0, 3)) == 0:
+        if resize and draw(st.integers(0, 3)) == 0:
             running["status"].update(draw(resize_status(running)))
         objects.append(running)
     for i in range(draw(st.integers(1, max_pending))):
