@@ -3,25 +3,19 @@ that fits anywhere, so both schedulers must agree exactly on what lands and what
 and on the pending pods' messages, though ties may put a pod on another node of its shape."""
 from __future__ import annotations
 
-import os
 import pathlib
 
 import pytest
 
 from benchmarks.trace_compare import compare, main, reasons
-from tests.differential.oracle import OracleUnavailable, build_oracle
+from tests.differential.oracle import build_oracle_or_skip
 
 pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope='module')
 def oracle() -> pathlib.Path:
-    try:
-        return build_oracle()
-    except OracleUnavailable as err:
-        if os.environ.get('CI') == 'true':
-            raise
-        pytest.skip(str(err))
+    return build_oracle_or_skip()
 
 
 def test_a_reduced_trace_places_and_leaves_pending_the_same_pods_with_the_same_messages(

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tests.cluster.conftest import StartControlPlane
 from tests.cluster.oracle_crosscheck import Bench, Scheduler, Tally, install_classes
-from tests.differential.oracle import OracleUnavailable, build_oracle
+from tests.differential.oracle import build_oracle_or_skip
 from tests.differential.strategies import PRIORITY_CLASSES, clusters
 from tests.kubeenv.control_plane import Options
 
@@ -39,12 +39,7 @@ compared, 8 pods gated)."""
 
 @pytest.fixture(scope='module')
 def bench(control_plane: StartControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    try:
-        binary = build_oracle()
-    except OracleUnavailable as err:
-        if os.environ.get('CI') == 'true':
-            raise
-        pytest.skip(str(err))
+    binary = build_oracle_or_skip()
     with control_plane(Options(audit=False)) as cluster:
         install_classes(cluster)
         scheduler = Scheduler(cluster)

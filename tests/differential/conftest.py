@@ -3,22 +3,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from tests.differential.oracle import Oracle, OracleUnavailable, build_oracle
+from tests.differential.oracle import Oracle, build_oracle_or_skip
 
 
 @pytest.fixture(scope="session")
 def oracle() -> Iterator[Oracle]:
-    try:
-        binary = build_oracle()
-    except OracleUnavailable as err:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(str(err))
-    process = Oracle(binary)
+    process = Oracle(build_oracle_or_skip())
     yield process
     process.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.differential.oracle import OracleUnavailable, build_oracle
+from tests.differential.oracle import build_oracle_or_skip
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -44,12 +44,7 @@ RETRY = textwrap.dedent("""\
 
 @pytest.fixture(scope='module')
 def binary() -> pathlib.Path:
-    try:
-        return build_oracle()
-    except OracleUnavailable as err:
-        if os.environ.get('CI') == 'true':
-            raise
-        pytest.skip(str(err))
+    return build_oracle_or_skip()
 
 
 def outcomes(report: dict[str, Any]) -> list[tuple[Any, ...]]:
