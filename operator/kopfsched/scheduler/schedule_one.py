@@ -398,15 +398,10 @@ class SchedulingAlgorithm:
         if not counted:
             return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk,
                                                   reasons=deferred is None, deferred=deferred)
-        # The vectorised pass over every row is the slow rows' second pass (without their
-        # nominated pods) too; only the first pass (with them) goes node by node, and its
-        # rejection, when there is one, is the node's status, as upstream's order has it.
-        mask, without = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
-        if any(status.code is Code.ERROR for status in without.values()):
-            return mask, without  # the cycle aborts on it
-        rejected = dict(without)  # in its order, but for the slow rows (judged below)
-        for row in slow_rows:
-            rejected.pop(row, None)
+        # Upstream's first pass (with the nominated pods) goes first on the slow rows, node by
+        # node or in one what-if call; a node it rejects gets that status and no second pass,
+        # so a later plugin's Error on it (e.g. DRA's "currently being updated") never happens.
+        # The vectorised pass over the other rows is the slow rows' second pass too.
         if fwk.has_active_pre_filter_extensions(state):
             firsts = [fwk.run_filter_plugins_first_pass(state, pod, nodes[row], nominated=counted[pos])
                       for row, pos in slow_rows.items()]
@@ -414,13 +409,17 @@ class SchedulingAlgorithm:
             with_nominated = WhatIfTable(self.snapshot.table, np.fromiter(slow_rows, dtype=np.int64),
                                          added=[counted[pos] for pos in slow_rows.values()])
             firsts = fwk.run_filter_plugins_what_if(state.clone(), pod, with_nominated)
-        for (row, pos), status in zip(slow_rows.items(), firsts, strict=True):
-            if status is None:
-                status = without.get(row)
-            if status is None:
-                continue
-            mask[pos] = False
-            rejected[row] = status
+        first_rejected = {pos: status for pos, status in zip(slow_rows.values(), firsts, strict=True)
+                          if status is not None}
+        if not first_rejected:
+            return fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk)
+        second = np.ones(len(chunk), dtype=bool)
+        second[list(first_rejected)] = False
+        passed, rejected = fwk.run_filter_plugins_on_rows(state, pod, self.snapshot.table, chunk[second])
+        mask = np.zeros(len(chunk), dtype=bool)
+        mask[second] = passed
+        for pos, status in first_rejected.items():
+            rejected[int(chunk[pos])] = status
         return mask, rejected
 
     def _nominated_positions(self, chunk: np.ndarray, nominator) -> list[int]:
