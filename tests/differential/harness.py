@@ -104,22 +104,6 @@ KNOWN_ABSENT_SCORES = frozenset({"VolumeBinding", "DynamicResources"})
 both score 0 for a pod without volumes or claims, which kopfsched skips (no entry)."""
 
 
-PENDING_POSTFILTER_ERROR = " not found"
-"""Pending (issue 21's DynamicResources parity work, not fixed here): when a PreFilter plugin
-before DynamicResources rejects the pod as UnschedulableAndUnresolvable (a missing PVC, an
-unbound Immediate claim), DynamicResources' PreFilter never runs, its PostFilter fails to read
-the state ("not found", an Error) and v1.37.2 stops PostFilter there: the FailedScheduling
-message ends in "not found" instead of preemption's text. kopfsched's message is compared up to
-that part; tests/differential/test_cases.py keeps the case as a strict xfail."""
-
-
-def message_differs(ours: str, theirs: str) -> bool:
-    if theirs.endswith("." + PENDING_POSTFILTER_ERROR) and ours != theirs:
-        fit_error = theirs[:-len(PENDING_POSTFILTER_ERROR)]
-        return not (ours == fit_error or ours.startswith(fit_error + " "))
-    return ours != theirs
-
-
 def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Difference]:
     key = f"{theirs['namespace']}/{theirs['name']}"
     out: list[Difference] = []
@@ -133,8 +117,7 @@ def compare_entries(ours: dict[str, Any], theirs: dict[str, Any]) -> list[Differ
         if plugin in KNOWN_ABSENT_SCORES and plugin not in ours["weights"]:
             continue
         differ(f"weights.{plugin}", ours["weights"].get(plugin), theirs["weights"].get(plugin))
-    if message_differs(ours["message"], theirs["message"]):
-        out.append(Difference(key, "message", ours["message"], theirs["message"]))
+    differ("message", ours["message"], theirs["message"])
     for node in sorted(set(ours["filter"]) | set(theirs["filter"])):
         differ(f"filter.{node}", ours["filter"].get(node), theirs["filter"].get(node))
     if ours["result"] == theirs["result"] == "Scheduled":

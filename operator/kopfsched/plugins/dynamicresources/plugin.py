@@ -193,6 +193,8 @@ class _StateData:
 
 
 STATE_KEY = StateKey[_StateData](NAME, "stateData")
+_NO_CLAIMS = _StateData(claims=[])
+"""The state of every pod without claims: read-only, as nothing is done for such a pod."""
 
 
 class DynamicResources:
@@ -236,10 +238,12 @@ class DynamicResources:
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         if not pod.spec.get("resourceClaims"):
-            return SKIP  # the common case: one dict lookup, no state (PostFilter reads none as "no claims")
+            state.write(STATE_KEY, _NO_CLAIMS)  # the common case: the shared empty state, nothing built
+            return SKIP
         try:
             claims = self._claims(pod)
         except ClaimError as exc:
+            state.write(STATE_KEY, _NO_CLAIMS)  # upstream writes its state before it looks at claims
             return Status.unresolvable(str(exc))
         data = _StateData(claims=claims)
         state.write(STATE_KEY, data)
@@ -408,7 +412,11 @@ class DynamicResources:
     def post_filter(self, state: CycleState, pod: PodInfo,
                     statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None:
+            # PreFilter never ran (an earlier PreFilter plugin rejected the pod): upstream's
+            # getStateData fails, and its Error ends PostFilter before preemption.
+            return None, Status.as_error("not found")
+        if not data.claims:
             return None, Status.unschedulable()
         for index in sorted(data.unavailable):
             claim = data.claims[index]
