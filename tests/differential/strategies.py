@@ -364,18 +364,40 @@ RESIZE_CONDITIONS = (
 
 
 @st.composite
+def _pod_level_resize_status(draw: st.DrawFn, requests: dict[str, Any]) -> dict[str, Any]:
+    """A pod-level resize: what the kubelet allocated to the pod and what it runs with, each
+    the spec's requests or another cpu or memory, now and then a resize condition."""
+    status: dict[str, Any] = {}
+    if draw(st.integers(0, 2)):
+        allocated = dict(requests)
+        if draw(st.booleans()):
+            allocated.update(cpu=draw(cpu))
+        if draw(st.integers(0, 2)) == 0:
+            allocated.update(memory=draw(memory))
+        status["allocatedResources"] = allocated
+    if draw(st.integers(0, 2)):
+        actual = dict(status.get("allocatedResources") or requests)
+        if draw(st.booleans()):
+            actual.update(cpu=draw(cpu))
+        status["resources"] = {"requests": actual}
+    conditions = draw(st.lists(st.sampled_from(RESIZE_CONDITIONS), max_size=1))
+    if conditions:
+        status["conditions"] = [{**c, "lastTransitionTime": "2025-12-31T00:01:00Z"} for c in conditions]
+    return status
+
+
+@st.composite
 def resize_status(draw: st.DrawFn, running: dict[str, Any]) -> dict[str, Any]:
     """A running pod's status as the kubelet writes it around an in-place resize: per
     container what it allocated and what the container runs with (either may differ from the
     spec, which the user changed), now and then a resize condition (Deferred, Infeasible: the
     scheduler then counts what runs, not the spec; InProgress) and the old, ignored
-    status.resize. Only container statuses: pod-level status.resources and
-    status.allocatedResources belong to InPlacePodLevelResourcesVerticalScaling, which kopfsched
-    does not implement (docs/feature-gates.md), so pods with pod-level resources get none.
-    Sidecar (restartable init) containers get statuses too, as v1.37 reads them."""
+    status.resize. A pod with pod-level requests gets pod-level status.resources and
+    status.allocatedResources instead (InPlacePodLevelResourcesVerticalScaling). Sidecar
+    (restartable init) containers get statuses too, as v1.37 reads them."""
     spec = running["spec"]
     if spec.get("resources"):
-        return {}
+        return draw(_pod_level_resize_status(spec["resources"]["requests"]))
 
     def container_status(container: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"name": container["name"], "image": container["image"], "imageID": "",

@@ -134,6 +134,49 @@ def test_infeasible_resize_without_statuses_counts_nothing():
     assert pod_requests(pod).get("cpu", 0) == 0
 
 
+def _pod_level_resized(spec_cpu: str, *, running: str | None = None, allocated: str | None = None,
+                       infeasible: bool = False) -> dict:
+    """A pod with pod-level requests (2 cpu in its container) during a pod-level resize."""
+    pod = make_pod("resized", requests={"cpu": "2", "memory": "1Gi"})
+    pod["spec"]["resources"] = {"requests": {"cpu": spec_cpu}}
+    pod["status"] = {"phase": "Running"}
+    if running is not None:
+        pod["status"]["resources"] = {"requests": {"cpu": running}}
+    if allocated is not None:
+        pod["status"]["allocatedResources"] = {"cpu": allocated, "memory": "2Gi"}
+    if infeasible:
+        pod["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("pod", "cpu", "memory"),
+    [
+        pytest.param(_pod_level_resized("3"), 3000, 1 << 30, id="no-resize-counts-the-pod-level-spec"),
+        # Without status.resources the pod-level status is not read, allocatedResources neither.
+        pytest.param(_pod_level_resized("3", allocated="5"), 3000, 1 << 30, id="allocated-alone-is-not-read"),
+        pytest.param(_pod_level_resized("3", running="4"), 4000, 1 << 30, id="downsize-pending-counts-what-runs"),
+        pytest.param(_pod_level_resized("4", running="1"), 4000, 1 << 30, id="upsize-pending-counts-the-spec"),
+        # allocatedResources lists memory, a pod-level resource the spec leaves to the containers.
+        pytest.param(_pod_level_resized("3", running="1", allocated="5"), 5000, 2 << 30, id="allocated-largest"),
+        # Infeasible: no spec at all, the containers' (they have no statuses) nor the pod's.
+        pytest.param(_pod_level_resized("6", running="1", infeasible=True), 1000, 0,
+                     id="infeasible-ignores-the-spec"),
+    ],
+)
+def test_pod_level_resize_counts_the_larger_of_spec_and_status(pod, cpu, memory):
+    """InPlacePodLevelResourcesVerticalScaling (beta, on in v1.37): effectivePodLevelResources."""
+    requests = pod_requests(pod)
+    assert (requests["cpu"], requests.get("memory", 0)) == (cpu, memory)
+    assert pod_requests_and_non_zero(pod)[0] == requests
+
+
+def test_pod_level_huge_pages_replace_the_containers_sum():
+    pod = make_pod("huge", requests={"cpu": "1", "hugepages-2Mi": "4Mi"})
+    pod["spec"]["resources"] = {"requests": {"hugepages-2Mi": "8Mi"}}
+    assert pod_requests(pod) == {"cpu": 1000, "hugepages-2Mi": 8 << 20}
+
+
 def _infeasible_without_memory_in_status() -> dict:
     pod = _resized("1", running="1", infeasible=True)
     del pod["status"]["containerStatuses"][0]["resources"]["requests"]["memory"]

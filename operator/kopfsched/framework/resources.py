@@ -256,9 +256,9 @@ def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | Non
     allocated (status allocatedResources, else the spec) and of what the containers run with
     (status resources, else allocated), and the pod counts the larger of the three per resource;
     when the resize is Infeasible (PodResizePending) the spec is left out (and a container
-    without status counts nothing). Pod-level requests replace the sum for cpu and memory (the
-    pod-level status of InPlacePodLevelResourcesVerticalScaling is not read), and the
-    RuntimeClass overhead is added last. `non_missing` fills in requests a container leaves out
+    without status counts nothing). Pod-level requests replace the sum for cpu, memory and huge
+    pages (during a pod-level resize, `_effective_pod_level_requests`), and the RuntimeClass
+    overhead is added last. `non_missing` fills in requests a container leaves out
     (the scoring defaults), in each of the three sums.
     """
     spec = pod.get("spec") or {}
@@ -269,12 +269,35 @@ def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | Non
         statuses = _container_statuses(pod)
         _max_into(total, _aggregate(spec, statuses, infeasible, _allocated_requests, non_missing))
         _max_into(total, _aggregate(spec, statuses, infeasible, _actuated_requests, non_missing))
-    pod_level = resource_list((spec.get("resources") or {}).get("requests"))
-    for name in _POD_LEVEL_RESOURCES:
-        if name in pod_level:
-            total[name] = pod_level[name]
+    pod_level = (spec.get("resources") or {}).get("requests")
+    if pod_level and any(map(_is_pod_level_resource, pod_level)):
+        for name, value in _effective_pod_level_requests(pod, pod_level).items():
+            if _is_pod_level_resource(name):
+                total[name] = value
     _add_into(total, resource_list(spec.get("overhead")))
     return total
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    """upstream's IsSupportedPodLevelResource: cpu, memory and huge pages."""
+    return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
+
+
+def _effective_pod_level_requests(pod: Mapping[str, Any], requests: Mapping[str, Any]) -> dict[str, int]:
+    """The pod-level requests the pod counts: while a pod-level resize is under way
+    (InPlacePodLevelResourcesVerticalScaling, `status.resources` set) the larger, per
+    resource, of the spec (left out when the resize is Infeasible), `status.resources` and
+    `status.allocatedResources`, as upstream's effectivePodLevelResources."""
+    status = pod.get("status") or {}
+    running = status.get("resources")
+    if running is None:
+        return resource_list(requests)
+    effective = {} if _resize_infeasible(pod) else resource_list(requests)
+    for other in (running.get("requests"), status.get("allocatedResources")):
+        for name, value in resource_list(other).items():
+            if name not in effective or value > effective[name]:  # maxResourceList: a 0 is kept too
+                effective[name] = value
+    return effective
 
 
 def pod_non_zero_requests(pod: Mapping[str, Any], requests: Mapping[str, int] | None = None) -> tuple[int, int]:
