@@ -14,8 +14,8 @@ import pytest
 from kopfsched import features
 
 KUBEENV = Path(__file__).resolve().parent / "kubeenv"
-SWITCH = ("DRADeviceTaintRules, DRADeviceTaints, NominatedNodeNameForExpectation, SchedulerPopFromBackoffQ, "
-          "StorageCapacityScoring, VolumeLimitScaling")
+SWITCH = ("DRADeviceTaintRules, DRADeviceTaints, NominatedNodeNameForExpectation, OpportunisticBatching, "
+          "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling")
 
 
 def _module_dir(module: str) -> Path:
@@ -59,9 +59,9 @@ def test_the_gate_table_is_the_pinned_releases() -> None:
     ("Nope=true", "unrecognized feature gate 'Nope' (kube-scheduler v1.37.2 has no such gate; kopfsched can "
                   f"switch: {SWITCH})"),
     ("NodeDeclaredFeatures=false", "cannot set feature gate NodeDeclaredFeatures to false, feature is locked to true"),
-    ("OpportunisticBatching=false", "feature gate OpportunisticBatching cannot be switched in kopfsched: it stays on, "
-                                    "as its default (see docs/feature-gates.md; kopfsched can switch: "
-                                    f"{SWITCH})"),
+    ("SchedulerAsyncPreemption=false", "feature gate SchedulerAsyncPreemption cannot be switched in kopfsched: it "
+                                       "stays on, as its default (see docs/feature-gates.md; kopfsched can switch: "
+                                       f"{SWITCH})"),
     ("GenericWorkload=true", "feature gate GenericWorkload cannot be switched in kopfsched: it stays off, as its "
                              f"default (see docs/feature-gates.md; kopfsched can switch: {SWITCH})"),
 ], ids=["unknown", "locked", "beta-on-not-switchable", "beta-off-not-switchable"])

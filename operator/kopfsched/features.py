@@ -23,6 +23,7 @@ VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
 DRA_DEVICE_TAINTS = "DRADeviceTaints"
 DRA_DEVICE_TAINT_RULES = "DRADeviceTaintRules"
 NOMINATED_NODE_NAME_FOR_EXPECTATION = "NominatedNodeNameForExpectation"
+OPPORTUNISTIC_BATCHING = "OpportunisticBatching"
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ VolumeLimitScaling                            Beta  on
 
 SWITCHABLE: frozenset[str] = frozenset({NOMINATED_NODE_NAME_FOR_EXPECTATION, POP_FROM_BACKOFF_Q,
                                         STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING, DRA_DEVICE_TAINTS,
-                                        DRA_DEVICE_TAINT_RULES})
+                                        DRA_DEVICE_TAINT_RULES, OPPORTUNISTIC_BATCHING})
 """The gates whose other value kopfsched implements too."""
 
 DEPENDENCIES: Mapping[str, tuple[str, ...]] = {DRA_DEVICE_TAINT_RULES: (DRA_DEVICE_TAINTS,)}

@@ -98,6 +98,7 @@ def test_tallied_counts_are_the_counted_ones(workload: Any) -> None:
 
 def _without_seconds(out: dict[str, Any]) -> dict[str, Any]:
     out["summary"].pop("seconds")
+    assert out["summary"].pop("batchHintsUsed") == 0  # the default profile signs no pod
     return out
 
 

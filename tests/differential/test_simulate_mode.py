@@ -81,3 +81,46 @@ def test_a_pod_retried_after_the_pod_it_needs_lands_is_bound_with_no_message(
         ('default', 'web', 'Scheduled', None, [], ''), ('default', 'db', 'Scheduled', None, [], '')]
     assert [p['attempts'] for p in upstream['pods']] == [2, 1]
     assert upstream['summary']['cycles'] == 3
+
+
+def _batching_snapshot() -> str:
+    """Six alike pods, a big node and two small ones, and a profile whose pods can be signed
+    (PodTopologySpread without default constraints): OpportunisticBatching's case."""
+    docs = [textwrap.dedent("""\
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        profiles:
+        - schedulerName: default-scheduler
+          pluginConfig:
+          - name: PodTopologySpread
+            args: {defaultingType: List}
+        """)]
+    for name, cpu, memory in (("big", "64", "128Gi"), ("small-a", "4", "8Gi"), ("small-b", "6", "8Gi")):
+        docs.append(textwrap.dedent(f"""\
+            apiVersion: v1
+            kind: Node
+            metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
+            status: {{allocatable: {{cpu: "{cpu}", memory: {memory}, pods: "110"}},
+                      capacity: {{cpu: "{cpu}", memory: {memory}, pods: "110"}}}}
+            """))
+    for i in range(6):
+        docs.append(textwrap.dedent(f"""\
+            apiVersion: v1
+            kind: Pod
+            metadata: {{name: p{i}, namespace: default, creationTimestamp: "2026-01-01T00:00:0{i}Z"}}
+            spec:
+              containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+            """))
+    return "---\n".join(docs)
+
+
+def test_alike_pods_are_batched_onto_the_rescored_node_as_upstream(
+        binary: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """v1.37 rescores the node chosen last before each hint: the big node stays the best,
+    and upstream places every pod after the first on a hint (batchHintsUsed)."""
+    path = tmp_path / 'batching.yaml'
+    path.write_text(_batching_snapshot())
+    upstream, ours = both(binary, path)
+    assert outcomes(upstream) == outcomes(ours)
+    assert [p['node'] for p in upstream['pods']] == [p['node'] for p in ours['pods']] == ['big'] * 6
+    assert upstream['summary']['batchHintsUsed'] == ours['summary']['batchHintsUsed'] == 5

@@ -100,7 +100,7 @@ def test_cluster_placements(cluster: dict[str, dict[str, Any]]) -> None:
 
 def test_cluster_summary() -> None:
     assert run(CLUSTER)["summary"] | {"seconds": 0} == {"scheduled": 9, "unschedulable": 4, "notHandled": 3,
-                                                        "preempted": 0, "seconds": 0}
+                                                        "preempted": 0, "seconds": 0, "batchHintsUsed": 0}
 
 
 def test_cluster_with_bin_packing_profile_packs_reports() -> None:

@@ -46,7 +46,7 @@ def test_gang_example_is_all_or_nothing():
             pod("trainer-3", "Unschedulable", message=REJECTED_IN_POST_FILTER.format("trainer-3")),
         ],
         "nodes": [node("node-1", 1, {"cpu": "1", "memory": "1Gi"}), node("node-2", 1, {"cpu": "1", "memory": "1Gi"})],
-        "summary": {"scheduled": 2, "unschedulable": 3, "notHandled": 0, "preempted": 0},
+        "summary": {"scheduled": 2, "unschedulable": 3, "notHandled": 0, "preempted": 0, "batchHintsUsed": 0},
     }
     assert sorted(sim.client.bindings) == [("default/web-1", "node-2"), ("default/web-2", "node-1")]
     assert len(sim.scheduler.waiting_pods) == 0

@@ -320,6 +320,21 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
+SignFragment = tuple[str, object]
+"""(signer name, value): one part of a pod's scheduling signature."""
+
+
+@runtime_checkable
+class SignPlugin(Plugin, Protocol):
+    """Upstream's SignPlugin (OpportunisticBatching): the parts of a pod this plugin's
+    PreFilter, Filter, PreScore and Score read, as fragments whose equality for two pods means
+    the plugin treats them alike on any node. None: this pod cannot be signed (then no pod of
+    this cycle's kind is batched). A profile batches only when every such plugin signs; a
+    plugin with `signs_no_pod = True` refuses every pod, so its profile never signs."""
+
+    def sign_pod(self, pod: PodInfo) -> Iterable[SignFragment] | None: ...
+
+
 @runtime_checkable
 class EnqueueExtensions(Plugin, Protocol):
     """Which cluster events may make a pod this plugin rejected schedulable again."""

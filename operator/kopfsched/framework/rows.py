@@ -252,9 +252,10 @@ class RowRunner:
             mask[alive_pos] = True
         return mask, rejected
 
-    def score(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
-              ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
-        """Framework.run_score_plugins_on_rows, untimed."""
+    def score(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray,
+              raw: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
+        """Framework.run_score_plugins_on_rows, untimed. `raw` receives each plugin's scores
+        before NormalizeScore (OpportunisticBatching keeps them to rescore a node later)."""
         per_plugin: dict[str, np.ndarray] = {}
         weights: list[int] = []
         skipped = state.skip_score_plugins
@@ -271,6 +272,8 @@ class RowRunner:
                     scores = np.fromiter((plugin.score(state, pod, nodes[r]) for r in rows.tolist()),
                                          dtype=np.int64, count=len(rows))
                 normalize = self._normalizers.get(name)
+                if raw is not None:
+                    raw[name] = scores.copy() if normalize is not None else scores
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
             except Exception as exc:
@@ -294,3 +297,28 @@ class RowRunner:
                 assert invalid is not None
                 return invalid
         return weighted_totals(per_plugin, weights, len(rows)), per_plugin, None
+
+    def normalize(self, state: CycleState, pod: PodInfo, raw: dict[str, np.ndarray], count: int
+                  ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
+        """Upstream's NormalizeScores: the plugins' raw scores (`raw`, as `score` keeps them;
+        a plugin missing from it was skipped) normalized and weighted again, over `count` nodes."""
+        per_plugin: dict[str, np.ndarray] = {}
+        weights: list[int] = []
+        for plugin, weight in self.score_plugins:
+            scores = raw.get(plugin.name)
+            if scores is None:
+                continue
+            normalize = self._normalizers.get(plugin.name)
+            if normalize is not None:
+                try:
+                    scores = np.asarray(normalize(state, pod, scores.copy()), dtype=np.int64)
+                except Exception as exc:
+                    status = Status.as_error(f'running Normalize on Score plugins: plugin "{plugin.name}" '
+                                             f"failed with: {exc}").with_plugin(plugin.name)
+                    return weighted_totals(per_plugin, weights, count), per_plugin, status
+            per_plugin[plugin.name] = scores
+            weights.append(weight)
+        invalid = first_invalid_score(per_plugin, self.score_plugins, count)
+        if invalid is not None:
+            return invalid
+        return weighted_totals(per_plugin, weights, count), per_plugin, None

@@ -11,6 +11,7 @@ which uses a plugin's vectorised method when it has one and its per-node method 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -93,6 +94,23 @@ class _PostFilterRun:
         return self._result, Status(Code.UNSCHEDULABLE, tuple(self._reasons), self._rejector)
 
 
+SCHEDULER_NAME_SIGNER = "v1.Pod.Spec.SchedulerName"
+
+
+def _signers(plugins: list[Any]) -> list[Callable[[PodInfo], Any]] | None:
+    """Each plugin's sign_pod, once per plugin in order; None when one has none or refuses
+    every pod (`signs_no_pod`)."""
+    signers: dict[str, Callable[[PodInfo], Any]] = {}
+    for plugin in plugins:
+        if plugin.name in signers:
+            continue
+        sign = getattr(plugin, "sign_pod", None)
+        if sign is None or getattr(plugin, "signs_no_pod", False):
+            return None
+        signers[plugin.name] = sign
+    return list(signers.values())
+
+
 class Framework:
     """One profile's plugins, by extension point, in configured order."""
 
@@ -142,6 +160,8 @@ class Framework:
             for plugin, _ in point_plugins:
                 seen.setdefault(plugin.name, plugin)
         self.plugins_by_name = seen
+        self._signers = _signers([*self.pre_filter_plugins, *self.filter_plugins, *self.pre_score_plugins,
+                                  *(plugin for plugin, _ in self.score_plugins)])
         handle.framework = self
 
     # -- introspection ----------------------------------------------------------------------
@@ -425,11 +445,39 @@ class Framework:
 
     @timed("Score", lambda result: result[2])
     def run_score_plugins_on_rows(
-        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray,
+        raw: dict[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
         """(weighted totals, normalized pre-weight scores per plugin, error). With an error,
-        totals and scores are those of the plugins before the one it blames."""
-        return self.rows.score(state, pod, table, rows)
+        totals and scores are those of the plugins before the one it blames. `raw` receives
+        the scores before NormalizeScore."""
+        return self.rows.score(state, pod, table, rows, raw)
+
+    @timed("Score", lambda result: result[2])
+    def normalize_scores(self, state: CycleState, pod: PodInfo, raw: dict[str, np.ndarray], count: int
+                         ) -> tuple[np.ndarray, dict[str, np.ndarray], Status | None]:
+        """Upstream's NormalizeScores over raw scores kept from `run_score_plugins_on_rows`."""
+        return self.rows.normalize(state, pod, raw, count)
+
+    # -- signatures (OpportunisticBatching) ------------------------------------------------------
+
+    def signs_pods(self) -> bool:
+        """Whether this profile can sign any pod: every PreFilter, Filter, PreScore and Score
+        plugin is a SignPlugin, and none refuses every pod (upstream's computeBatchablePlugins)."""
+        return self._signers is not None
+
+    def sign_pod(self, pod: PodInfo) -> str | None:
+        """The pod's scheduling signature (upstream's SignPod): two pods with the same one are
+        judged and scored alike on the same nodes. None when some plugin cannot sign it."""
+        if self._signers is None:
+            return None
+        signature: dict[str, object] = {SCHEDULER_NAME_SIGNER: pod.scheduler_name}
+        for sign in self._signers:
+            fragments = sign(pod)
+            if fragments is None:
+                return None
+            signature.update(fragments)
+        return json.dumps(signature, sort_keys=True, separators=(",", ":"), default=repr)
 
     def run_filter_plugins_what_if(self, state: CycleState, pod: PodInfo, table: WhatIfTable, *,
                                    pod_dependent_only: bool = False) -> list[Status | None]:

@@ -24,10 +24,11 @@ import numpy as np
 
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.interface import MAX_NODE_SCORE, SignFragment
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.types import ImageStateSummary, NodeInfo, PodInfo
+from kopfsched.plugins.helper import signers
 
 MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
@@ -75,6 +76,13 @@ class ImageLocality:
     def __init__(self, args: Any, handle: Handle) -> None:
         self.handle = handle
         self._presence = _PresenceMasks()
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        """The containers' images (upstream leaves image volumes out of the signature)."""
+        spec = pod.spec
+        names = {normalized_image_name(c.get("image") or "") for field in ("containers", "initContainers")
+                 for c in spec.get(field) or ()}
+        return [(signers.IMAGE_NAMES, sorted(names))]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         images = pod_images(pod.spec)

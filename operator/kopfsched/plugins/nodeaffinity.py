@@ -19,13 +19,13 @@ import numpy as np
 
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
-from kopfsched.framework.interface import MAX_NODE_SCORE, PreFilterResult
+from kopfsched.framework.interface import MAX_NODE_SCORE, PreFilterResult, SignFragment
 from kopfsched.framework.labels import SelectorError, node_selector_term
 from kopfsched.framework.node_table import NodeTable, label_codes, label_in, label_lookup
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
 from kopfsched.framework.status import SKIP, Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.normalize_score import default_normalize_score
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -292,6 +292,9 @@ class NodeAffinity:
         """NodeTable.derived's key for the rows the added affinity matches (this instance's own)."""
 
     # PreFilter / Filter
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return signers.node_affinity(pod)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None:
         required = _required_terms(pod.spec)

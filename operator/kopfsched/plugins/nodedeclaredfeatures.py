@@ -25,10 +25,11 @@ from typing import Any
 
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 
 NAME = "NodeDeclaredFeatures"
 ERR_REASON_UNSATISFIED_REQUIREMENTS = "node(s) didn't match Pod's required features"
@@ -120,6 +121,12 @@ class NodeDeclaredFeatures:
         if self.features is FEATURES and self.version is not None and not _may_need_a_feature(spec):
             return _NONE
         return infer_for_pod_scheduling(self.features, spec, self.version)
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        try:
+            return [(signers.REQUIRED_FEATURES, sorted(self._requirements(pod.spec)))]
+        except ValueError:
+            return None
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         try:

@@ -9,10 +9,12 @@ import numpy as np
 
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import NODE_ADD, ClusterEventWithHint
+from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.helper import signers
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
@@ -27,6 +29,9 @@ class NodeName:
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [(signers.NODE_NAME, pod.spec.get("nodeName") or "")]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return None if fits(pod, node) else Status.unresolvable(ERR_REASON)

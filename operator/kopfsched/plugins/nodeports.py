@@ -18,11 +18,11 @@ from kopfsched.framework.events import (
     EventResource,
     QueueingHint,
 )
-from kopfsched.framework.interface import PreFilterResult
+from kopfsched.framework.interface import PreFilterResult, SignFragment
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import HostPortInfo, NodeInfo, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
@@ -55,6 +55,9 @@ class NodePorts:
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.host_ports(pod)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None:
         # PodInfo.host_ports holds every port with a hostPort set (this one those > 0): when it is

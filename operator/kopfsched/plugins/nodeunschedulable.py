@@ -10,11 +10,12 @@ import numpy as np
 
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
+from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.tolerations import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
 
 ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
@@ -64,6 +65,9 @@ class NodeUnschedulable:
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.tolerations(pod)]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if node.node is None:

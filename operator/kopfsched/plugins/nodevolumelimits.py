@@ -37,11 +37,11 @@ from kopfsched.framework.events import (
     EventResource,
     QueueingHint,
 )
-from kopfsched.framework.interface import PreFilterResult
+from kopfsched.framework.interface import PreFilterResult, SignFragment
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.volumes import (
     PVC_RESOURCE,
     bound_volume_name,
@@ -193,6 +193,9 @@ class CSILimits:
     @property
     def _objects(self) -> Any:
         return self.handle.objects
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.volumes(pod)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None:
         volumes = pod.spec.get("volumes")

@@ -16,12 +16,12 @@ from numpy import count_nonzero
 
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
-from kopfsched.framework.interface import MAX_NODE_SCORE
+from kopfsched.framework.interface import MAX_NODE_SCORE, SignFragment
 from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.normalize_score import default_normalize_score
 from kopfsched.plugins.helper.tolerations import (
     PREFER_NO_SCHEDULE,
@@ -113,6 +113,9 @@ class TaintToleration:
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.tolerations(pod)]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if find_matching_untolerated_taint(node.taints, pod.tolerations) is None:

@@ -25,11 +25,11 @@ from kopfsched.framework.events import (
     EventResource,
     QueueingHint,
 )
-from kopfsched.framework.interface import PreFilterResult
+from kopfsched.framework.interface import PreFilterResult, SignFragment
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.volumes import (
     PVC_RESOURCE,
     access_modes,
@@ -113,6 +113,9 @@ class VolumeRestrictions:
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         self.handle = handle
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.volumes(pod)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> PreFilterResult | Status | None:
         volumes = pod.spec.get("volumes")

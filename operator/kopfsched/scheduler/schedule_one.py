@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -42,6 +44,7 @@ from kopfsched.framework.rows import Deferred, deferred_rejections
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
 from kopfsched.framework.types import PodInfo
+from kopfsched.scheduler.batch import OpportunisticBatch
 from kopfsched.scheduler.extender import (
     EXTENDER_NAME,
     MAX_EXTENDER_PRIORITY,
@@ -87,8 +90,14 @@ class SchedulingAlgorithm:
     """Holds what persists between cycles: the snapshot and the rotating start index."""
 
     def __init__(self, *, cache: Cache, snapshot: Snapshot, rng: random.Random,
-                 percentage_of_nodes_to_score: int = 0, explain: bool = False) -> None:
+                 percentage_of_nodes_to_score: int = 0, explain: bool = False,
+                 batching: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.cache = cache
+        self.batching = batching
+        """OpportunisticBatching: a signed pod may take the previous pod's next node (batch.py)."""
+        self.clock = clock
+        self._batches: dict[str, OpportunisticBatch] = {}
+        self._hint = ""
         self.snapshot = snapshot
         self.rng = rng
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
@@ -110,35 +119,59 @@ class SchedulingAlgorithm:
         self._marked: tuple[object, object, np.ndarray] | None = None
         """(the nominator's node-name list, the table, its rows marked) for _nominated_positions."""
 
+    def batched_pods(self) -> int:
+        """Pods OpportunisticBatching placed on a hint, over every profile."""
+        return sum(batch.batched_pods for batch in self._batches.values())
+
     async def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
-                           extenders: Sequence[HTTPExtender] = (), exhaustive: bool = False) -> ScheduleResult:
+                           extenders: Sequence[HTTPExtender] = (), exhaustive: bool = False,
+                           cycle: int | None = None) -> ScheduleResult:
         """Raises FitError when no node fits and SchedulingError on errors.
 
         `exhaustive` (kopfsched explain): every node is filtered, in snapshot order, with no
         nominated-node shortcut and no percentageOfNodesToScore sampling; every feasible node
-        is scored, even a single one; scores are kept; the rotating start index stays put."""
+        is scored, even a single one; scores are kept; the rotating start index stays put.
+        `cycle`: the queue's scheduling cycle, for OpportunisticBatching (None: no batching)."""
         self.cache.update_snapshot(self.snapshot)
         num_nodes = self.snapshot.num_nodes()
         if num_nodes == 0:
             raise SchedulingError(Status.unresolvable(ERR_NO_NODES_AVAILABLE))
+        batch = None
+        signature = None
+        if self.batching and cycle is not None and not exhaustive and not extenders and fwk.signs_pods():
+            batch = self._batches.get(fwk.profile_name)
+            if batch is None:
+                batch = self._batches[fwk.profile_name] = OpportunisticBatch(clock=self.clock, rng=self.rng)
+            signature = fwk.sign_pod(pod)
+        self._hint = ""
         feasible, diagnosis = await self.find_nodes_that_fit_pod(fwk, state, pod, extenders=extenders,
-                                                                 exhaustive=exhaustive)
+                                                                 exhaustive=exhaustive, batch=batch,
+                                                                 signature=signature, cycle=cycle)
         nodes = self.snapshot.table.nodes
         if not len(feasible):
             raise FitError(pod_key=pod.key, num_all_nodes=num_nodes, diagnosis=diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
         if len(feasible) == 1 and not exhaustive:
-            return ScheduleResult(nodes[int(feasible[0])].name, evaluated, 1, diagnosis)
-        totals, per_plugin = await self.prioritize_nodes(fwk, state, pod, feasible, extenders=extenders)
+            chosen = nodes[int(feasible[0])].name
+            if batch is not None:
+                batch.store(signature, self._hint, chosen, cast(int, cycle))
+            return ScheduleResult(chosen, evaluated, 1, diagnosis)
+        raw: dict[str, np.ndarray] | None = {} if batch is not None and signature is not None else None
+        totals, per_plugin = await self.prioritize_nodes(fwk, state, pod, feasible, extenders=extenders, raw=raw)
         best = self.select_host(totals)
         result = ScheduleResult(nodes[int(feasible[best])].name, evaluated, len(feasible), diagnosis)
+        if batch is not None:
+            names = self._row_names()
+            batch.store(signature, self._hint, result.suggested_host, cast(int, cycle),
+                        names=[names[row] for row in feasible.tolist()], totals=totals, raw=raw, best=best)
         if self.explain or exhaustive:
             result.scores = _explain_scores(nodes, feasible, totals, per_plugin)
         return result
 
     async def find_nodes_that_fit_pod(self, fwk: Framework, state: CycleState, pod: PodInfo, *,
-                                      extenders: Sequence[HTTPExtender] = (),
-                                      exhaustive: bool = False) -> tuple[np.ndarray, Diagnosis]:
+                                      extenders: Sequence[HTTPExtender] = (), exhaustive: bool = False,
+                                      batch: OpportunisticBatch | None = None, signature: str | None = None,
+                                      cycle: int | None = None) -> tuple[np.ndarray, Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.node_infos()
         pre_result, status, narrowing = fwk.run_pre_filter_plugins(state, pod, all_nodes)
@@ -154,9 +187,14 @@ class SchedulingAlgorithm:
             return np.empty(0, dtype=np.int64), diagnosis
         index = self.snapshot.table.index
         nominated = (pod.pod.get("status") or {}).get("nominatedNodeName")
-        if nominated and nominated in index and not exhaustive:
+        if batch is not None:
+            self._hint = batch.node_hint(fwk, state, pod, signature, cast(int, cycle), self.snapshot)
+        # The nominated node, else the batch's hint, is tried alone first (upstream's
+        # evaluateNominatedNode).
+        first = nominated or self._hint
+        if first and first in index and not exhaustive:
             feasible, _ = self.find_nodes_that_pass_filters(
-                fwk, state, pod, diagnosis, np.array([index[nominated]], dtype=np.int64), extenders=extenders)
+                fwk, state, pod, diagnosis, np.array([index[first]], dtype=np.int64), extenders=extenders)
             if len(feasible) and extenders:
                 feasible = await self.find_nodes_that_pass_extenders(extenders, pod, feasible, diagnosis)
             if len(feasible):
@@ -178,10 +216,10 @@ class SchedulingAlgorithm:
             if not len(feasible):
                 self._record_deferred(state, pod, diagnosis)
             else:  # upstream's len(feasible) + NodeToStatus.Len(): every node examined, and the
-                # nominated node when it failed before and the pass did not reach it
-                nominated_row = index.get(nominated) if nominated else None
-                missed = nominated_row is not None and nominated in diagnosis.node_to_status.statuses and \
-                    not count_nonzero(self._examined == nominated_row)
+                # nominated (or hinted) node when it failed before and the pass did not reach it
+                first_row = index.get(first) if first else None
+                missed = first_row is not None and first in diagnosis.node_to_status.statuses and \
+                    not count_nonzero(self._examined == first_row)
                 diagnosis.evaluated_nodes = processed + missed
         if not exhaustive:
             # As upstream: advance over all the snapshot's nodes, whatever subset was filtered, and
@@ -444,7 +482,8 @@ class SchedulingAlgorithm:
         return np.flatnonzero(marked[chunk]).tolist()
 
     async def prioritize_nodes(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: np.ndarray, *,
-                               extenders: Sequence[HTTPExtender] = ()) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                               extenders: Sequence[HTTPExtender] = (), raw: dict[str, np.ndarray] | None = None,
+                               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(total per feasible row, score per plugin and extender): PreScore, Score plugins,
         then the interested prioritize extenders (called concurrently; one that fails
         gives no scores, as upstream)."""
@@ -453,7 +492,8 @@ class SchedulingAlgorithm:
                                                                      self._node_objects))
             if status is not None:
                 raise SchedulingError(status)
-            totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible)
+            totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible,
+                                                                       raw=raw)
             if status is not None:
                 raise SchedulingError(status)
         else:

@@ -106,7 +106,8 @@ class Scheduler:
         gets status.nominatedNodeName at the start of its binding cycle."""
         self.algorithm = SchedulingAlgorithm(cache=cache, snapshot=Snapshot(), rng=self.rng,
                                              percentage_of_nodes_to_score=percentage_of_nodes_to_score,
-                                             explain=explain)
+                                             explain=explain, clock=clock,
+                                             batching=features.enabled(features.OPPORTUNISTIC_BATCHING))
         self.unmanaged = UnmanagedPods()
         self._shared: dict[str, Any] = {}
         """Handle.shared: one for every profile's plugins."""
@@ -192,7 +193,8 @@ class Scheduler:
         for _ in range(MAX_CYCLE_ATTEMPTS):
             state = CycleState()
             try:
-                result = await self.algorithm.schedule_pod(fwk, state, pod, extenders=profile.extenders)
+                result = await self.algorithm.schedule_pod(fwk, state, pod, extenders=profile.extenders,
+                                                           cycle=self.queue.scheduling_cycle)
             except FitError as fit:
                 if profile.extenders:  # preemption looks at the cluster as it is now
                     self.cache.update_snapshot(self.snapshot)

@@ -132,6 +132,7 @@ def to_json(sim: Simulation, *, explain: bool) -> dict[str, Any]:
             "notHandled": sum(1 for p in pods if p["result"] == "NotHandled"),
             "preempted": len(set(sim.log.preempted)),
             "seconds": round(sim.seconds, 3),
+            "batchHintsUsed": sim.scheduler.algorithm.batched_pods(),
         },
     }
 

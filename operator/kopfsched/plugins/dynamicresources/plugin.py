@@ -54,6 +54,7 @@ from kopfsched.framework.interface import (
     NodeToStatus,
     PostFilterResult,
     PreBindPreFlightResult,
+    SignFragment,
 )
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
 from kopfsched.framework.node_table import NodeTable
@@ -235,6 +236,10 @@ class DynamicResources:
         return None
 
     # PreFilter / Filter
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        """Pods with claims are not signed."""
+        return None if pod.spec.get("resourceClaims") else []
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         if not pod.spec.get("resourceClaims"):

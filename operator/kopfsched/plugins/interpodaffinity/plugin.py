@@ -23,11 +23,13 @@ from kopfsched.framework.events import (
     QueueingHint,
 )
 from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.labels import SelectorError
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, check_known_fields, int_field
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
+from kopfsched.plugins.helper import signers
 from kopfsched.plugins.interpodaffinity import columns, filtering, scoring
 
 NAME = "InterPodAffinity"
@@ -106,6 +108,15 @@ class InterPodAffinity:
         return tuple(WeightedAffinityTerm(t, w.weight) for t, w in zip(resolved, terms, strict=True))
 
     # -- PreFilter / Filter -------------------------------------------------------------------
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        """Pods with inter-pod affinity are not signed; the others by their labels, which
+        existing pods' terms may match (unless those terms are ignored)."""
+        if pod.has_pod_affinity:
+            return None
+        if self.args.ignore_preferred_terms_of_existing_pods:
+            return []
+        return [(signers.LABELS, pod.labels)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         own_terms: tuple[AffinityTerm, ...] = ()

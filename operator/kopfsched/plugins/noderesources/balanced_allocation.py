@@ -26,6 +26,9 @@ from kopfsched.framework import (
     StateKey,
     Status,
 )
+from kopfsched.framework.interface import SignFragment
+from kopfsched.framework.resources import pod_requests
+from kopfsched.plugins.helper import signers
 from kopfsched.plugins.noderesources.args import NodeResourcesBalancedAllocationArgs
 from kopfsched.plugins.noderesources.resource_allocation import Balanced, ResourceAllocationScorer
 
@@ -58,6 +61,9 @@ class BalancedAllocation:
         self.handle = handle
         self.scorer = ResourceAllocationScorer(
             resources=[spec.name for spec in args.resources], strategy=Balanced(), use_requested=True)
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.resources(pod_requests(pod.pod))]
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         requests = tuple(self.scorer.pod_requests(pod))

@@ -36,8 +36,10 @@ from kopfsched.framework import (
     StateKey,
     Status,
 )
+from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.resources import Resource, pod_requests
 from kopfsched.framework.status import TalliedStatuses
+from kopfsched.plugins.helper import signers
 from kopfsched.plugins.noderesources.args import (
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
@@ -221,6 +223,9 @@ class Fit:
         )
 
     # --- PreFilter / Filter ---------------------------------------------------------------
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.resources(pod_requests(pod.pod))]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
         state.write(PRE_FILTER_STATE, compute_pod_resource_request(

@@ -25,6 +25,7 @@ from kopfsched.framework.events import (
     QueueingHint,
 )
 from kopfsched.framework.handle import Handle
+from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.labels import NodePredicate, SelectorError
 from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
 from kopfsched.framework.registry import ArgsError, check_known_fields
@@ -125,6 +126,8 @@ class PodTopologySpread:
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self.default_constraints: tuple[Mapping[str, Any], ...] = (
             common.SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else args.default_constraints)
+        self.signs_no_pod = bool(self.default_constraints)
+        """OpportunisticBatching: with default constraints no pod is signed, as upstream."""
         self._count_columns: OrderedDict[str, ColumnSpec] = OrderedDict()
         # Whether some default constraint is hard / soft: asked for every pod without its own.
         self._hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
@@ -234,6 +237,11 @@ class PodTopologySpread:
         return result
 
     # -- PreFilter / Filter -------------------------------------------------------------------
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        """Pods with spread constraints are not signed (with default constraints none is:
+        `signs_no_pod`)."""
+        return None if pod.spec.get("topologySpreadConstraints") else []
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         if not pod.spec.get("topologySpreadConstraints") and not self._has_hard_defaults():

@@ -37,13 +37,13 @@ from kopfsched import features
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kopfsched.framework.handle import Handle
-from kopfsched.framework.interface import ALLOW_PARALLEL, MAX_NODE_SCORE, PreBindPreFlightResult
+from kopfsched.framework.interface import ALLOW_PARALLEL, MAX_NODE_SCORE, PreBindPreFlightResult, SignFragment
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.quantity import QuantityError, parse_quantity
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields, int_field
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.helper import objects
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.volumes import claim_class, ephemeral_claim_owned_error
 from kopfsched.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, VolumeBinder, VolumeBindingError
 from kopfsched.plugins.volumebinding.volumes import pod_claims, requested_storage, volume_capacity
@@ -198,6 +198,9 @@ class VolumeBinding:
         return node.labels if node is not None and node.node is not None else None
 
     # PreFilter / Filter
+
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
+        return [signers.volumes(pod)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         if not pod.spec.get("volumes"):

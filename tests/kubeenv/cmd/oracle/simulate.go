@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -148,6 +149,29 @@ func queued(g basemetrics.GaugeMetric) float64 {
 		return 1 // look at the lists
 	}
 	return m.GetGauge().GetValue()
+}
+
+// hintsUsed is the number of pods OpportunisticBatching placed on a hint, over
+// every profile.
+func hintsUsed() float64 {
+	ch := make(chan prometheus.Metric, 16)
+	go func() {
+		schedmetrics.BatchAttemptStats.Collect(ch)
+		close(ch)
+	}()
+	total := 0.0
+	for m := range ch {
+		var out dto.Metric
+		if err := m.Write(&out); err != nil {
+			continue
+		}
+		for _, label := range out.GetLabel() {
+			if label.GetName() == "result" && label.GetValue() == schedmetrics.BatchAttemptHintUsed {
+				total += out.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
 
 func cpuSeconds() float64 {
@@ -607,7 +631,7 @@ func simulateAll(files []string) error {
 		"scheduled": counts["Scheduled"], "unschedulable": counts["Unschedulable"], "gated": counts["Gated"],
 		"notHandled": counts["NotHandled"], "preempted": sim.deleted, "cycles": cycles, "settled": settled,
 		"seconds": wall, "cpuSeconds": cpu, "cpuMsPerScheduledPod": perPod,
-		"percentageOfNodesToScore": percentage,
+		"percentageOfNodesToScore": percentage, "batchHintsUsed": hintsUsed(),
 	}
 	enc := json.NewEncoder(os.Stdout)
 	return enc.Encode(out)
