@@ -638,7 +638,11 @@ class _Run:
             raise _MaxSizeExceeded
         return False
 
-    def device(self, claim_index: int, slot_index: int, request: _Request, device_index: int) -> bool:
+    def device(self, claim_index: int, slot_index: int, request: _Request, device_index: int, start: int = 0) -> bool:
+        """Pick the request's device `device_index` and go on. Its candidates are tried from
+        `start`, past the one the previous device of the request took, as upstream's
+        startLocation: combinations, not permutations, so one request never takes a shared
+        device twice."""
         if self.clock is not None and self.clock() > self.deadline:
             raise AllocationTimeout("timed out trying to allocate devices")
         if request.mode == "All" and not request.all_devices:
@@ -657,7 +661,8 @@ class _Run:
             undo()
             return False
         candidates = self.a.inventory.candidates(self.node_name, self.labels, request.key, request.selectable)
-        for device in candidates:
+        for position in range(start, len(candidates)):
+            device = candidates[position]
             if self.busy(claim_index, request, device.id):
                 continue
             if not (device.plain and request.capacity is None) and not self.fits(claim_index, request, device):
@@ -665,7 +670,7 @@ class _Run:
             undo = self.take(claim_index, request, device, must=False)
             if undo is None:
                 continue
-            if self.device(claim_index, slot_index, request, device_index + 1):
+            if self.device(claim_index, slot_index, request, device_index + 1, position + 1):
                 return True
             undo()
         return False
