@@ -555,7 +555,8 @@ def partitioned_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple
     """Partitionable and shared devices (DRAPartitionableDevices, DRAConsumableCapacity, beta
     and on in v1.37): per node now and then a pool of MIG-style partitions of one GPU, whose
     counter set (a second slice, sharedCounters) holds a whole GPU or less, so that counters run
-    out; now and then one pool with perDeviceNodeSelection, its partitions each reaching one
+    out (now and then its first partition is shared, allowMultipleAllocations, and pays its
+    counters once); now and then one pool with perDeviceNodeSelection, its partitions each reaching one
     node, a zone or every node; per node now and then shared NICs (allowMultipleAllocations)
     with a bandwidth capacity and a request policy. Returns (objects, partitions per node,
     shared NICs per node)."""
@@ -569,6 +570,8 @@ def partitioned_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple
             chosen.sort(key=PARTITIONS.index)
             counter_set = "gpu-0" if draw(st.integers(0, 9)) else "gpu-1"  # now and then one that is missing
             devices = [_partition(p, memory, slices, counter_set, i) for i, (p, memory, slices) in enumerate(chosen)]
+            if draw(st.integers(0, 3)) == 0:  # a partition that is shared, and pays its counters once
+                devices[0]["allowMultipleAllocations"] = True
             pool = f"{name}-mig"
             objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                             "metadata": {"name": f"{pool}-devices"},

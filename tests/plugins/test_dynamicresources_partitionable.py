@@ -27,6 +27,7 @@ from tests.plugins.dra import (
     resource_slice,
     result,
     sub_request,
+    taint,
 )
 from tests.plugins.test_dynamicresources import NS, Harness, unresolvable
 
@@ -167,6 +168,46 @@ PARTITIONABLE = [
 ]
 
 
+def kind(name: str, value: str, *, counter: bool = True, multiple: bool = False, color: str = "") -> dict:
+    """A device of kind `value` (and `color`), consuming counter "c" when `counter`."""
+    attributes = {"kind": value, **({"color": color} if color else {})}
+    out = device(name, attributes=attributes, **({"allowMultipleAllocations": True} if multiple else {}))
+    if counter:
+        out["consumesCounters"] = [{"counterSet": "counter-set-1", "counters": {"c": {"value": "1"}}}]
+    return out
+
+
+def of_kind(name: str, *kinds: str, count: int = 1) -> dict:
+    expression = " || ".join(f'device.attributes["driver-a"].kind == "{k}"' for k in kinds)
+    return request(name, CLASS_A, count, expression)
+
+
+COLOR = [{"matchAttribute": "driver-a/color"}]
+
+PARTITIONABLE += [
+    pytest.param(ONE, [resource_slice("slice-1", "pool-1", DRIVER_A, {**kind("device-1", "a"),
+                                                                      "taints": [taint("ecc")]},
+                                      kind("device-2", "a"), node=NODE1, count=2),
+                       counter_slice("slice-2", c="1")], (),
+                 [allocation(local_selector(NODE1), result("req-0", DRIVER_A, "pool-1", "device-2"))],
+                 id="partitionable-devices-taint-releases-counter"),
+    pytest.param([claim("claim-0", request("req-0", CLASS_A, 2), constraints=COLOR)],
+                 [resource_slice("slice-1", "pool-1", DRIVER_A, kind("device-1", "a", color="red"),
+                                 kind("device-2", "a", color="blue"), kind("device-3", "a", color="blue"),
+                                 node=NODE1, count=2), counter_slice("slice-2", c="2")], (),
+                 [allocation(local_selector(NODE1), result("req-0", DRIVER_A, "pool-1", "device-2"),
+                             result("req-0", DRIVER_A, "pool-1", "device-3"))],
+                 id="partitionable-devices-constraint-releases-counter"),
+    pytest.param([claim("claim-0", of_kind("req-0", "shared"), of_kind("req-1", "counteronly"))],
+                 [resource_slice("slice-1", "pool-1", DRIVER_A, kind("device-1", "shared", multiple=True),
+                                 kind("device-2", "shared", counter=False), kind("device-3", "counteronly"),
+                                 node=NODE1, count=2), counter_slice("slice-2", c="1")], (),
+                 [allocation(local_selector(NODE1), result("req-0", DRIVER_A, "pool-1", "device-2"),
+                             result("req-1", DRIVER_A, "pool-1", "device-3"))],
+                 id="partitionable-consumable-capacity-backtrack-releases-counter"),
+]
+
+
 @pytest.mark.parametrize(("claims", "slices", "allocated", "expected"), PARTITIONABLE)
 def test_partitionable(claims, slices, allocated, expected):
     assert allocate(claims, slices, allocated=allocated) == expected
@@ -297,6 +338,35 @@ CAPACITY = [
                                  consumer("device-2", memory="6Gi"), node=NODE1, count=2),
                   counter_slice("slice-2", memory="8Gi")], None, None,
                  id="a-shared-device-pays-its-counters-once-then-blocks-its-siblings"),
+]
+
+
+CAPACITY += [
+    pytest.param([claim("claim-0", of_kind("req-0", "shared")),
+                  claim("claim-1", of_kind("req-1", "shared", "fallback"), of_kind("req-2", "gate"),
+                        of_kind("req-3", "shared"), constraints=[{"matchAttribute": "driver-a/color",
+                                                                  "requests": ["req-1", "req-2"]}])],
+                 [resource_slice("slice-1", "pool-1", DRIVER_A, kind("device-1", "shared", multiple=True, color="red"),
+                                 kind("device-2", "fallback", counter=False, color="blue"),
+                                 kind("device-3", "gate", counter=False, color="blue"), node=NODE1, count=2),
+                  counter_slice("slice-2", c="1")], None,
+                 [allocation(local_selector(NODE1), result("req-0", DRIVER_A, "pool-1", "device-1")),
+                  allocation(local_selector(NODE1), result("req-1", DRIVER_A, "pool-1", "device-2"),
+                             result("req-2", DRIVER_A, "pool-1", "device-3"),
+                             result("req-3", DRIVER_A, "pool-1", "device-1"))],
+                 id="partitionable-empty-capacity-multiple-share-backtrack-keeps-counter-ownership"),
+    pytest.param([claim("claim-0", with_capacity(of_kind("req-0", "cap"), memory="2")),
+                  claim("claim-1", first_available(
+                      "req-0", {**sub_request("subreq-0", CLASS_A, 1, 'device.attributes["driver-a"].kind == "cap"',
+                                              mode="All"), "capacity": {"requests": {"memory": "2"}}},
+                      sub_request("subreq-1", CLASS_A, 1, 'device.attributes["driver-a"].kind == "fb"')),
+                        constraints=[{"matchAttribute": "driver-a/kind"}])],
+                 [resource_slice("slice-1", "pool-1", DRIVER_A,
+                                 {**shared("device-1", memory="2"), "attributes": {"kind": {"string": "cap"}}},
+                                 device("device-2", attributes={"kind": "fb"}), node=NODE1)], None,
+                 [allocation(local_selector(NODE1), consumed("req-0", "device-1", memory="2")),
+                  allocation(local_selector(NODE1), result("req-0/subreq-1", DRIVER_A, "pool-1", "device-2"))],
+                 id="consumable-capacity-rejection-rolls-back-constraints"),
 ]
 
 
