@@ -473,3 +473,10 @@ def test_an_assumed_share_uses_up_capacity_for_the_next_pod():
     assert third["filter"] == {WORKER: None} and third["prebind"] is None
     (written,) = harness.claim("claim-3")["status"]["allocation"]["devices"]["results"]
     assert written["consumedCapacity"] == {"memory": "1Gi"} and written["shareID"] != held["shareID"]
+
+
+def test_a_pools_slices_are_tried_by_name_whatever_their_node_selection():
+    """One pool, a per-device slice named before a nodeName slice: its device comes first."""
+    slices = [resource_slice("slice-b", "pool-1", DRIVER_A, device("device-b"), node=NODE1, count=2),
+              per_device_slice("slice-a", {**device("device-a"), "nodeName": NODE1})]
+    assert allocate(ONE, slices) == [allocation(local_selector(NODE1), result("req-0", DRIVER_A, "pool-1", "device-a"))]

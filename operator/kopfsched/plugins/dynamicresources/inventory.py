@@ -264,7 +264,8 @@ class Inventory:
                 raise ValueError(f"failed to perform node selection for slice {slice_name}: {target.selector_error}")
             elif target.selector is not None and target.selector(labels, node_name):
                 found.append((pool, devices))
-        found.sort(key=lambda entry: (entry[0].driver, entry[0].name))
+        # Pools in (driver, pool) order, a pool's slices by name (upstream's buildPool).
+        found.sort(key=lambda entry: (entry[0].driver, entry[0].name, _name(entry[1][0].slice) if entry[1] else ""))
         return found
 
     def candidates(self, node_name: str, labels: Mapping[str, str], key: Any,
