@@ -3,6 +3,7 @@ tests/differential); the number of pending pods compared and of differences per 
 field, with one example of each.
 
     python -m benchmarks.differential_scan --examples 1000 --seeds 0-7 -o json
+    python -m benchmarks.differential_scan --partitioned --examples 200    # DRA's partitions and shares
 
 Each example is one cluster from tests/differential/strategies.py, drawn with hypothesis
 (generation only, no shrinking: run the example's seed through tests/differential to shrink
@@ -25,10 +26,10 @@ from hypothesis import Phase, given, seed, settings
 
 from tests.differential.harness import differences, pending_in_queue_order
 from tests.differential.oracle import Oracle, build_oracle
-from tests.differential.strategies import clusters
+from tests.differential.strategies import clusters, partitioned_clusters
 
 
-def scan(oracle: Oracle, examples: int, run_seed: int) -> dict[str, Any]:
+def scan(oracle: Oracle, examples: int, run_seed: int, *, partitioned: bool = False) -> dict[str, Any]:
     """One seed's examples: pods compared, differences per (plugin, field), one of each."""
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
     first: dict[tuple[str, str], str] = {}
@@ -36,7 +37,7 @@ def scan(oracle: Oracle, examples: int, run_seed: int) -> dict[str, Any]:
 
     @seed(run_seed)
     @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate])
-    @given(clusters())
+    @given(partitioned_clusters() if partitioned else clusters())
     def one(objects: list[dict[str, Any]]) -> None:
         nonlocal pods, clusters_seen
         clusters_seen += 1
@@ -65,11 +66,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=1000, help="random clusters per seed (default: 1000)")
     parser.add_argument("--seeds", type=seeds, default=[0], metavar="N|A-B", help="hypothesis seeds (default: 0)")
+    parser.add_argument("--partitioned", action="store_true",
+                        help="clusters that always have partitionable and shared DRA devices")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     args = parser.parse_args()
     oracle = Oracle(build_oracle())
     started = time.monotonic()
-    runs = [scan(oracle, args.examples, run_seed) for run_seed in args.seeds]
+    runs = [scan(oracle, args.examples, run_seed, partitioned=args.partitioned) for run_seed in args.seeds]
     oracle.close()
     counts: collections.Counter[tuple[str, str]] = sum((run["counts"] for run in runs), collections.Counter())
     first: dict[tuple[str, str], str] = {}

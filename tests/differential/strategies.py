@@ -499,10 +499,9 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
     slices, one is published); and now and then network-attached NICs reaching one zone's nodes
     (nodeSelector) or every node (allNodes). Returns (objects, GPU device names per node).
 
-    Left out on purpose, as kopfsched does not implement them (docs/feature-gates.md): shared
-    counters and consumesCounters, perDeviceNodeSelection (DRAPartitionableDevices),
-    allowMultipleAllocations and capacity request policies (DRAConsumableCapacity), binding
-    conditions (DRADeviceBindingConditions); and device taints, which are another branch's work."""
+    Partitionable and shared devices are partitioned_inventory's. Left out on purpose, as
+    kopfsched does not implement them (docs/feature-gates.md): binding conditions
+    (DRADeviceBindingConditions); and device taints, which test_device_taints.py covers."""
     objects: list[dict[str, Any]] = [*DEVICE_CLASSES]
     gpus: dict[str, list[str]] = {}
     for node_obj in nodes:
@@ -533,22 +532,139 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
     return objects, gpus
 
 
+MIG_DRIVER = "mig.example.com"
+VNIC_DRIVER = "vnic.example.com"
+PARTITION_CLASSES = (
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig"},
+     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{MIG_DRIVER}"'}}]}},
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "vnic"},
+     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{VNIC_DRIVER}"'}}]}},
+)
+PARTITIONS = (("full", "40Gi", 4), ("half-0", "20Gi", 2), ("half-1", "20Gi", 2), ("quarter-0", "10Gi", 1),
+              ("quarter-1", "10Gi", 1), ("quarter-2", "10Gi", 1))
+"""MIG-style partitions of one GPU: (name, memory, slices) each consumes of the counter set."""
+BANDWIDTH_POLICIES = (
+    None,
+    {"default": "1G", "validRange": {"min": "1G", "step": "1G", "max": "10G"}},
+    {"default": "1G", "validRange": {"min": "1G", "step": "500M", "max": "6G"}},
+    {"default": "500m", "validRange": {"min": "250m", "step": "250m"}},
+    {"default": "1G", "validValues": ["1G", "2G", "5G"]},
+)
+"""requestPolicy of a shared NIC's bandwidth (the third in milli-units: fractional ranges)."""
+CAPACITY_REQUESTS = {"vnic": ("bandwidth", ("300m", "1G", "1500M", "2G", "3G", "7G", "11G")),
+                     "gpu": ("memory", ("40Gi", "60Gi")), "mig": ("memory", ("10Gi",))}
+"""Per class, the capacity a request may ask for and the amounts drawn."""
+
+
+def _partition(name: str, memory: str, slices: int, counter_set: str, card: int) -> dict[str, Any]:
+    return {"name": name, "attributes": {"profile": {"string": name.split("-")[0]}, "card": {"int": card}},
+            "capacity": {"memory": {"value": memory}},
+            "consumesCounters": [{"counterSet": counter_set, "counters": {
+                "memory": {"value": memory}, "slices": {"value": str(slices)}}}]}
+
+
+def _counter_slice(name: str, pool: str, counter_set: str, memory: str, slices: int,
+                   where: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": MIG_DRIVER, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2}, **where,
+                     "sharedCounters": [{"name": counter_set, "counters": {
+                         "memory": {"value": memory}, "slices": {"value": str(slices)}}}]}}
+
+
+@st.composite
+def partitioned_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[
+        list[dict[str, Any]], dict[str, list[str]], dict[str, list[str]]]:
+    """Partitionable and shared devices (DRAPartitionableDevices, DRAConsumableCapacity, beta
+    and on in v1.37): per node now and then a pool of MIG-style partitions of one GPU, whose
+    counter set (a second slice, sharedCounters) holds a whole GPU or less, so that counters run
+    out (now and then its first partition is shared, allowMultipleAllocations, and pays its
+    counters once); now and then one pool with perDeviceNodeSelection, its partitions each reaching one
+    node, a zone or every node; per node now and then shared NICs (allowMultipleAllocations)
+    with a bandwidth capacity and a request policy. Returns (objects, partitions per node,
+    shared NICs per node)."""
+    objects: list[dict[str, Any]] = [*PARTITION_CLASSES]
+    partitions: dict[str, list[str]] = {}
+    nics: dict[str, list[str]] = {}
+    for node_obj in nodes:
+        name = node_obj["metadata"]["name"]
+        if draw(st.integers(0, 2)):
+            chosen = draw(st.lists(st.sampled_from(PARTITIONS), min_size=1, max_size=4, unique=True))
+            chosen.sort(key=PARTITIONS.index)
+            counter_set = "gpu-0" if draw(st.integers(0, 9)) else "gpu-1"  # now and then one that is missing
+            devices = [_partition(p, memory, slices, counter_set, i) for i, (p, memory, slices) in enumerate(chosen)]
+            if draw(st.integers(0, 3)) == 0:  # a partition that is shared, and pays its counters once
+                devices[0]["allowMultipleAllocations"] = True
+            pool = f"{name}-mig"
+            objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                            "metadata": {"name": f"{pool}-devices"},
+                            "spec": {"driver": MIG_DRIVER, "nodeName": name, "devices": devices,
+                                     "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2}}})
+            memory, slices = draw(st.sampled_from([("40Gi", 4), ("40Gi", 4), ("30Gi", 3), ("20Gi", 4)]))
+            objects.append(_counter_slice(f"{pool}-counters", pool, "gpu-0", memory, slices, {"nodeName": name}))
+            partitions[name] = [d["name"] for d in devices]
+        if draw(st.booleans()):
+            policy = draw(st.sampled_from(BANDWIDTH_POLICIES))
+            capacity: dict[str, Any] = {"value": draw(st.sampled_from(["4G", "10G"]))}
+            if policy is not None:
+                capacity["requestPolicy"] = policy
+            devices = [{"name": f"vnic-{i}", "allowMultipleAllocations": True, "attributes": {"port": {"int": i % 2}},
+                        "capacity": {"bandwidth": capacity}} for i in range(draw(st.integers(1, 2)))]
+            objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                            "metadata": {"name": f"{name}-vnic"},
+                            "spec": {"driver": VNIC_DRIVER, "nodeName": name, "devices": devices,
+                                     "pool": {"name": f"{name}-vnic", "generation": 1, "resourceSliceCount": 1}}})
+            nics[name] = [d["name"] for d in devices]
+    if draw(st.integers(0, 2)) == 0:
+        devices = []
+        for i, (p, memory, slices) in enumerate(draw(st.lists(st.sampled_from(PARTITIONS), min_size=1, max_size=3,
+                                                               unique=True))):
+            device = _partition(p, memory, slices, "shared-0", i)
+            where = draw(st.integers(0, 3))
+            if where == 0:
+                device["allNodes"] = True
+            elif where == 1:
+                device["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": ZONE_KEY, "operator": "In", "values": [draw(st.sampled_from(ZONES))]}]}]}
+            else:
+                device["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
+            devices.append(device)
+        objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                        "metadata": {"name": "mig-shared-devices"},
+                        "spec": {"driver": MIG_DRIVER, "perDeviceNodeSelection": True, "devices": devices,
+                                 "pool": {"name": "mig-shared", "generation": 1, "resourceSliceCount": 2}}})
+        memory, slices = draw(st.sampled_from([("40Gi", 4), ("20Gi", 2)]))
+        objects.append(_counter_slice("mig-shared-counters", "mig-shared", "shared-0", memory, slices,
+                                      {"perDeviceNodeSelection": True}))
+    return objects, partitions, nics
+
+
 def _device_selectors(draw: st.DrawFn, device_class: str) -> list[dict[str, Any]]:
+    if device_class in ("mig", "vnic"):
+        if device_class == "mig" and draw(st.integers(0, 2)) == 0:
+            profile = draw(st.sampled_from(["full", "half", "quarter"]))
+            return [{"cel": {"expression": f'device.attributes["{MIG_DRIVER}"].profile == "{profile}"'}}]
+        return []
     family = "nic" if device_class == "nic" else "gpu"
     chosen = draw(st.lists(st.sampled_from(REQUEST_SELECTORS[family]), max_size=1))
     return [{"cel": {"expression": expression}} for expression in chosen]
 
 
-def _exact(draw: st.DrawFn, *, admin: bool) -> dict[str, Any]:
+def _exact(draw: st.DrawFn, *, admin: bool, partitioned: bool = False) -> dict[str, Any]:
     """An ExactDeviceRequest (or a sub-request's fields, without adminAccess): a class (now and
-    then one that does not exist), selectors, ExactCount with a count or All. allocationMode and
-    count are left out now and then: the API server defaults them to ExactCount and 1."""
-    device_class = "no-such-class" if draw(st.integers(0, 11)) == 0 else draw(st.sampled_from(
-        ["gpu", "gpu", "big-gpu", "nic"]))
+    then one that does not exist), selectors, ExactCount with a count or All, now and then
+    capacity requests. allocationMode and count are left out now and then: the API server
+    defaults them to ExactCount and 1."""
+    classes = ["gpu", "big-gpu", "nic", "mig", "mig", "mig", "vnic", "vnic", "vnic"] if partitioned else [
+        "gpu", "gpu", "big-gpu", "nic"]
+    device_class = "no-such-class" if draw(st.integers(0, 11)) == 0 else draw(st.sampled_from(classes))
     out: dict[str, Any] = {"deviceClassName": device_class}
     selectors = _device_selectors(draw, device_class)
     if selectors:
         out["selectors"] = selectors
+    wanted = CAPACITY_REQUESTS.get(device_class)
+    if wanted is not None and partitioned and draw(st.integers(0, 3 if device_class == "vnic" else 5)) and (
+            device_class == "vnic" or draw(st.integers(0, 3)) == 0):
+        out["capacity"] = {"requests": {wanted[0]: draw(st.sampled_from(wanted[1]))}}
     mode = draw(st.integers(0, 5))
     if mode in (1, 2, 3):
         out["allocationMode"] = "ExactCount"
@@ -561,21 +677,27 @@ def _exact(draw: st.DrawFn, *, admin: bool) -> dict[str, Any]:
 
 
 @st.composite
-def claim_spec(draw: st.DrawFn, namespace: str) -> dict[str, Any]:
+def claim_spec(draw: st.DrawFn, namespace: str, *, partitioned: bool = False) -> dict[str, Any]:
     """A ResourceClaimSpec: one or two requests, each exactly one device request or a
     firstAvailable list of sub-requests, and now and then a matchAttribute constraint on the
-    GPUs' NUMA node, for all requests or one of them."""
+    GPUs' NUMA node (with `partitioned`, a matchAttribute or distinctAttribute on the GPUs' NUMA
+    node, the partitions' card or the shared NICs' port), for all requests or one of them."""
     requests: list[dict[str, Any]] = []
-    for i in range(draw(st.integers(1, 2))):
+    for i in range(draw(st.sampled_from([1, 1, 2]) if partitioned else st.integers(1, 2))):
         name = f"req-{i}"
         if draw(st.integers(0, 3)) == 0:
             requests.append({"name": name, "firstAvailable": [
-                {"name": f"sub-{j}", **_exact(draw, admin=False)} for j in range(draw(st.integers(1, 2)))]})
+                {"name": f"sub-{j}", **_exact(draw, admin=False, partitioned=partitioned)}
+                for j in range(draw(st.integers(1, 2)))]})
         else:
-            requests.append({"name": name, "exactly": _exact(draw, admin=namespace == ADMIN_NAMESPACE)})
+            requests.append({"name": name, "exactly": _exact(draw, admin=namespace == ADMIN_NAMESPACE,
+                                                             partitioned=partitioned)})
     devices: dict[str, Any] = {"requests": requests}
     if draw(st.integers(0, 3)) == 0:
         constraint: dict[str, Any] = {"matchAttribute": f"{GPU_DRIVER}/numa"}
+        if partitioned:
+            constraint = {draw(st.sampled_from(["distinctAttribute", "matchAttribute"])): draw(st.sampled_from(
+                [f"{MIG_DRIVER}/card", f"{VNIC_DRIVER}/port", f"{GPU_DRIVER}/numa"]))}
         if draw(st.booleans()):
             constraint["requests"] = [draw(st.sampled_from([r["name"] for r in requests]))]
         devices["constraints"] = [constraint]
@@ -589,26 +711,34 @@ class DevicePool:
     def __init__(self, objects: list[dict[str, Any]], gpus: dict[str, list[str]]) -> None:
         self.objects = objects
         self.free = gpus
+        self.partitions: dict[str, list[str]] = {}
+        self.nics: dict[str, list[str]] = {}
         self.claims: dict[str, list[str]] = {}
         self.templates: dict[str, list[str]] = {}
 
 
 @st.composite
-def device_pool(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> DevicePool:
-    """The DRA family: the inventory, and per namespace 0-2 unallocated ResourceClaims and 0-1
+def device_pool(draw: st.DrawFn, nodes: list[dict[str, Any]], *, partitioned: bool | None = None) -> DevicePool:
+    """The DRA family: the inventory (half the time with partitioned_inventory's devices, always
+    with `partitioned`), and per namespace 0-2 unallocated ResourceClaims and 0-1
     ResourceClaimTemplates."""
     objects, gpus = draw(device_inventory(nodes))
     pool = DevicePool(objects, gpus)
+    if partitioned is None:
+        partitioned = draw(st.booleans())
+    if partitioned:
+        more, pool.partitions, pool.nics = draw(partitioned_inventory(nodes))
+        objects += more
     for n, namespace in enumerate(NAMESPACES):
         for i in range(draw(st.integers(0, 2))):
             objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                             "metadata": {"name": f"rc-{n}{i}", "namespace": namespace},
-                            "spec": draw(claim_spec(namespace))})
+                            "spec": draw(claim_spec(namespace, partitioned=partitioned))})
             pool.claims.setdefault(namespace, []).append(f"rc-{n}{i}")
         if draw(st.booleans()):
             objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                             "metadata": {"name": f"tpl-{n}", "namespace": namespace},
-                            "spec": {"spec": draw(claim_spec(namespace))}})
+                            "spec": {"spec": draw(claim_spec(namespace, partitioned=partitioned))}})
             pool.templates.setdefault(namespace, []).append(f"tpl-{n}")
     return pool
 
@@ -631,6 +761,8 @@ def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) 
     reserved for it (shared: a pending pod may ask for the same claim by name); or the claim
     stays allocated with no pod reserving it (its pod is gone, PostFilter may deallocate it)."""
     node_name = running["spec"]["nodeName"]
+    if draw(allocated_partition(pool, running)):
+        return
     free = pool.free.get(node_name)
     if not free or draw(st.integers(0, 2)):
         return
@@ -655,13 +787,50 @@ def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) 
 
 
 @st.composite
-def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any]) -> None:
+def allocated_partition(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) -> bool:
+    """Now and then a running pod holds a partition of its node's GPU (its counters are used,
+    and may then leave less than the counter set holds for the others) or a share of a shared
+    NIC (a shareID and the bandwidth it consumes). True when it holds one."""
+    node_name = running["spec"]["nodeName"]
+    partitions, nics = pool.partitions.get(node_name), pool.nics.get(node_name)
+    choices = (["mig"] if partitions else []) + (["vnic"] if nics else [])
+    if not choices or draw(st.integers(0, 1)):
+        return False
+    kind = draw(st.sampled_from(choices))
+    namespace, pod_name = running["metadata"]["namespace"], running["metadata"]["name"]
+    name = f"{pod_name}-{kind}"
+    if kind == "mig":
+        assert partitions is not None
+        device = draw(st.sampled_from(partitions))
+        partitions.remove(device)
+        result: dict[str, Any] = {"request": "dev", "driver": MIG_DRIVER, "pool": f"{node_name}-mig",
+                                  "device": device}
+    else:
+        assert nics is not None
+        result = {"request": "dev", "driver": VNIC_DRIVER, "pool": f"{node_name}-vnic",
+                  "device": draw(st.sampled_from(nics)), "shareID": f"00000000-0000-0000-0000-{len(pool.objects):012d}",
+                  "consumedCapacity": {"bandwidth": draw(st.sampled_from(["1G", "2G", "3G", "4G"]))}}
+    status: dict[str, Any] = {"allocation": {"devices": {"results": [result]}, "nodeSelector": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
+    status["reservedFor"] = [{"resource": "pods", "name": pod_name, "uid": _uid(running)}]
+    _use_claim(running, {"name": "dev", "resourceClaimName": name})
+    pool.objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                         "metadata": {"name": name, "namespace": namespace,
+                                      "finalizers": ["resource.kubernetes.io/delete-protection"]},
+                         "spec": {"devices": {"requests": [{"name": "dev", "exactly": {
+                             "deviceClassName": kind, "allocationMode": "ExactCount", "count": 1}}]}},
+                         "status": status})
+    return True
+
+
+@st.composite
+def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any], *, always: bool = False) -> None:
     """Now and then a pending pod asks for devices: one or two claims, each by name (one of its
     namespace's, or one that does not exist) or through a template. For a template, mostly as the
     resourceclaim controller leaves it (the claim made from the template, owned by the pod, in
     the pod's status.resourceClaimStatuses), and now and then before the controller got to it
     (no status: upstream keeps the pod out of the queue)."""
-    if draw(st.integers(0, 1)):
+    if not always and draw(st.integers(0, 1)):
         return
     namespace, pod_name = pending["metadata"]["namespace"], pending["metadata"]["name"]
     statuses = []
@@ -699,10 +868,12 @@ def pod_claims(draw: st.DrawFn, pool: DevicePool, pending: dict[str, Any]) -> No
 
 @st.composite
 def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6, max_pending: int = 4,
-             dra: bool = True, storage_capacity_objects: bool = True, resize: bool = True) -> list[dict[str, Any]]:
+             dra: bool = True, storage_capacity_objects: bool = True, resize: bool = True,
+             partitioned: bool = False) -> list[dict[str, Any]]:
     """A snapshot: namespaces, nodes, running pods bound to them, pending pods in creation order.
     `dra`, `storage_capacity_objects` and `resize` False leave those families out (for a caller
-    that cannot create them, as tests/cluster's check of the oracle against kube-scheduler)."""
+    that cannot create them, as tests/cluster's check of the oracle against kube-scheduler);
+    `partitioned` always draws the DRA family with partitionable and shared devices."""
     nodes = [draw(node(f"node-{i}")) for i in range(draw(st.integers(1, max_nodes)))]
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
@@ -720,8 +891,8 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6, max_p
         volume_objects, claims = draw(storage(nodes, capacity=storage_capacity_objects))
         objects += volume_objects
     devices: DevicePool | None = None
-    if dra and draw(st.integers(0, 2)) == 0:
-        devices = draw(device_pool(nodes))
+    if partitioned or (dra and draw(st.integers(0, 2)) == 0):
+        devices = draw(device_pool(nodes, partitioned=True if partitioned else None))
     for i in range(draw(st.integers(0, max_running))):
         running = draw(pod(f"run-{i}", pending=False, claims=claims))
         running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
@@ -745,3 +916,44 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6, max_p
     if devices is not None:  # with the claims the pods added
         objects += devices.objects
     return objects
+
+
+@st.composite
+def partitioned_clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Clusters about partitionable and shared DRA devices alone (benchmarks.differential_scan
+    --partitioned, tests/differential/test_partitionable.py): 1-3 untainted nodes, the DRA
+    family with partitioned_inventory's devices, 0-4 running pods (some holding partitions,
+    shares or GPUs), and 1-4 pending pods that each ask for devices, with no other constraint
+    that could turn them away."""
+    nodes = []
+    for i in range(draw(st.integers(1, 3))):
+        node_obj = draw(node(f"node-{i}"))
+        node_obj["spec"] = {}
+        node_obj["status"]["allocatable"]["pods"] = node_obj["status"]["capacity"]["pods"] = "110"
+        nodes.append(node_obj)
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {
+            "resource.kubernetes.io/admin-access": "true"}}},
+        *nodes,
+    ]
+    devices = draw(device_pool(nodes, partitioned=True))
+
+    def simple(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": draw(st.sampled_from(NAMESPACES))},
+                "spec": {"containers": [{"name": "c0", "image": "nginx:1.27",
+                                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+
+    for i in range(draw(st.integers(0, 4))):
+        running = simple(f"run-{i}")
+        running["spec"]["nodeName"] = draw(st.sampled_from([n["metadata"]["name"] for n in nodes]))
+        draw(allocated_claim(devices, running))
+        running["status"] = {"phase": "Running", "startTime": f"2025-12-31T00:00:{i:02d}Z"}
+        objects.append(running)
+    for i in range(draw(st.integers(1, 4))):
+        pending = simple(f"pod-{i}")
+        pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
+        draw(pod_claims(devices, pending, always=True))
+        objects.append(pending)
+    return objects + devices.objects

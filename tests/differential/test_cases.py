@@ -139,6 +139,29 @@ def claimant(pending: dict[str, Any], *pod_claims: dict[str, str]) -> dict[str, 
     return pending
 
 
+VNIC_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "vnic"},
+              "spec": {"selectors": [{"cel": {"expression": 'device.driver == "vnic.example.com"'}}]}}
+
+
+def vnic_slice(node_name: str, bandwidth: str, policy: dict[str, Any] | None = None, count: int = 1) -> dict[str, Any]:
+    """Shared NICs (allowMultipleAllocations) with a bandwidth capacity."""
+    capacity: dict[str, Any] = {"value": bandwidth}
+    if policy is not None:
+        capacity["requestPolicy"] = policy
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-vnic"},
+            "spec": {"driver": "vnic.example.com", "nodeName": node_name,
+                     "devices": [{"name": f"vnic-{i}", "allowMultipleAllocations": True,
+                                  "capacity": {"bandwidth": capacity}} for i in range(count)],
+                     "pool": {"name": f"{node_name}-vnic", "generation": 1, "resourceSliceCount": 1}}}
+
+
+def device_claim(name: str, device_class: str, **exactly: Any) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": device_class,
+                                                                            **exactly}}]}}}
+
+
 CASES = [
     pytest.param(
         # Issue 21: device taints and DeviceTaintRules (GA, on in v1.37) were ignored, and the
@@ -266,6 +289,18 @@ CASES = [
                         "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
                                    "available: 1 No preemption victims found for incoming pod."},
         id="pod-level-resize-counts-what-runs"),
+    pytest.param(
+        # Issue 21 (DRAConsumableCapacity): one request's devices are a combination, each next
+        # one after the last in pool order, as upstream's startLocation; kopfsched tried every
+        # device for every slot and gave both of a count-2 request's slots the one shared NIC.
+        [node("node-0", "4", "2Gi"), VNIC_CLASS,
+         vnic_slice("node-0", "4G", {"default": "1G", "validRange": {"min": "1G", "step": "1G", "max": "10G"}}),
+         device_claim("rc-0", "vnic", allocationMode="ExactCount", count=2),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "dev-0", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": CANNOT_ALLOCATE},
+                        "message": "0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are "
+                                   "available: 1 Preemption is not helpful for scheduling."},
+        id="a-request-takes-a-shared-device-once"),
 ]
 
 

@@ -13,22 +13,39 @@ Device taints (DRADeviceTaints, GA in v1.37, switchable): a taint with effect No
 NoExecute keeps a request off the device unless one of the request's (or sub-request's)
 tolerations tolerates it, as upstream's resourceclaim.ToleratesTaint; any other effect
 (None, or one unknown) is ignored. The allocation result copies the request's tolerations.
-Also on, as upstream: prioritized lists (firstAvailable) and admin access. Not implemented:
-partitionable devices (counters, per-device node selection), binding conditions,
-consumable capacity (see docs/feature-gates.md).
+Also on, as upstream: prioritized lists (firstAvailable) and admin access.
 
-The search on one node is bounded by the plugin's filterTimeout (AllocationTimeout). Where
-ours is incomplete: no `distinctAttribute` constraint (alpha in v1.34, not served by v1).
+Partitionable devices (DRAPartitionableDevices, beta and on in v1.37): a device that consumes
+counters is taken only while, for every counter of its pool's counter sets, what the
+allocated devices (other claims', in-flight ones included) consume plus what the devices
+picked so far in this allocation consume stays within the counter's value; a shared device
+already in use has paid its counters. Per-device node selection is the inventory's.
+
+Consumable capacity (DRAConsumableCapacity and DRAFractionalCapacityRange, beta and on):
+every device is checked against the request's `capacity.requests` (capacity.py); a device
+with `allowMultipleAllocations` is never in use, each allocation of it is a share with a
+fresh `shareID` and the `consumedCapacity` of all its capacities, and shares fit while their
+sum stays within the capacity. `distinctAttribute` constraints want pairwise different
+values.
+
+Claims and devices that use none of these take the fast paths (a greedy pass, the free-device
+index), which the search would answer the same way. Not implemented: binding conditions
+(docs/feature-gates.md). The search on one node is bounded by the plugin's filterTimeout
+(AllocationTimeout).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from fractions import Fraction
+from typing import Any, Protocol
 
+from kopfsched.framework.quantity import QuantityError
+from kopfsched.plugins.dynamicresources.capacity import CapacityError, Quantity, consumption, fits, request_capacities
 from kopfsched.plugins.dynamicresources.cel import CELError, compile_expression
-from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
+from kopfsched.plugins.dynamicresources.inventory import Counters, Device, DeviceID, Inventory, Pool
 from kopfsched.plugins.helper.tolerations import tolerates_taint
 
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -37,6 +54,22 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 
 FreeCounts = Callable[[Any, Callable[[Device], bool]], Mapping[str, int] | None]
 """(request key, selectable) -> free matching devices per node, or None (DraManager.free_counts)."""
+
+
+class Shared(Protocol):
+    """The shares other claims hold (DraManager.shares): per device, how many, and the
+    capacity they consume together (upstream's AllocatedSharedDeviceIDs, AggregatedCapacity)."""
+
+    @property
+    def counts(self) -> Mapping[DeviceID, int]: ...
+
+    @property
+    def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]: ...
+
+
+class _NoShares:
+    counts: Mapping[DeviceID, int] = {}
+    consumed: Mapping[DeviceID, Mapping[str, Fraction]] = {}
 
 
 class AllocationError(Exception):
@@ -81,6 +114,8 @@ class _Request:
     key: tuple[Any, ...]
     """What `selectable` checks: class, selectors and (with device taints on) tolerations."""
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    capacity: dict[str, Quantity] | None = None
+    """`capacity.requests`, None when not set."""
     all_devices: list[Device] = field(default_factory=list)
     num_devices: int = 0
     allocator: Any = None
@@ -106,10 +141,14 @@ class _Slot:
 
 @dataclass(slots=True)
 class _Constraint:
+    """matchAttribute: every device the same value; distinct (distinctAttribute): all different."""
+
     requests: frozenset[str]
     attribute: str
+    distinct: bool = False
     value: tuple[str, Any] | None = None
     count: int = 0
+    values: list[tuple[str, Any]] = field(default_factory=list)
 
     def applies(self, base: str, sub: str) -> bool:
         return not self.requests or base in self.requests or (bool(sub) and f"{base}/{sub}" in self.requests)
@@ -120,6 +159,11 @@ class _Constraint:
         value = device.attribute(self.attribute)
         if value is None:
             return False
+        if self.distinct:
+            if value in self.values:
+                return False
+            self.values.append(value)
+            return True
         if self.count == 0:
             self.value, self.count = value, 1
             return True
@@ -130,13 +174,19 @@ class _Constraint:
 
     def remove(self, request: _Request) -> None:
         if self.applies(request.base_name, request.sub_name):
-            self.count -= 1
+            if self.distinct:
+                self.values.pop()
+            else:
+                self.count -= 1
 
 
 @dataclass(slots=True)
 class _Chosen:
     request: _Request
     device: Device
+    share: str | None = None
+    """The shareID of an allocation of a device with allowMultipleAllocations."""
+    consumed: dict[str, Quantity] | None = None
 
 
 @dataclass(slots=True)
@@ -162,8 +212,12 @@ class Allocator:
     def __init__(self, *, claims: list[Mapping[str, Any]], classes: Callable[[str], Mapping[str, Any] | None],
                  inventory: Inventory, in_use: Container[DeviceID],
                  free_counts: FreeCounts | None = None, clock: Callable[[], float] | None = None,
-                 timeout: float = 0.0, device_taints: bool = True) -> None:
+                 timeout: float = 0.0, device_taints: bool = True, shares: Shared | None = None) -> None:
         self.claims = claims
+        self.shares = shares if shares is not None else _NoShares()
+        """The devices that other claims' shares hold, and the capacity those consume."""
+        self._available: dict[tuple[str, str], Counters] = {}
+        """Per pool, its counters less what the allocated devices consume (computed on first use)."""
         self.device_taints = device_taints
         """DRADeviceTaints: taints keep requests that do not tolerate them off devices."""
         self._clock = clock
@@ -177,7 +231,7 @@ class Allocator:
         self._classes = classes
         self.error: AllocationError | None = None
         self._slots: list[list[_Slot]] = []
-        self._constraint_specs: list[list[tuple[frozenset[str], str]]] = []
+        self._constraint_specs: list[list[tuple[frozenset[str], str, bool]]] = []
         try:
             for claim in claims:
                 self._slots.append(self._claim_slots(claim))
@@ -188,9 +242,11 @@ class Allocator:
         self._per_node = any(request.mode == "All" for request in requests)
         """Only "All" makes the number of devices depend on the node."""
         self._simple = not self._per_node and not any(self._constraint_specs) and all(
-            len(slot.options) == 1 and not slot.options[0].admin_access for slots in self._slots for slot in slots)
-        """No choice between sub-requests, no constraint, no admin access: the first free
-        devices are the search's first solution, so a greedy pass finds it (see _greedy)."""
+            len(slot.options) == 1 and not slot.options[0].admin_access for slots in self._slots for slot in slots) \
+            and self._plain(requests)
+        """No choice between sub-requests, no constraint, no admin access, neither counters
+        nor capacity to check: the first free devices are the search's first solution, so a
+        greedy pass finds it (see _greedy)."""
         self._single = self._simple and len(requests) == 1 and not requests[0].sub_name
         """One plain request: the free-device index answers Filter, and no placement is kept.
         Not for a `firstAvailable` request, even of one sub-request: Score needs its placement."""
@@ -199,6 +255,14 @@ class Allocator:
                 self._check_sizes()
             except AllocationError as exc:
                 self.error = exc
+
+    def _plain(self, requests: list[_Request]) -> bool:
+        """No request asks for capacity, no device has counters, shares or a request policy,
+        and no share holds a device of the inventory: capacity and counters cannot matter."""
+        if any(request.capacity is not None for request in requests) or not self.inventory.plain:
+            return False
+        devices = self.inventory.devices
+        return not any(device in devices for device in self.shares.counts)
 
     # -- validation (once per cycle) -----------------------------------------------------------
 
@@ -248,22 +312,29 @@ class Allocator:
             raise AllocationError(f"claim {ref}, request {shown}: unsupported count mode {mode}")
         admin_set = admin and spec.get("adminAccess") is not None
         tolerations = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
+        try:
+            capacity = request_capacities(spec)
+        except QuantityError as exc:
+            raise AllocationError(f"claim {ref}, request {shown}: capacity: {exc}") from None
         key: tuple[Any, ...] = (class_name, *(source for source, _, _ in selectors))
         if self.device_taints:
             key += (tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect")) for t in tolerations),)
         return _Request(name=name, base_name=base, sub_name=sub, class_name=class_name, device_class=device_class,
                         mode=mode, count=count, admin_access=bool(admin and spec.get("adminAccess")),
                         admin_access_set=admin_set, selectors=selectors, key=key, tolerations=tolerations,
-                        num_devices=count, allocator=self)
+                        capacity=capacity, num_devices=count, allocator=self)
 
-    def _claim_constraints(self, claim: Mapping[str, Any]) -> list[tuple[frozenset[str], str]]:
+    def _claim_constraints(self, claim: Mapping[str, Any]) -> list[tuple[frozenset[str], str, bool]]:
         constraints = []
         for index, spec in enumerate(((claim.get("spec") or {}).get("devices") or {}).get("constraints") or ()):
             attribute = (spec or {}).get("matchAttribute")
+            distinct = False
+            if not attribute:
+                attribute, distinct = (spec or {}).get("distinctAttribute"), True
             if not attribute:
                 raise AllocationError(f"claim {claim_ref(claim)}, constraint #{index}: empty constraint "
                                       "(unsupported constraint type?)")
-            constraints.append((frozenset(spec.get("requests") or ()), attribute))
+            constraints.append((frozenset(spec.get("requests") or ()), attribute, distinct))
         return constraints
 
     # -- selection --------------------------------------------------------------------------------
@@ -324,7 +395,7 @@ class Allocator:
         if not found:
             self._check_pools(node_name, labels)
             return None
-        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots])
+        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots], node_name)
 
     def _check_pools(self, node_name: str, labels: Mapping[str, str]) -> None:
         """No allocation on the node: say so as upstream when some of its pools are invalid."""
@@ -384,7 +455,7 @@ class Allocator:
                 if need:
                     return None
             placed.append(chosen)
-        return Placement(placed, [[0] * len(slots) for slots in self._slots])
+        return Placement(placed, [[0] * len(slots) for slots in self._slots], node_name)
 
     def results(self, placement: Placement) -> list[dict[str, Any]]:
         """One AllocationResult per claim, in claim order."""
@@ -394,7 +465,8 @@ class Allocator:
                 raise AllocationError(f"internal error, node {placement.node_name} no longer has free devices")
             placement = picked
         devices = placement.devices or []
-        return [self._result(index, chosen, placement.options[index]) for index, chosen in enumerate(devices)]
+        return [self._result(index, chosen, placement.options[index], placement.node_name)
+                for index, chosen in enumerate(devices)]
 
     def _check_sizes(self) -> None:
         for claim, slots in zip(self.claims, self._slots, strict=True):
@@ -420,11 +492,44 @@ class Allocator:
                         if pool.invalid:
                             raise AllocationError(f"claim {claim_ref(claim)}, request {request.shown}: asks for all "
                                                   f"devices, but resource pool {pool.pool_id} is currently invalid")
-                        request.all_devices.extend(d for d in devices if self.selectable(request, d))
+                        request.all_devices.extend(d for d in devices if self.selectable(request, d)
+                                                   and self._fits_statically(claim, request, d))
                     request.num_devices = len(request.all_devices)
         self._check_sizes()
 
-    def _result(self, claim_index: int, chosen: list[_Chosen], options: list[int]) -> dict[str, Any]:
+    def _fits_statically(self, claim: Mapping[str, Any], request: _Request, device: Device) -> bool:
+        """For "All": the device's capacity alone holds the request (what others consume is
+        checked when the device is taken, so a device held by others makes "All" fail)."""
+        if device.plain and request.capacity is None:
+            return True
+        try:
+            return fits(request.capacity, device.capacities(), None, None)
+        except CapacityError as exc:
+            raise AllocationError(f"claim {claim_ref(claim)}, request {request.shown}: checking capacity for device "
+                                  f"{device.name}: {exc}") from None
+
+    def available_counters(self, pool: Pool) -> Counters:
+        """The pool's counters less what its allocated devices consume (upstream's
+        availableCounters: a device counts when other claims hold it or share it)."""
+        key = (pool.driver, pool.name)
+        available = self._available.get(key)
+        if available is None:
+            available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            in_use, shared = self.in_use, self.shares.counts
+            for device in pool.devices:
+                if not device.counters or (device.id not in in_use and device.id not in shared):
+                    continue
+                for set_name, amounts in device.counters.items():
+                    counters = available.get(set_name)
+                    if counters is None:
+                        continue
+                    for counter, amount in amounts.items():
+                        if counter in counters:
+                            counters[counter] -= amount
+            self._available[key] = available
+        return available
+
+    def _result(self, claim_index: int, chosen: list[_Chosen], options: list[int], node_name: str) -> dict[str, Any]:
         claim = self.claims[claim_index]
         results = []
         for item in chosen:
@@ -434,12 +539,16 @@ class Allocator:
                 result["adminAccess"] = True
             if item.request.tolerations:
                 result["tolerations"] = [dict(t) for t in item.request.tolerations]
+            if item.share is not None:
+                result["shareID"] = item.share
+                if item.consumed:
+                    result["consumedCapacity"] = {name: str(amount) for name, amount in item.consumed.items()}
             results.append(result)
         allocation: dict[str, Any] = {"devices": {"results": results}}
         config = self._config(claim, claim_index, options)
         if config:
             allocation["devices"]["config"] = config
-        node_selector = _node_selector([item.device for item in chosen])
+        node_selector = _node_selector([item.device for item in chosen], node_name)
         if node_selector is not None:
             allocation["nodeSelector"] = node_selector
         return allocation
@@ -488,8 +597,14 @@ class _Run:
         self.labels = labels
         self.allocating: dict[DeviceID, set[int]] = {}
         self.results: list[list[_Chosen]] = [[] for _ in allocator.claims]
-        self.constraints = [[_Constraint(requests, attribute) for requests, attribute in specs]
+        self.constraints = [[_Constraint(requests, attribute, distinct) for requests, attribute, distinct in specs]
                             for specs in allocator._constraint_specs]
+        self.counters: dict[tuple[str, str], Counters] = {}
+        """Per pool, what the devices picked so far consume of its counters."""
+        self.capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        """Per shared device, what the shares picked so far consume."""
+        self.sharing: dict[DeviceID, int] = {}
+        """Per shared device, how many shares picked so far."""
         self.clock: Callable[[], float] | None = None
         self.deadline = 0.0
 
@@ -523,7 +638,11 @@ class _Run:
             raise _MaxSizeExceeded
         return False
 
-    def device(self, claim_index: int, slot_index: int, request: _Request, device_index: int) -> bool:
+    def device(self, claim_index: int, slot_index: int, request: _Request, device_index: int, start: int = 0) -> bool:
+        """Pick the request's device `device_index` and go on. Its candidates are tried from
+        `start`, past the one the previous device of the request took, as upstream's
+        startLocation: combinations, not permutations, so one request never takes a shared
+        device twice."""
         if self.clock is not None and self.clock() > self.deadline:
             raise AllocationTimeout("timed out trying to allocate devices")
         if request.mode == "All" and not request.all_devices:
@@ -542,13 +661,16 @@ class _Run:
             undo()
             return False
         candidates = self.a.inventory.candidates(self.node_name, self.labels, request.key, request.selectable)
-        for device in candidates:
+        for position in range(start, len(candidates)):
+            device = candidates[position]
             if self.busy(claim_index, request, device.id):
+                continue
+            if not (device.plain and request.capacity is None) and not self.fits(claim_index, request, device):
                 continue
             undo = self.take(claim_index, request, device, must=False)
             if undo is None:
                 continue
-            if self.device(claim_index, slot_index, request, device_index + 1):
+            if self.device(claim_index, slot_index, request, device_index + 1, position + 1):
                 return True
             undo()
         return False
@@ -559,33 +681,113 @@ class _Run:
             return claim_index in self.allocating.get(device_id, ())
         return device_id in self.a.in_use or bool(self.allocating.get(device_id))
 
+    def fits(self, claim_index: int, request: _Request, device: Device) -> bool:
+        """The request's capacity fits beside what other claims' shares and this allocation's
+        consume (capacity.fits); an unrepresentable request stops the attempt."""
+        try:
+            return fits(request.capacity, device.capacities(), self.a.shares.consumed.get(device.id),
+                        self.capacity.get(device.id))
+        except CapacityError as exc:
+            raise AllocationError(f"claim {claim_ref(self.a.claims[claim_index])}, request {request.shown}: checking "
+                                  f"capacity for device {'/'.join(device.id)}: {exc}") from None
+
     def take(self, claim_index: int, request: _Request, device: Device, *, must: bool) -> Callable[[], None] | None:
         if self.busy(claim_index, request, device.id) or not device.usable:
             return None
+        multiple = device.multiple
+        # A shared device already in use has its counters accounted for.
+        counted = bool(device.counters) and not (multiple and (device.id in self.a.shares.counts
+                                                                or device.id in self.sharing))
+        if counted and not self.reserve_counters(device):
+            return None
         if device.taints and self.a.device_taints and taint_prevents(device.taints, request.tolerations):
+            if counted:
+                self.release_counters(device)
             return None  # checked before the constraints, as upstream: never the "must" error
         constraints = self.constraints[claim_index]
         for index, constraint in enumerate(constraints):
             if not constraint.add(request, device):
+                for earlier in reversed(constraints[:index]):
+                    earlier.remove(request)
+                if counted:
+                    self.release_counters(device)
                 if must:
                     raise AllocationError(f"claim {claim_ref(self.a.claims[claim_index])}, request {request.shown}: "
                                           f"cannot add device {'/'.join(device.id)} because a claim constraint would "
                                           "not be satisfied")
-                for earlier in constraints[:index]:
-                    earlier.remove(request)
                 return None
-        self.allocating.setdefault(device.id, set()).add(claim_index)
+        if not multiple:
+            self.allocating.setdefault(device.id, set()).add(claim_index)
+        share: str | None = None
+        consumed: dict[str, Quantity] | None = None
+        if not device.plain or request.capacity is not None:
+            if not self.fits(claim_index, request, device):  # "All" has checked only the device's own capacity
+                for constraint in reversed(constraints):
+                    constraint.remove(request)
+                if not multiple:
+                    self.allocating[device.id].discard(claim_index)
+                if counted:
+                    self.release_counters(device)
+                return None
+            if multiple:
+                try:
+                    consumed = consumption(request.capacity, device.capacities())
+                except CapacityError as exc:  # fits() would have raised it first
+                    raise AllocationError(str(exc)) from None
+                share = str(uuid.uuid1())
+                totals = self.capacity.setdefault(device.id, {})
+                for name, amount in consumed.items():
+                    totals[name] = totals.get(name, 0) + amount.value
+                self.sharing[device.id] = self.sharing.get(device.id, 0) + 1
         results = self.results[claim_index]
-        results.append(_Chosen(request, device))
+        results.append(_Chosen(request, device, share, consumed))
         size = len(results) - 1
 
         def undo() -> None:
-            for constraint in constraints:
-                constraint.remove(request)
-            self.allocating[device.id].discard(claim_index)
             del results[size:]
+            if share is not None:
+                left = self.sharing[device.id] - 1
+                if left:
+                    self.sharing[device.id] = left
+                    totals = self.capacity[device.id]
+                    for name, amount in (consumed or {}).items():
+                        totals[name] -= amount.value
+                else:
+                    del self.sharing[device.id]
+                    del self.capacity[device.id]
+            if not multiple:
+                self.allocating[device.id].discard(claim_index)
+            for constraint in reversed(constraints):
+                constraint.remove(request)
+            if counted:
+                self.release_counters(device)
 
         return undo
+
+    def reserve_counters(self, device: Device) -> bool:
+        """Add the device's counters to this allocation's; False (and nothing added) when some
+        counter of the pool would then exceed what is available (upstream's checkAvailableCounters:
+        every counter of every set of the pool, so one already overdrawn blocks them all)."""
+        pool = device.pool
+        available = self.a.available_counters(pool)
+        picked = self.counters.setdefault((pool.driver, pool.name), {})
+        for set_name, amounts in (device.counters or {}).items():
+            counters = picked.setdefault(set_name, {})
+            for counter, amount in amounts.items():
+                counters[counter] = counters.get(counter, 0) + amount
+        for set_name, counters in available.items():
+            used = picked.get(set_name) or {}
+            if any(value < used.get(counter, 0) for counter, value in counters.items()):
+                self.release_counters(device)
+                return False
+        return True
+
+    def release_counters(self, device: Device) -> None:
+        picked = self.counters[(device.pool.driver, device.pool.name)]
+        for set_name, amounts in (device.counters or {}).items():
+            counters = picked[set_name]
+            for counter, amount in amounts.items():
+                counters[counter] -= amount
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
@@ -606,16 +808,19 @@ def taint_prevents(taints: Sequence[Mapping[str, Any]], tolerations: Sequence[Ma
                for taint in taints if isinstance(taint, dict))
 
 
-def _node_selector(devices: list[Device]) -> dict[str, Any] | None:
-    """Where the allocation is usable (upstream's createNodeSelector): the node of a
-    node-local device, else the union of the slices' node selectors, else nowhere in particular."""
+def _node_selector(devices: list[Device], node_name: str) -> dict[str, Any] | None:
+    """Where the allocation is usable (upstream's createNodeSelector): the node allocated for
+    when a device is node-local, else the union of the slices' (with perDeviceNodeSelection,
+    the devices') node selectors, else nowhere in particular."""
     fields: list[dict[str, Any]] = []
     expressions: list[dict[str, Any]] = []
     for device in devices:
         spec = device.slice.get("spec") or {}
+        if spec.get("perDeviceNodeSelection"):
+            spec = device.raw
         if spec.get("nodeName"):
             return {"nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": [spec["nodeName"]]}]}]}
+                {"key": "metadata.name", "operator": "In", "values": [node_name or spec["nodeName"]]}]}]}
         terms = (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
         if len(terms) > 1:
             raise AllocationError(f"create NodeSelector for claim: unsupported ResourceSlice.NodeSelector with "

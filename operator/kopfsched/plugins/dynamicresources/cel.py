@@ -3,6 +3,7 @@
 The expressions see one variable, `device`, as upstream's DRA CEL environment does:
 
 - `device.driver`: the driver name;
+- `device.allowMultipleAllocations`: whether the device may be shared (false when unset);
 - `device.attributes["<domain>"].<name>`: the device's attributes grouped by domain (an
   unqualified attribute name belongs to the driver's domain); a domain the device has no
   attribute in reads as an empty map, so only the attribute lookup fails;
@@ -239,4 +240,5 @@ def device_variable(driver: str, raw_device: dict[str, Any]) -> dict[str, Any]:
         domain, ident = qualify(name, driver)
         value = raw.get("value") if isinstance(raw, dict) else raw
         capacity.setdefault(domain, {})[ident] = quantity_milli(value)
-    return {"driver": driver, "attributes": attributes, "capacity": capacity}
+    return {"driver": driver, "allowMultipleAllocations": raw_device.get("allowMultipleAllocations") is True,
+            "attributes": attributes, "capacity": capacity}

@@ -5,10 +5,18 @@ node and cycle).
 A pool is (driver, pool name); only the slices of its newest generation count. It is
 incomplete while fewer slices of that generation exist than `resourceSliceCount` says, and
 invalid when two of its devices share a name: nothing is allocated from such a pool. A
-slice reaches a node by `nodeName`, `nodeSelector` or `allNodes`. Slices with
-`perDeviceNodeSelection` and devices that consume counters need the alpha
-DRAPartitionableDevices gate, devices with binding conditions the alpha
-DRADeviceBindingConditions gate: as upstream with those gates off, they are never allocated.
+slice reaches a node by `nodeName`, `nodeSelector` or `allNodes`; with
+`perDeviceNodeSelection` each device says so itself (its own `nodeName`, `nodeSelector` or
+`allNodes`), and the slice reaches the nodes one of its devices reaches, offering there only
+the devices that reach the node (DRAPartitionableDevices, beta and on in v1.37). Devices with
+binding conditions need DRADeviceBindingConditions, which kopfsched does not implement: they
+are never allocated.
+
+Partitionable devices (DRAPartitionableDevices): slices with `sharedCounters` publish the
+pool's counter sets (and no devices); a device's `consumesCounters` names the sets and
+amounts it takes while allocated. The pool is invalid when two counter sets share a name, or
+a device consumes from a set or counter the pool does not have. Whether the counters still
+allow a device is the allocator's question (allocator.py).
 
 A device's taints are its own (`spec.devices[].taints`) followed by those of the
 DeviceTaintRules that select it (upstream's resourceslice tracker, DRADeviceTaintRules): a
@@ -21,14 +29,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
 from kopfsched.framework.labels import NodePredicate, SelectorError, node_selector
+from kopfsched.framework.quantity import QuantityError, parse_quantity
+from kopfsched.plugins.dynamicresources.capacity import Capacity, device_capacities
 from kopfsched.plugins.dynamicresources.cel import device_variable
 
 DeviceID = tuple[str, str, str]
 """(driver, pool, device name), as upstream's DeviceID."""
+
+Counters = dict[str, dict[str, Fraction]]
+"""Counter set name → counter name → amount."""
 
 
 @dataclass(slots=True, eq=False)
@@ -41,9 +55,19 @@ class Device:
     """False for what the alpha gates kopfsched leaves off would need (see the module doc)."""
     taints: tuple[dict[str, Any], ...] = ()
     """The device's taints, then those of the DeviceTaintRules that select it."""
+    counters: Counters | None = None
+    """What the device consumes of its pool's counter sets while allocated (consumesCounters)."""
+    multiple: bool = False
+    """allowMultipleAllocations: several claims may share it, each consuming capacity."""
+    plain: bool = True
+    """No counters, not shared, no capacity request policy: the consumable-capacity and
+    counter checks can never turn a request away from it (the allocator's fast paths)."""
+    target: _Target | None = None
+    """Where the device is reachable, for a slice with perDeviceNodeSelection."""
     memo: dict[Any, bool] = field(default_factory=dict)
     """Selector results by selector key: a device's selectors never change its answer."""
     _variable: dict[str, Any] | None = None
+    _capacities: dict[str, Capacity] | None = None
 
     @property
     def name(self) -> str:
@@ -54,6 +78,12 @@ class Device:
         if self._variable is None:
             self._variable = device_variable(self.id[0], self.raw)
         return self._variable
+
+    def capacities(self) -> dict[str, Capacity]:
+        """The device's capacities with their request policies, parsed on first use."""
+        if self._capacities is None:
+            self._capacities = device_capacities(self.raw)
+        return self._capacities
 
     def attribute(self, qualified: str) -> tuple[str, Any] | None:
         """(type, value) of a fully qualified attribute (upstream's lookupAttribute)."""
@@ -82,6 +112,10 @@ class Pool:
     incomplete: bool = False
     invalid: bool = False
     invalid_reason: str = ""
+    counter_sets: Counters = field(default_factory=dict)
+    """The counter sets of the pool's sharedCounters slices."""
+    devices: list[Device] = field(default_factory=list)
+    """Every device of the pool, whichever nodes it reaches (for the counters allocated ones hold)."""
 
     @property
     def pool_id(self) -> str:
@@ -96,6 +130,14 @@ class _Target:
     all_nodes: bool = False
     selector: NodePredicate | None = None
     selector_error: str = ""
+    per_device: bool = False
+    """perDeviceNodeSelection: each device's own target says."""
+
+    def reaches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        """upstream's NodeMatches (a selector error is the caller's to raise)."""
+        if self.node_name:
+            return self.node_name == node_name
+        return self.all_nodes or (self.selector is not None and self.selector(labels, node_name))
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -116,8 +158,6 @@ class Inventory:
         self.pools: dict[tuple[str, str], Pool] = {}
         for slice_obj in sorted(slices, key=_name):
             spec = _spec(slice_obj)
-            if spec.get("perDeviceNodeSelection"):
-                continue
             pool_spec = spec.get("pool") or {}
             key = (spec.get("driver") or "", pool_spec.get("name") or "")
             generation = int(pool_spec.get("generation") or 0)
@@ -130,11 +170,20 @@ class Inventory:
         self._by_node: dict[str, list[tuple[Pool, list[Device]]]] = {}
         self._elsewhere: list[tuple[_Target, Pool, list[Device]]] = []
         self.devices: dict[DeviceID, Device] = {}
+        self.plain = True
+        """No device that consumes counters, is shared or has a capacity request policy."""
         for pool in sorted(self.pools.values(), key=lambda p: (p.driver, p.name)):
             pool.incomplete = len(pool.slices) != pool.slice_count
             seen: set[str] = set()
             for slice_obj in pool.slices:
-                devices = []
+                devices: list[Device] = []
+                if _spec(slice_obj).get("sharedCounters"):
+                    self._add_counter_sets(pool, _spec(slice_obj)["sharedCounters"])
+                    target = _target(_spec(slice_obj))
+                    if target is not None:  # the pool reaches the node, with no devices of this slice
+                        self._place(target, pool, devices)
+                    continue
+                per_device = bool(_spec(slice_obj).get("perDeviceNodeSelection"))
                 slice_rules = [(selector.get("device"), taint) for selector, taint in selectors
                                if selector.get("driver") in (None, pool.driver)
                                and selector.get("pool") in (None, pool.name)]
@@ -143,20 +192,44 @@ class Inventory:
                     if name in seen and not pool.invalid:
                         pool.invalid, pool.invalid_reason = True, f"duplicate device name {name}"
                     seen.add(name)
-                    usable = not raw.get("consumesCounters") and not raw.get("bindingConditions")
+                    usable = not raw.get("bindingConditions")
                     taints = tuple(raw.get("taints") or ()) + tuple(
                         taint for device_name, taint in slice_rules if device_name in (None, name))
                     device = Device((pool.driver, pool.name, name), raw, pool, slice_obj, usable, taints)
+                    capacities = (raw.get("capacity") or {}).values()
+                    if raw.get("consumesCounters") or raw.get("allowMultipleAllocations") or any(
+                            isinstance(c, dict) and c.get("requestPolicy") for c in capacities):
+                        device.counters = _consumption(raw.get("consumesCounters") or ())
+                        device.multiple = raw.get("allowMultipleAllocations") is True
+                        device.plain = self.plain = False
+                    if per_device:
+                        device.target = _target(raw) or _Target()
                     devices.append(device)
+                    pool.devices.append(device)
                     self.devices.setdefault(device.id, device)
-                target = _target(_spec(slice_obj))
+                target = _Target(per_device=True) if per_device else _target(_spec(slice_obj))
                 if target is None:
                     continue  # a future way of selecting nodes: not ours to guess
-                if target.node_name:
-                    self._by_node.setdefault(target.node_name, []).append((pool, devices))
-                else:
-                    self._elsewhere.append((target, pool, devices))
+                self._place(target, pool, devices)
+            if not pool.invalid:
+                _check_consumption(pool)
         self._candidates: dict[tuple[str, Any], list[Device]] = {}
+
+    def _place(self, target: _Target, pool: Pool, devices: list[Device]) -> None:
+        if target.node_name:
+            self._by_node.setdefault(target.node_name, []).append((pool, devices))
+        else:
+            self._elsewhere.append((target, pool, devices))
+
+    @staticmethod
+    def _add_counter_sets(pool: Pool, counter_sets: Sequence[Any]) -> None:
+        for counter_set in counter_sets:
+            if not isinstance(counter_set, dict):
+                continue
+            name = counter_set.get("name") or ""
+            if name in pool.counter_sets and not pool.invalid:
+                pool.invalid, pool.invalid_reason = True, f"duplicate counter set name {name}"
+            pool.counter_sets[name] = _amounts(counter_set.get("counters"))
 
     @property
     def node_local_only(self) -> bool:
@@ -182,12 +255,17 @@ class Inventory:
         for target, pool, devices in self._elsewhere:
             if target.all_nodes:
                 found.append((pool, devices))
+            elif target.per_device:
+                reached = [device for device in devices if _device_reaches(device, node_name, labels)]
+                if reached:
+                    found.append((pool, reached))
             elif target.selector_error:
                 slice_name = _name(devices[0].slice) if devices else ""
                 raise ValueError(f"failed to perform node selection for slice {slice_name}: {target.selector_error}")
             elif target.selector is not None and target.selector(labels, node_name):
                 found.append((pool, devices))
-        found.sort(key=lambda entry: (entry[0].driver, entry[0].name))
+        # Pools in (driver, pool) order, a pool's slices by name (upstream's buildPool).
+        found.sort(key=lambda entry: (entry[0].driver, entry[0].name, _name(entry[1][0].slice) if entry[1] else ""))
         return found
 
     def candidates(self, node_name: str, labels: Mapping[str, str], key: Any,
@@ -220,6 +298,45 @@ def rule_selects(rule: Mapping[str, Any] | None, slices: Sequence[Mapping[str, A
         if any(selector.get("device") in (None, raw.get("name") or "") for raw in spec.get("devices") or ()):
             return True
     return False
+
+
+def _device_reaches(device: Device, node_name: str, labels: Mapping[str, str]) -> bool:
+    target = device.target
+    if target is None:
+        return False
+    if target.selector_error:
+        raise ValueError(f"failed to perform node selection for device {device.name} in slice "
+                         f"{_name(device.slice)}: {target.selector_error}")
+    return target.reaches(node_name, labels)
+
+
+def _amounts(raw: Any) -> dict[str, Fraction]:
+    """A `counters` map (name → {value}); a malformed value reads as zero."""
+    out = {}
+    for name, counter in (raw or {}).items():
+        try:
+            out[name] = parse_quantity((counter or {}).get("value", 0))
+        except (QuantityError, AttributeError):
+            out[name] = Fraction(0)
+    return out
+
+
+def _consumption(raw: Sequence[Any]) -> Counters:
+    return {entry.get("counterSet") or "": _amounts(entry.get("counters")) for entry in raw if isinstance(entry, dict)}
+
+
+def _check_consumption(pool: Pool) -> None:
+    """upstream's validateDeviceCounterConsumption: every consumed counter exists in the pool."""
+    for device in pool.devices:
+        for set_name, amounts in (device.counters or {}).items():
+            counter_set = pool.counter_sets.get(set_name)
+            if counter_set is None:
+                pool.invalid, pool.invalid_reason = True, f"counter set {set_name} not found"
+                return
+            for counter in amounts:
+                if counter not in counter_set:
+                    pool.invalid, pool.invalid_reason = True, f"counter {counter} not found in counter set {set_name}"
+                    return
 
 
 def _target(spec: Mapping[str, Any]) -> _Target | None:

@@ -5,6 +5,10 @@ has allocated in memory but not yet written (the in-flight, "assumed" claims).
 Both are kept incrementally from the object store's change log, so a cycle costs what
 changed since the last one, not the size of the cluster.
 
+A device with `allowMultipleAllocations` is held by shares (results with a `shareID`,
+DRAConsumableCapacity): those do not make it in use, but count per device with the
+capacity they consume (upstream's AllocatedSharedDeviceIDs and AggregatedCapacity).
+
 An assumed claim (Reserve) counts with its in-memory allocation until Unreserve forgets
 it, or until the API's version of that claim changes (PreBind's write came back through
 the watch, or someone else changed it): then the API object is the truth again.
@@ -14,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from kopfsched import features
 from kopfsched.framework.handle import Handle, ObjectLister
+from kopfsched.framework.quantity import QuantityError, parse_quantity
 from kopfsched.framework.types import Obj
 from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
 
@@ -32,10 +38,57 @@ ClaimKey = tuple[str, str]
 
 def allocated_devices(claim: Mapping[str, Any] | None) -> frozenset[DeviceID]:
     """The devices a claim's allocation holds exclusively (admin access shares, so it
-    holds none), as upstream's GatherAllocatedState."""
+    holds none, and so does a share of a device, which has a shareID), as upstream's
+    GatherAllocatedState."""
     allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
     return frozenset((r.get("driver") or "", r.get("pool") or "", r.get("device") or "")
-                     for r in (allocation.get("devices") or {}).get("results") or () if not r.get("adminAccess"))
+                     for r in (allocation.get("devices") or {}).get("results") or ()
+                     if not r.get("adminAccess") and r.get("shareID") is None)
+
+
+Share = tuple[DeviceID, tuple[tuple[str, Fraction], ...]]
+"""One shared result: the device and the capacity it consumes."""
+
+
+def allocated_shares(claim: Mapping[str, Any] | None) -> tuple[Share, ...]:
+    """The shares a claim's allocation holds (results with a shareID, not admin access)."""
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    shares = []
+    for r in (allocation.get("devices") or {}).get("results") or ():
+        if r.get("adminAccess") or r.get("shareID") is None:
+            continue
+        consumed = []
+        for name, raw in sorted((r.get("consumedCapacity") or {}).items()):
+            try:
+                consumed.append((name, parse_quantity(raw)))
+            except QuantityError:
+                continue
+        shares.append(((r.get("driver") or "", r.get("pool") or "", r.get("device") or ""), tuple(consumed)))
+    return tuple(shares)
+
+
+class Shares:
+    """Device ID → how many shares hold it and the capacity they consume together."""
+
+    def __init__(self) -> None:
+        self.counts: dict[DeviceID, int] = {}
+        self.consumed: dict[DeviceID, dict[str, Fraction]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def add(self, shares: tuple[Share, ...], sign: int = 1) -> None:
+        for device, consumed in shares:
+            left = self.counts.get(device, 0) + sign
+            if left > 0:
+                self.counts[device] = left
+            else:
+                self.counts.pop(device, None)
+            totals = self.consumed.setdefault(device, {})
+            for name, amount in consumed:
+                totals[name] = totals.get(name, 0) + sign * amount
+            if left <= 0:
+                self.consumed.pop(device, None)
 
 
 @dataclass(slots=True)
@@ -103,7 +156,9 @@ class DraManager:
         """DRADeviceTaintRules: the rules' taints count as the devices' own (upstream's tracker)."""
         self._rules_cursor: int | None = None
         self.in_use = InUse()
+        self.shares = Shares()
         self._held: dict[ClaimKey, frozenset[DeviceID]] = {}
+        self._shared: dict[ClaimKey, tuple[Share, ...]] = {}
         self._claims_cursor: int | None = None
         self._assumed: dict[ClaimKey, _Assumed] = {}
         self._slices_cursor: int | None = None
@@ -154,7 +209,9 @@ class DraManager:
         self._claims_cursor = cursor
         if changed is None:
             self.in_use = InUse()
+            self.shares = Shares()
             self._held = {}
+            self._shared = {}
             self._indexes = {}
             for claim in self.objects.list(RESOURCE_CLAIM):
                 meta = claim.get("metadata") or {}
@@ -170,9 +227,19 @@ class DraManager:
         if assumed is not None and assumed.base is not api:
             del self._assumed[key]  # the cluster moved on
             assumed = None
-        self._hold(key, allocated_devices(assumed.claim if assumed is not None else api))
+        self._hold(key, assumed.claim if assumed is not None else api)
 
-    def _hold(self, key: ClaimKey, devices: frozenset[DeviceID]) -> None:
+    def _hold(self, key: ClaimKey, claim: Mapping[str, Any] | None) -> None:
+        shares = allocated_shares(claim)
+        before_shares = self._shared.get(key, ())
+        if shares != before_shares:
+            self.shares.add(before_shares, -1)
+            self.shares.add(shares)
+            if shares:
+                self._shared[key] = shares
+            else:
+                self._shared.pop(key, None)
+        devices = allocated_devices(claim)
         before = self._held.get(key, frozenset())
         if before == devices:
             return
@@ -191,7 +258,7 @@ class DraManager:
             if assumed.base is api:
                 return assumed.claim
             del self._assumed[(namespace, name)]
-            self._hold((namespace, name), allocated_devices(api))
+            self._hold((namespace, name), api)
         return api
 
     def assume(self, claim: Obj) -> None:
@@ -200,14 +267,14 @@ class DraManager:
         key = (meta.get("namespace") or "", meta.get("name") or "")
         self.sync()
         self._assumed[key] = _Assumed(claim, self.objects.get(RESOURCE_CLAIM, key[1], key[0]))
-        self._hold(key, allocated_devices(claim))
+        self._hold(key, claim)
 
     def forget(self, namespace: str, name: str) -> bool:
         """Unreserve: drop an in-flight allocation; True when there was one."""
         assumed = self._assumed.pop((namespace, name), None)
         if assumed is None:
             return False
-        self._hold((namespace, name), allocated_devices(self.objects.get(RESOURCE_CLAIM, name, namespace)))
+        self._hold((namespace, name), self.objects.get(RESOURCE_CLAIM, name, namespace))
         return True
 
 def manager_for(handle: Handle, name: str) -> DraManager:

@@ -273,6 +273,7 @@ class DynamicResources:
             data.allocator = Allocator(claims=[claims[i] for i in data.pending],
                                        classes=lambda name: objects.get(DEVICE_CLASS, name),
                                        inventory=inventory, in_use=self.manager.sync().counts,
+                                       shares=self.manager.shares,
                                        free_counts=self.manager.free_counts, clock=self.handle.clock,
                                        timeout=self.args.filter_timeout, device_taints=self.device_taints)
             if len(data.pending) == len(claims):
