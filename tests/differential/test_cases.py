@@ -301,6 +301,19 @@ CASES = [
                         "message": "0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are "
                                    "available: 1 Preemption is not helpful for scheduling."},
         id="a-request-takes-a-shared-device-once"),
+    pytest.param(
+        # Two running pods hold host port 80 (bound without the scheduler): v1.37.2's port set
+        # forgets port 80 when preemption's dry run removes the lower-priority one, so NodePorts
+        # passes and NodeResourcesFit answers; kopfsched counted the holders and said ports.
+        [node("node-0", "1", "1Gi"),
+         pod("low", "100m", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z", host_port=80),
+         pod("high", "100m", "64Mi", node_name="node-0", started="2025-12-31T00:00:00Z", priority=100,
+             host_port=80),
+         pod("preemptor", "1500m", "64Mi", priority=100, host_port=80)],
+        "default/preemptor", {"result": "Unschedulable", "victims": [], "message": (
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. "
+            "preemption: 0/1 nodes are available: 1 Insufficient cpu.")},
+        id="a-removed-pods-host-port-is-free-even-if-another-holds-it"),
 ]
 
 

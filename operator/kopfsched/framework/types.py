@@ -219,27 +219,28 @@ class ImageStateSummary:
 
 
 class HostPortInfo:
-    """Host ports in use on a node: ip -> {(protocol, port)}; 0.0.0.0 conflicts with every ip."""
+    """Host ports in use on a node: ip -> {(protocol, port)}; 0.0.0.0 conflicts with every ip.
+
+    A set, as upstream's HostPortInfo: removing a pod's port frees it even when another pod on
+    the node holds the same one (pods bound without the scheduler can share a port), so a
+    preemption dry run or a deletion makes that port look free, as in v1.37.2."""
 
     __slots__ = ("_ports",)
     WILDCARD = "0.0.0.0"
 
     def __init__(self) -> None:
-        self._ports: dict[str, dict[tuple[str, int], int]] = {}
+        self._ports: dict[str, set[tuple[str, int]]] = {}
 
     def add(self, ip: str, protocol: str, port: int) -> None:
-        slot = self._ports.setdefault(ip, {})
-        slot[(protocol, port)] = slot.get((protocol, port), 0) + 1
+        self._ports.setdefault(ip, set()).add((protocol, port))
 
     def remove(self, ip: str, protocol: str, port: int) -> None:
         slot = self._ports.get(ip)
-        if not slot or (protocol, port) not in slot:
+        if not slot:
             return
-        slot[(protocol, port)] -= 1
-        if not slot[(protocol, port)]:
-            del slot[(protocol, port)]
-            if not slot:
-                del self._ports[ip]
+        slot.discard((protocol, port))
+        if not slot:
+            del self._ports[ip]
 
     def check_conflict(self, ip: str, protocol: str, port: int) -> bool:
         if port <= 0:
@@ -255,7 +256,7 @@ class HostPortInfo:
     def clone(self) -> HostPortInfo:
         other = HostPortInfo()
         if self._ports:
-            other._ports = {ip: dict(slot) for ip, slot in self._ports.items()}
+            other._ports = {ip: set(slot) for ip, slot in self._ports.items()}
         return other
 
 
@@ -389,6 +390,7 @@ class NodeInfo:
     def without_pods(self, gone: Iterable[PodInfo]) -> NodeInfo:
         """A copy for dry runs without the given pods: the totals are summed afresh over the
         pods that stay, cheaper than a clone when most pods go (preemption's victims)."""
+        gone = list(gone)
         uids = {pod.uid for pod in gone}
         other = self._same_node()
         other.pods = {}
@@ -402,6 +404,11 @@ class NodeInfo:
         for uid, pod in self.pods.items():
             if uid not in uids:
                 other.add_pod(pod)
+        # As removing them one by one would: a gone pod's ports are free even if a pod that
+        # stays holds the same one (HostPortInfo is a set).
+        for pod in gone:
+            for ip, protocol, port in pod.host_ports:
+                other.used_ports.remove(ip, protocol, port)
         return other
 
     def __repr__(self) -> str:
