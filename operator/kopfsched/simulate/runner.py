@@ -149,6 +149,7 @@ def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | Non
     client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
     client.on_pod_delete = handlers.on_pod_delete
     client.on_object_change = handlers.on_object_upsert
+    client.on_object_delete = handlers.on_object_delete
     for loaded in inputs.objects:
         client.add_object(loaded.obj)
         handlers.on_object_upsert(loaded.obj["kind"], loaded.obj)

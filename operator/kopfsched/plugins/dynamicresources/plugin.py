@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from kopfsched import features
-from kopfsched.framework.client import ClusterError
+from kopfsched.framework.client import ClusterError, NotFoundError
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
@@ -60,6 +60,7 @@ from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.plugins.dynamicresources import extended
 from kopfsched.plugins.dynamicresources.allocator import (
     AllocationError,
     AllocationTimeout,
@@ -111,6 +112,8 @@ class ClaimError(Exception):
 
 
 _CANNOT_ALLOCATE = Status.unresolvable("cannot allocate all claims")
+_STALE_EXTENDED = Status.unresolvable("cannot schedule extended resource claim")
+_CANNOT_FIT = Status.unresolvable("cannot fit resource")
 _INVALID_POOLS = Status.unresolvable("invalid resource pools were encountered")
 
 
@@ -171,6 +174,32 @@ def _versioned(claim: Obj, patch: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
+class _Extended:
+    """The pod's claim for its extended resources backed by DRA (extended.py)."""
+
+    claim: Obj
+    """The claim of an earlier cycle (in the API), or the in-memory one; PreBind's once created."""
+    requests: dict[str, int]
+    """The pod's non-zero requests of DRA-extended resource names."""
+    backed: frozenset[str]
+    """Those a DeviceClass provides."""
+    found: bool
+    """The claim is one an earlier cycle created (it is in the API)."""
+    per_node: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)
+    """Node -> (the claim with the requests the node needs from DRA, the request mappings)."""
+    allocators: dict[Any, Allocator] = field(default_factory=dict)
+    """The pod's unallocated claims plus a node's extended claim, by that claim's requests."""
+    allocator_of: dict[str, Allocator] = field(default_factory=dict)
+    """Node -> the allocator its placement came from."""
+    allocation: Obj | None = None
+    """Reserve's allocation for the node's extended claim."""
+    assumed_as: str = ""
+    """The name Reserve assumed the in-memory claim under (unique per pod)."""
+    created: bool = False
+    """PreBind created the claim in the API (Unreserve then deletes it)."""
+
+
+@dataclass(slots=True)
 class _StateData:
     claims: list[Obj]
     available_on: list[NodePredicate | None] = field(default_factory=list)
@@ -187,6 +216,13 @@ class _StateData:
     invalid_nodes: frozenset[str] = frozenset()
     rejections: dict[str, Status] = field(default_factory=dict)
     """Filter answers computed by filter_nodes, so the runtime's follow-up asks cost nothing."""
+    extended: _Extended | None = None
+    """The pod's claim for extended resources backed by DRA (DRAExtendedResource), if any."""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing for the plugin to do: no claims, no extended resources backed by DRA."""
+        return not self.claims and self.extended is None
 
     def clone(self) -> _StateData:
         return self  # shared with preemption's dry runs, as upstream
@@ -235,16 +271,21 @@ class DynamicResources:
     # PreFilter / Filter
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        if not pod.spec.get("resourceClaims"):
+        if not pod.spec.get("resourceClaims") and not (pod.requests.scalar and self.manager.resolver.any()):
             return SKIP  # the common case: one dict lookup, no state (PostFilter reads none as "no claims")
         try:
             claims = self._claims(pod)
         except ClaimError as exc:
             return Status.unresolvable(str(exc))
-        data = _StateData(claims=claims)
+        data = _StateData(claims=claims, extended=self._extended(pod))
         state.write(STATE_KEY, data)
-        if not claims:
+        if data.empty:
             return SKIP
+        ext = data.extended
+        if ext is not None and ext.found and _allocation(ext.claim) is not None:
+            reserved = (ext.claim.get("status") or {}).get("reservedFor") or ()
+            if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(ext.claim, pod.uid):
+                return Status.unresolvable("resourceclaim in use")
         for index, claim in enumerate(claims):
             allocation = _allocation(claim)
             if allocation is not None:
@@ -258,21 +299,37 @@ class DynamicResources:
             problem = self._check_requests(claim)
             if problem is not None:
                 return problem
-        if data.pending:
-            objects = self.handle.objects
-            inventory = self.manager.inventory()
-            data.allocator = Allocator(claims=[claims[i] for i in data.pending],
-                                       classes=lambda name: objects.get(DEVICE_CLASS, name),
-                                       inventory=inventory, in_use=self.manager.sync().counts,
-                                       free_counts=self.manager.free_counts, clock=self.handle.clock,
-                                       timeout=self.args.filter_timeout, device_taints=self.device_taints)
-            if len(data.pending) == len(claims):
+        if data.pending or (ext is not None and _allocation(ext.claim) is None):
+            data.allocator = self._allocator([claims[i] for i in data.pending])
+            if len(data.pending) == len(claims) and ext is None:
                 try:
                     data.quick = data.allocator.quick()
                 except AllocationError:
                     data.quick = None  # Filter reports it, node by node
-                data.invalid_nodes = inventory.invalid_nodes
+                data.invalid_nodes = self.manager.inventory().invalid_nodes
         return None
+
+    def _allocator(self, claims: list[Mapping[str, Any]]) -> Allocator:
+        objects = self.handle.objects
+        return Allocator(claims=claims, classes=lambda name: objects.get(DEVICE_CLASS, name),
+                         inventory=self.manager.inventory(), in_use=self.manager.sync().counts,
+                         free_counts=self.manager.free_counts, clock=self.handle.clock,
+                         timeout=self.args.filter_timeout, device_taints=self.device_taints)
+
+    def _extended(self, pod: PodInfo) -> _Extended | None:
+        """preFilterExtendedResources: the pod's extended-resource claim when a DeviceClass
+        backs one of its extended resources, None otherwise."""
+        if not pod.requests.scalar:
+            return None
+        requests = extended.dra_requests(pod)
+        resolver = self.manager.resolver
+        backed = frozenset(name for name in requests if resolver.get(name) is not None)
+        if not backed:
+            return None
+        found = extended.find_claim(pod, self.handle.objects.list(RESOURCE_CLAIM))
+        if found is not None:
+            return _Extended(claim=found, requests=requests, backed=backed, found=True)
+        return _Extended(claim=extended.in_memory_claim(pod), requests=requests, backed=backed, found=False)
 
     @staticmethod
     def _selector(allocation: Obj) -> NodePredicate | None:
@@ -310,8 +367,19 @@ class DynamicResources:
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return None
+        allocator = data.allocator
+        ext = data.extended
+        if ext is not None:
+            rejected, node_claim = self._filter_extended(ext, pod, node)
+            if rejected is not None:
+                return rejected
+            if node_claim is None and not data.claims:
+                return None  # every extended resource comes from the node's device plugins
+            if node_claim is not None:
+                allocator = self._extended_allocator(data, ext, node_claim)
+                ext.allocator_of[node.name] = allocator
         if data.quick is not None:
             free, need = data.quick
             if free.get(node.name, 0) >= need:
@@ -323,9 +391,9 @@ class DynamicResources:
         labels = node.labels
         unavailable = [index for index, selector in enumerate(data.available_on)
                        if selector is not None and not selector(labels, node.name)]
-        if data.allocator is not None:
+        if allocator is not None and (data.pending or allocator is not data.allocator):
             try:
-                allocations = data.allocator.allocate(node.name, labels)
+                allocations = allocator.allocate(node.name, labels)
             except AllocationTimeout:
                 # An Error, not a rejection: a timeout may be transient, so the pod retries
                 # with backoff rather than waiting for a cluster event (v1.37.2).
@@ -338,16 +406,49 @@ class DynamicResources:
                 return _CANNOT_ALLOCATE
             data.node_allocations[node.name] = allocations
         if unavailable:
+            if ext is not None:
+                ext.per_node.pop(node.name, None)
             data.unavailable.update(unavailable)
             return Status.unresolvable("resourceclaim not available on the node")
         return None
+
+    def _filter_extended(self, ext: _Extended, pod: PodInfo, node: NodeInfo) -> tuple[Status | None, Obj | None]:
+        """filterExtendedResources: (a rejection, or None and the claim with what the node
+        needs from DRA, None when it needs nothing)."""
+        if ((ext.claim.get("spec") or {}).get("devices") or {}).get("requests") is not None:
+            return _STALE_EXTENDED, None  # from an earlier cycle: PostFilter deletes it, the pod retries
+        allocatable = node.allocatable.scalar
+        needed = []
+        for name in ext.requests:
+            if name in ext.backed and allocatable.get(name, 0) == 0:
+                needed.append(name)
+            elif name not in allocatable:
+                return _CANNOT_FIT, None
+        if not needed or _allocation(ext.claim) is not None:
+            ext.per_node.pop(node.name, None)
+            return None, None
+        known = ext.per_node.get(node.name)
+        if known is None:
+            requests, mappings = extended.requests_and_mappings(pod.pod, needed, self.manager.resolver.get)
+            known = ext.per_node[node.name] = (extended.node_claim(ext.claim, requests), mappings)
+        return None, known[0]
+
+    def _extended_allocator(self, data: _StateData, ext: _Extended, node_claim: Obj) -> Allocator:
+        """The allocator for the pod's unallocated claims and this node's extended claim,
+        shared by the nodes that need the same requests."""
+        requests = node_claim["spec"]["devices"]["requests"]
+        key = tuple((r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests)
+        allocator = ext.allocators.get(key)
+        if allocator is None:
+            allocator = ext.allocators[key] = self._allocator([*(data.claims[i] for i in data.pending), node_claim])
+        return allocator
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Filter over many nodes: one dict lookup per node in the one-request case (the
         free-device index), else Filter per node with its rejections kept for the runtime."""
         data = state.get(STATE_KEY)
         nodes = table.nodes
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return np.ones(len(rows), dtype=bool)
         if data.quick is not None:
             free, need = data.quick
@@ -408,7 +509,7 @@ class DynamicResources:
     def post_filter(self, state: CycleState, pod: PodInfo,
                     statuses: NodeToStatus) -> tuple[PostFilterResult | None, Status | None]:
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return None, Status.unschedulable()
         for index in sorted(data.unavailable):
             claim = data.claims[index]
@@ -416,30 +517,62 @@ class DynamicResources:
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 self.handle.spawn(self._deallocate(claim), f"deallocate ResourceClaim {claim_ref(claim)}")
                 return None, Status.unschedulable("deallocation of ResourceClaim completed")
+        if data.extended is not None and data.extended.found:
+            # Made by an earlier cycle whose binding failed: delete it, and the pod tries anew.
+            claim = data.extended.claim
+            self.handle.spawn(self._delete_claim(claim), f"delete ResourceClaim {claim_ref(claim)}")
+            return None, Status.unschedulable("deletion of ResourceClaim completed")
         return None, Status.unschedulable()
 
     async def _deallocate(self, claim: Obj) -> None:
         await self.handle.client.patch_object(kind=RESOURCE_CLAIM, obj=claim, patch=_versioned(claim, {
-            "status": {"allocation": None, "reservedFor": None}}))
+            "status": {"allocation": None, "reservedFor": None, "devices": None}}))
+
+    async def _delete_claim(self, claim: Obj) -> None:
+        """upstream deleteClaim: drop the scheduler's finalizer (so that the deletion is not
+        held up), then delete; a claim already gone is fine."""
+        namespace, name = _key(claim)
+        current = self.handle.objects.get(RESOURCE_CLAIM, name, namespace) or claim
+        client = self.handle.client
+        finalizers = list((current.get("metadata") or {}).get("finalizers") or ())
+        try:
+            if FINALIZER in finalizers:
+                finalizers.remove(FINALIZER)
+                current = await client.patch_object(kind=RESOURCE_CLAIM, obj=current, patch=_versioned(current, {
+                    "metadata": {"finalizers": finalizers}}))
+            await client.delete_object(kind=RESOURCE_CLAIM, obj=current)
+        except NotFoundError:
+            pass
 
     # Reserve / Unreserve
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
-        if data is None or not data.pending:
-            return None
+        ext = data.extended if data is not None else None
+        node_claim = ext.per_node.get(node_name) if ext is not None else None
+        if data is None or (not data.pending and node_claim is None):
+            return None  # nothing to allocate (extended resources from the node's device plugins)
         placement = data.node_allocations.get(node_name)
         if placement is None and data.quick is not None and data.allocator is not None:
             placement = data.allocator.lazy(node_name)
-        if placement is None or data.allocator is None:
+        allocator = ext.allocator_of.get(node_name) if node_claim is not None and ext is not None else data.allocator
+        if placement is None or allocator is None:
             return Status.as_error("claim allocation not found for node")
         try:
-            allocations = data.allocator.results(placement)
+            allocations = allocator.results(placement)
         except AllocationError as exc:
             return Status.as_error(str(exc))
-        if len(allocations) != len(data.pending):
-            return Status.as_error(f"internal error, have {len(allocations)} allocations, "
-                                   f"{len(data.pending)} claims")
+        wanted = len(data.pending) + (node_claim is not None)
+        if len(allocations) != wanted:
+            return Status.as_error(f"internal error, have {len(allocations)} allocations, {wanted} claims to "
+                                   f"allocate, want {wanted} claims")
+        if node_claim is not None and ext is not None:
+            ext.allocation = allocations.pop()
+            ext.assumed_as = f"{extended.SPECIAL_CLAIM_NAME}/{pod.uid}"
+            claim = node_claim[0]
+            meta = claim.get("metadata") or {}
+            self.manager.assume({**claim, "metadata": {**meta, "name": ext.assumed_as, "finalizers": [FINALIZER]},
+                                 "status": {"allocation": ext.allocation}})
         for index, allocation in zip(data.pending, allocations, strict=True):
             data.allocations[index] = allocation
             # A new claim object sharing the unchanged parts: API objects are never mutated.
@@ -456,6 +589,14 @@ class DynamicResources:
         data = state.get(STATE_KEY)
         if data is None:
             return
+        ext = data.extended
+        if ext is not None:
+            if ext.assumed_as:
+                self.manager.forget(ext.claim["metadata"].get("namespace") or "", ext.assumed_as)
+            if ext.created:
+                # Written to the API by PreBind: delete it, or it would hold its devices.
+                ext.created = False
+                self.handle.spawn(self._delete_claim(ext.claim), f"delete ResourceClaim {claim_ref(ext.claim)}")
         for claim in data.claims:
             namespace, name = _key(claim)
             self.manager.forget(namespace, name)
@@ -475,13 +616,13 @@ class DynamicResources:
         """PreBind has work whenever the pod has claims (Skip otherwise), as upstream's; may
         run beside VolumeBinding's PreBind."""
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return ALLOW_PARALLEL, SKIP
         return ALLOW_PARALLEL, None
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return None
         for index, claim in enumerate(data.claims):
             if reserved_for(claim, pod.uid):
@@ -490,7 +631,40 @@ class DynamicResources:
                 data.claims[index] = await self._bind_claim(claim, data.allocations.get(index), pod)
             except (ClusterError, ClaimError) as exc:
                 return Status.as_error(str(exc))
+        ext = data.extended
+        if ext is not None and ext.allocation is not None and not reserved_for(ext.claim, pod.uid):
+            try:
+                await self._bind_extended(ext, pod, node_name)
+            except (ClusterError, ClaimError) as exc:
+                return Status.as_error(str(exc))
         return None
+
+    async def _bind_extended(self, ext: _Extended, pod: PodInfo, node_name: str) -> None:
+        """Create the node's extended-resource claim, allocate and reserve it, and record it in
+        the pod's status.extendedResourceClaimStatus (upstream's bindClaim for that claim)."""
+        node_claim, mappings = ext.per_node[node_name]
+        namespace = (node_claim.get("metadata") or {}).get("namespace") or ""
+        if not ext.created and not ext.found:
+            try:
+                ext.claim = await self.handle.client.create_object(kind=RESOURCE_CLAIM,
+                                                                   obj=extended.creation_body(node_claim))
+            except ClusterError as exc:
+                raise ClaimError(f"create claim for extended resources {namespace}/: {exc}") from exc
+            ext.created = True
+        ext.claim = await self._bind_claim(ext.claim, ext.allocation, pod)
+        # The API's claim holds the devices now; the in-memory one goes, the written one counts
+        # until the watch brings it.
+        if ext.assumed_as:
+            self.manager.forget(namespace, ext.assumed_as)
+            ext.assumed_as = ""
+        self.manager.assume(ext.claim)
+        if not mappings:
+            raise ClaimError(f"nil or empty request mappings, no update of pod {pod.key} ExtendedResourceClaimStatus")
+        status = {"requestMappings": mappings, "resourceClaimName": (ext.claim.get("metadata") or {}).get("name")}
+        try:
+            await self.handle.client.patch_pod_status(pod=pod.pod, extended_resource_claim_status=status)
+        except ClusterError as exc:
+            raise ClaimError(f"update pod {pod.key} ExtendedResourceClaimStatus: {exc}") from exc
 
     async def _bind_claim(self, claim: Obj, allocation: Obj | None, pod: PodInfo) -> Obj:
         """Write the allocation (if this cycle made one) and add the pod to reservedFor; the
@@ -517,8 +691,10 @@ class DynamicResources:
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [
+            # A node's labels may matter to a device's node selector, its allocatable to whether
+            # it advertises an extended resource itself (DRAExtendedResource).
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
-                                              | ActionType.UPDATE_NODE_TAINT)),
+                                              | ActionType.UPDATE_NODE_ALLOCATABLE)),
             ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE),
                                  self.is_schedulable_after_claim_change),
             ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
