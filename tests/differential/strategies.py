@@ -55,7 +55,7 @@ def node(draw: st.DrawFn, name: str) -> dict[str, Any]:
                    "memory": draw(st.sampled_from(["1Gi", "2Gi", "4Gi", "8Gi"])),
                    "pods": draw(st.sampled_from(["3", "10", "110"]))}
     if draw(st.booleans()):
-        allocatable[GPU] = draw(st.sampled_from(["1", "2"]))
+        allocatable[GPU] = draw(st.sampled_from(["1", "2", "0"]))  # 0: advertised, none offered
     taints = [{"key": key, "value": value, "effect": draw(st.sampled_from(EFFECTS))}
               for key, value in draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique=True))]
     spec: dict[str, Any] = {}
@@ -451,7 +451,7 @@ DEVICE_CLASSES = (
     {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
      "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{NIC_DRIVER}"'}}]}},
 )
-"""No extendedResourceName (DRAExtendedResource is not implemented in kopfsched)."""
+"""device_classes() gives some of them an extendedResourceName."""
 
 REQUEST_SELECTORS = {
     "gpu": (f'device.attributes["{GPU_DRIVER}"].model == "H100"',
@@ -481,7 +481,7 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
     counters and consumesCounters, perDeviceNodeSelection (DRAPartitionableDevices),
     allowMultipleAllocations and capacity request policies (DRAConsumableCapacity), binding
     conditions (DRADeviceBindingConditions); and device taints, which are another branch's work."""
-    objects: list[dict[str, Any]] = [*DEVICE_CLASSES]
+    objects: list[dict[str, Any]] = [*draw(device_classes())]
     gpus: dict[str, list[str]] = {}
     for node_obj in nodes:
         if draw(st.integers(0, 2)) == 0:
@@ -509,6 +509,50 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
         objects.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": pool},
                         "spec": spec})
     return objects, gpus
+
+
+@st.composite
+def device_classes(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """DEVICE_CLASSES, now and then providing the pods' extended resource `example.com/gpu`
+    (DRAExtendedResource): `gpu`, or `big-gpu`, or both (the newer class wins, on equal
+    creation times the smaller name, and the loser has no implicit name either)."""
+    classes = copy.deepcopy(list(DEVICE_CLASSES))
+    providers = draw(st.sampled_from([(), (), ("gpu",), ("big-gpu",), ("gpu", "big-gpu")]))
+    for device_class in classes:
+        if device_class["metadata"]["name"] in providers:
+            device_class["spec"]["extendedResourceName"] = GPU
+            if len(providers) > 1 and draw(st.booleans()):
+                device_class["metadata"]["creationTimestamp"] = draw(st.sampled_from(
+                    ["2025-06-01T00:00:00Z", "2025-07-01T00:00:00Z"]))
+    return classes
+
+
+IMPLICIT = "deviceclass.resource.kubernetes.io/"
+"""A class's implicit extended resource name is this plus its name."""
+
+
+@st.composite
+def extended_requests(draw: st.DrawFn, pending: dict[str, Any]) -> dict[str, Any] | None:
+    """Now and then a pending pod asks for a class's implicit extended resource (`gpu` or
+    `nic`, one or two) in a container (an init container's count may be covered by a later
+    container's), and now and then a claim an earlier cycle created for its extended
+    resources is left over (its binding failed): upstream rejects every node and deletes it."""
+    if draw(st.integers(0, 3)) == 0:
+        containers = pending["spec"]["containers"] + pending["spec"].get("initContainers", [])
+        container = draw(st.sampled_from(containers))
+        requests = container.setdefault("resources", {}).setdefault("requests", {})
+        requests[IMPLICIT + draw(st.sampled_from(["gpu", "nic"]))] = draw(st.sampled_from(["1", "2"]))
+    if draw(st.integers(0, 11)) == 0:
+        meta = pending["metadata"]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+            "name": f"{meta['name']}-extended-resources-abcde", "namespace": meta["namespace"],
+            "generateName": f"{meta['name']}-extended-resources-",
+            "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": _uid(pending),
+                                 "controller": True}]},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+                "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}}}
+    return None
 
 
 def _device_selectors(draw: st.DrawFn, device_class: str) -> list[dict[str, Any]]:
@@ -716,6 +760,9 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6, max_p
         pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
         if devices is not None:
             draw(pod_claims(devices, pending))
+            leftover = draw(extended_requests(pending))
+            if leftover is not None:
+                devices.objects.append(leftover)
         if draw(st.integers(0, 4)) == 0:  # an earlier attempt preempted for it: its room is kept
             pending.setdefault("status", {})["nominatedNodeName"] = draw(st.sampled_from(
                 [n["metadata"]["name"] for n in nodes]))
