@@ -350,3 +350,24 @@ def test_fit_hint_a_class_providing_the_pods_resource_queues_it():
     implicit = extended_pod(f"deviceclass.resource.kubernetes.io/{CLASS}")
     assert plugin.is_schedulable_after_device_class_event(implicit, None, extended_class(resource=None)) \
         is QueueingHint.QUEUE
+
+
+def test_claims_of_its_own_and_a_device_plugin_node_fail_at_prebind_as_upstream():
+    """v1.37.2 gives such a pod its extended-resource claim on that node too, with no request:
+    PreBind creates it, allocates it (no device) and then fails on the empty request mappings;
+    Unreserve deletes the claim, and the pod never binds there."""
+    user_claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                  "metadata": {"name": "mine", "namespace": NS, "uid": "uid-mine"},
+                  "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                      "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}]}}}
+    harness = Harness([extended_class(), worker_slice(), user_claim], nodes=[make_node(WORKER, extended={GPU: 1})])
+    pod = extended_pod(resourceClaims=[{"name": "mine", "resourceClaimName": "mine"}])
+    out = harness.cycle(pod)
+    assert (out["filter"], out["reserve"]) == ({WORKER: None}, None)
+    assert (out["prebind"].code, out["prebind"].reasons) == (Code.ERROR, (
+        "nil or empty request mappings, no update of pod default/my-pod ExtendedResourceClaimStatus",))
+    created = next(c for c in harness.claims() if c["metadata"]["name"] != "mine")
+    assert (created["spec"], created["status"]["allocation"]) == ({"devices": {}}, {"devices": {"results": []}})
+    harness.plugin.unreserve(out["state"], PodInfo(pod), WORKER)
+    harness.run_spawned()
+    assert [c["metadata"]["name"] for c in harness.claims()] == ["mine"]

@@ -77,9 +77,10 @@ def in_memory_claim(pod: PodInfo) -> Obj:
 
 
 def node_claim(claim: Obj, requests: list[Obj]) -> Obj:
-    """The claim as one node needs it: with `requests`."""
+    """The claim as one node needs it: with `requests` (none: no `requests` field, as upstream
+    writes a nil list)."""
     out = copy.deepcopy(claim)
-    out["spec"] = {**(out.get("spec") or {}), "devices": {"requests": requests}}
+    out["spec"] = {**(out.get("spec") or {}), "devices": {"requests": requests} if requests else {}}
     return out
 
 

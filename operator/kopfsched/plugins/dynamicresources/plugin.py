@@ -372,7 +372,7 @@ class DynamicResources:
         allocator = data.allocator
         ext = data.extended
         if ext is not None:
-            rejected, node_claim = self._filter_extended(ext, pod, node)
+            rejected, node_claim = self._filter_extended(ext, pod, node, user_claims=bool(data.claims))
             if rejected is not None:
                 return rejected
             if node_claim is None and not data.claims:
@@ -412,7 +412,8 @@ class DynamicResources:
             return Status.unresolvable("resourceclaim not available on the node")
         return None
 
-    def _filter_extended(self, ext: _Extended, pod: PodInfo, node: NodeInfo) -> tuple[Status | None, Obj | None]:
+    def _filter_extended(self, ext: _Extended, pod: PodInfo, node: NodeInfo, *,
+                         user_claims: bool) -> tuple[Status | None, Obj | None]:
         """filterExtendedResources: (a rejection, or None and the claim with what the node
         needs from DRA, None when it needs nothing)."""
         if ((ext.claim.get("spec") or {}).get("devices") or {}).get("requests") is not None:
@@ -424,9 +425,12 @@ class DynamicResources:
                 needed.append(name)
             elif name not in allocatable:
                 return _CANNOT_FIT, None
-        if not needed or _allocation(ext.claim) is not None:
+        if (not needed and not user_claims) or _allocation(ext.claim) is not None:
             ext.per_node.pop(node.name, None)
             return None, None
+        # With claims of its own the pod gets the claim even where the node's device plugins
+        # provide everything: with no request (v1.37.2, whose PreBind then creates it and fails
+        # on its empty request mappings, so that such a pod never binds there).
         known = ext.per_node.get(node.name)
         if known is None:
             requests, mappings = extended.requests_and_mappings(pod.pod, needed, self.manager.resolver.get)
@@ -436,7 +440,7 @@ class DynamicResources:
     def _extended_allocator(self, data: _StateData, ext: _Extended, node_claim: Obj) -> Allocator:
         """The allocator for the pod's unallocated claims and this node's extended claim,
         shared by the nodes that need the same requests."""
-        requests = node_claim["spec"]["devices"]["requests"]
+        requests = node_claim["spec"]["devices"].get("requests") or ()
         key = tuple((r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests)
         allocator = ext.allocators.get(key)
         if allocator is None:
