@@ -464,10 +464,14 @@ errors: each device has these attributes and capacity)."""
 
 
 def _gpu_device(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    return {"name": name,
-            "attributes": {"model": {"string": draw(st.sampled_from(["A100", "H100"]))},
-                           "numa": {"int": draw(st.sampled_from([0, 1]))}},
-            "capacity": {"memory": {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}}}
+    out = {"name": name,
+           "attributes": {"model": {"string": draw(st.sampled_from(["A100", "H100"]))},
+                          "numa": {"int": draw(st.sampled_from([0, 1]))}},
+           "capacity": {"memory": {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}}}
+    if draw(st.integers(0, 5)) == 0:  # attached by a controller before use (DRADeviceBindingConditions)
+        out.update(bindingConditions=[BINDING], bindingFailureConditions=[BINDING_FAILED],
+                   bindsToNode=draw(st.booleans()))
+    return out
 
 
 @st.composite
@@ -479,8 +483,8 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
 
     Left out on purpose, as kopfsched does not implement them (docs/feature-gates.md): shared
     counters and consumesCounters, perDeviceNodeSelection (DRAPartitionableDevices),
-    allowMultipleAllocations and capacity request policies (DRAConsumableCapacity), binding
-    conditions (DRADeviceBindingConditions); and device taints, which are another branch's work."""
+    allowMultipleAllocations and capacity request policies (DRAConsumableCapacity); and device
+    taints, which test_device_taints.py draws. Now and then a GPU has binding conditions."""
     objects: list[dict[str, Any]] = [*draw(device_classes())]
     gpus: dict[str, list[str]] = {}
     for node_obj in nodes:
@@ -664,6 +668,8 @@ def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) 
         "devices": {"results": [{"request": "gpu", "driver": GPU_DRIVER, "pool": node_name, "device": device}]},
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
+    if draw(st.integers(0, 2)) == 0:
+        status.update(draw(binding_state(node_name, device)))
     if draw(st.integers(0, 3)):
         status["reservedFor"] = [{"resource": "pods", "name": pod_name, "uid": _uid(running)}]
         _use_claim(running, {"name": "gpu", "resourceClaimName": name})
@@ -674,6 +680,31 @@ def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) 
                              "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}},
                          "status": status})
     pool.claims.setdefault(namespace, []).append(name)
+
+
+BINDING = "gpu.example.com/attached"
+BINDING_FAILED = "gpu.example.com/attach-failed"
+
+
+@st.composite
+def binding_state(draw: st.DrawFn, node_name: str, device: str) -> dict[str, Any]:
+    """DRADeviceBindingConditions: the allocated device waits for `attached` (and fails on
+    `attach-failed`), allocated long ago (past the 600s binding timeout) or far in the future
+    (within it, whenever the test runs); its status.devices entry says nothing yet, the
+    condition is met, or the failure is."""
+    allocation = {"devices": {"results": [{
+        "request": "gpu", "driver": GPU_DRIVER, "pool": node_name, "device": device,
+        "bindingConditions": [BINDING], "bindingFailureConditions": [BINDING_FAILED]}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]},
+        "allocationTimestamp": draw(st.sampled_from(["2025-01-01T00:00:00Z", "2099-01-01T00:00:00Z"]))}
+    out: dict[str, Any] = {"allocation": allocation}
+    condition = draw(st.sampled_from([None, BINDING, BINDING_FAILED]))
+    if condition is not None:
+        out["devices"] = [{"driver": GPU_DRIVER, "pool": node_name, "device": device, "conditions": [
+            {"type": condition, "status": "True", "reason": "Attach", "message": "the fabric said so",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"}]}]
+    return out
 
 
 @st.composite

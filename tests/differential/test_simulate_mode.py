@@ -148,7 +148,8 @@ def test_extended_resources_backed_by_dra_are_placed_and_claimed_as_upstream(
 
     def essentials(claim: dict[str, Any]) -> tuple[Any, ...]:
         meta, status = claim['metadata'], claim['status']
-        allocation = {k: v for k, v in status['allocation'].items() if k != 'allocationTimestamp'}
+        # Written by both, at the wall-clock time of the write.
+        allocation = {k: v if k != 'allocationTimestamp' else bool(v) for k, v in status['allocation'].items()}
         return (meta['name'], meta['generateName'], meta['annotations'], meta['ownerReferences'],
                 meta['finalizers'], claim['spec'], allocation, status['reservedFor'])
 

@@ -82,6 +82,7 @@ class Harness:
         self.handle = Handle(snapshot=FakeSnapshot(self.nodes), client=self.client, objects=self.store,
                              spawn=lambda coro, name: self.spawned.append(coro))
         self.plugin = DynamicResources(None, self.handle)
+        self.plugin.wall_clock = lambda: 1767225600.0  # 2026-01-01T00:00:00Z
 
     def claims(self) -> list[dict]:
         return self.store.list("ResourceClaim", NS)
@@ -135,8 +136,8 @@ def test_extended_resource_name_with_resources_creates_allocates_and_records_the
                      "finalizers": [FINALIZER]},
         "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
             "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}]}},
-        "status": {"allocation": ALLOCATION, "reservedFor": [{"resource": "pods", "name": POD_NAME,
-                                                              "uid": POD_UID}]}}
+        "status": {"allocation": {**ALLOCATION, "allocationTimestamp": "2026-01-01T00:00:00Z"},
+                   "reservedFor": [{"resource": "pods", "name": POD_NAME, "uid": POD_UID}]}}
     pod = harness.client.pods[f"{NS}/{POD_NAME}"]
     assert pod["status"]["extendedResourceClaimStatus"] == {
         "requestMappings": [{"containerName": "c0", "resourceName": GPU, "requestName": "container-0-request-1"}],
@@ -367,7 +368,8 @@ def test_claims_of_its_own_and_a_device_plugin_node_fail_at_prebind_as_upstream(
     assert (out["prebind"].code, out["prebind"].reasons) == (Code.ERROR, (
         "nil or empty request mappings, no update of pod default/my-pod ExtendedResourceClaimStatus",))
     created = next(c for c in harness.claims() if c["metadata"]["name"] != "mine")
-    assert (created["spec"], created["status"]["allocation"]) == ({"devices": {}}, {"devices": {"results": []}})
+    assert (created["spec"], created["status"]["allocation"]) == (
+        {"devices": {}}, {"devices": {"results": []}, "allocationTimestamp": "2026-01-01T00:00:00Z"})
     harness.plugin.unreserve(out["state"], PodInfo(pod), WORKER)
     harness.run_spawned()
     assert [c["metadata"]["name"] for c in harness.claims()] == ["mine"]

@@ -13,9 +13,10 @@ Device taints (DRADeviceTaints, GA in v1.37, switchable): a taint with effect No
 NoExecute keeps a request off the device unless one of the request's (or sub-request's)
 tolerations tolerates it, as upstream's resourceclaim.ToleratesTaint; any other effect
 (None, or one unknown) is ignored. The allocation result copies the request's tolerations.
-Also on, as upstream: prioritized lists (firstAvailable) and admin access. Not implemented:
-partitionable devices (counters, per-device node selection), binding conditions,
-consumable capacity (see docs/feature-gates.md).
+Also on, as upstream: prioritized lists (firstAvailable), admin access, and devices with binding
+conditions (DRADeviceBindingConditions: their pools come last, the results carry the conditions,
+`bindsToNode` restricts the allocation to the node). Not implemented: partitionable devices
+(counters, per-device node selection), consumable capacity (see docs/feature-gates.md).
 
 The search on one node is bounded by the plugin's filterTimeout (AllocationTimeout). Where
 ours is incomplete: no `distinctAttribute` constraint (alpha in v1.34, not served by v1).
@@ -324,7 +325,7 @@ class Allocator:
         if not found:
             self._check_pools(node_name, labels)
             return None
-        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots])
+        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots], node_name, labels)
 
     def _check_pools(self, node_name: str, labels: Mapping[str, str]) -> None:
         """No allocation on the node: say so as upstream when some of its pools are invalid."""
@@ -384,7 +385,7 @@ class Allocator:
                 if need:
                     return None
             placed.append(chosen)
-        return Placement(placed, [[0] * len(slots) for slots in self._slots])
+        return Placement(placed, [[0] * len(slots) for slots in self._slots], node_name, labels)
 
     def results(self, placement: Placement) -> list[dict[str, Any]]:
         """One AllocationResult per claim, in claim order."""
@@ -394,7 +395,8 @@ class Allocator:
                 raise AllocationError(f"internal error, node {placement.node_name} no longer has free devices")
             placement = picked
         devices = placement.devices or []
-        return [self._result(index, chosen, placement.options[index]) for index, chosen in enumerate(devices)]
+        return [self._result(index, chosen, placement.options[index], placement.node_name)
+                for index, chosen in enumerate(devices)]
 
     def _check_sizes(self) -> None:
         for claim, slots in zip(self.claims, self._slots, strict=True):
@@ -424,7 +426,8 @@ class Allocator:
                     request.num_devices = len(request.all_devices)
         self._check_sizes()
 
-    def _result(self, claim_index: int, chosen: list[_Chosen], options: list[int]) -> dict[str, Any]:
+    def _result(self, claim_index: int, chosen: list[_Chosen], options: list[int],
+                node_name: str = "") -> dict[str, Any]:
         claim = self.claims[claim_index]
         results = []
         for item in chosen:
@@ -434,12 +437,19 @@ class Allocator:
                 result["adminAccess"] = True
             if item.request.tolerations:
                 result["tolerations"] = [dict(t) for t in item.request.tolerations]
+            for field_name in ("bindingConditions", "bindingFailureConditions"):  # DRADeviceBindingConditions
+                if item.device.raw.get(field_name):
+                    result[field_name] = list(item.device.raw[field_name])
             results.append(result)
         allocation: dict[str, Any] = {"devices": {"results": results}}
         config = self._config(claim, claim_index, options)
         if config:
             allocation["devices"]["config"] = config
         node_selector = _node_selector([item.device for item in chosen])
+        if node_name and any(item.device.raw.get("bindsToNode") for item in chosen):
+            # A device that binds to the node it is used on: the allocation is for this node only.
+            node_selector = {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
         if node_selector is not None:
             allocation["nodeSelector"] = node_selector
         return allocation

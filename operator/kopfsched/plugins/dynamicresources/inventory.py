@@ -7,8 +7,9 @@ incomplete while fewer slices of that generation exist than `resourceSliceCount`
 invalid when two of its devices share a name: nothing is allocated from such a pool. A
 slice reaches a node by `nodeName`, `nodeSelector` or `allNodes`. Slices with
 `perDeviceNodeSelection` and devices that consume counters need the alpha
-DRAPartitionableDevices gate, devices with binding conditions the alpha
-DRADeviceBindingConditions gate: as upstream with those gates off, they are never allocated.
+DRAPartitionableDevices gate: as upstream with that gate off, they are never allocated.
+Devices with binding conditions (DRADeviceBindingConditions, beta and on) are allocated, their
+pools after the others, as upstream's GatherPools orders them.
 
 A device's taints are its own (`spec.devices[].taints`) followed by those of the
 DeviceTaintRules that select it (upstream's resourceslice tracker, DRADeviceTaintRules): a
@@ -82,6 +83,8 @@ class Pool:
     incomplete: bool = False
     invalid: bool = False
     invalid_reason: str = ""
+    binding_conditions: bool = False
+    """Some device of the pool has binding conditions: the pool comes after the others."""
 
     @property
     def pool_id(self) -> str:
@@ -130,7 +133,10 @@ class Inventory:
         self._by_node: dict[str, list[tuple[Pool, list[Device]]]] = {}
         self._elsewhere: list[tuple[_Target, Pool, list[Device]]] = []
         self.devices: dict[DeviceID, Device] = {}
-        for pool in sorted(self.pools.values(), key=lambda p: (p.driver, p.name)):
+        for pool in self.pools.values():
+            pool.binding_conditions = any(raw.get("bindingConditions") is not None for slice_obj in pool.slices
+                                          for raw in _spec(slice_obj).get("devices") or ())
+        for pool in sorted(self.pools.values(), key=_pool_order):
             pool.incomplete = len(pool.slices) != pool.slice_count
             seen: set[str] = set()
             for slice_obj in pool.slices:
@@ -143,7 +149,7 @@ class Inventory:
                     if name in seen and not pool.invalid:
                         pool.invalid, pool.invalid_reason = True, f"duplicate device name {name}"
                     seen.add(name)
-                    usable = not raw.get("consumesCounters") and not raw.get("bindingConditions")
+                    usable = not raw.get("consumesCounters")
                     taints = tuple(raw.get("taints") or ()) + tuple(
                         taint for device_name, taint in slice_rules if device_name in (None, name))
                     device = Device((pool.driver, pool.name, name), raw, pool, slice_obj, usable, taints)
@@ -187,7 +193,7 @@ class Inventory:
                 raise ValueError(f"failed to perform node selection for slice {slice_name}: {target.selector_error}")
             elif target.selector is not None and target.selector(labels, node_name):
                 found.append((pool, devices))
-        found.sort(key=lambda entry: (entry[0].driver, entry[0].name))
+        found.sort(key=lambda entry: _pool_order(entry[0]))
         return found
 
     def candidates(self, node_name: str, labels: Mapping[str, str], key: Any,
@@ -204,6 +210,11 @@ class Inventory:
         if not self._elsewhere:
             self._candidates[cache_key] = found
         return found
+
+
+def _pool_order(pool: Pool) -> tuple[bool, str, str]:
+    """Pools by ID, those with binding conditions last (upstream's GatherPools)."""
+    return pool.binding_conditions, pool.driver, pool.name
 
 
 def rule_selects(rule: Mapping[str, Any] | None, slices: Sequence[Mapping[str, Any]]) -> bool:

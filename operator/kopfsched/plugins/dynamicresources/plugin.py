@@ -27,16 +27,25 @@ Extension points:
 - Reserve/Unreserve: assume (or forget) the chosen allocation in memory, shared by every
   profile, so no other pod gets those devices before the API write lands.
 - PreBindPreFlight: PreBind has work for any pod with claims (Skip without).
-- PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
+- PreBind: write the finalizer, `status.allocation` (with its allocationTimestamp) and the pod
+  into `status.reservedFor`; create the pod's claim for its extended resources backed by DRA
+  (extended.py) and record it in the pod's status; then, when an allocated device has binding
+  conditions (DRADeviceBindingConditions), wait for them in the claims' `status.devices`.
+- Extended resources backed by DRA (DRAExtendedResource): see extended.py; a pod asking for
+  one that a DeviceClass provides has work here even without claims.
+- Binding conditions: an allocated claim whose binding failed or timed out is unavailable on
+  every node in Filter, so PostFilter deallocates it.
 
 Args: `filterTimeout` (a duration, default 10s, 0 disables): how long the search may take on one
 node before Filter answers an Error "node <name>: timed out trying to allocate devices" (the
-pod retries with backoff).
+pod retries with backoff); `bindingTimeout` (default 600s, at least 1s): how long PreBind waits
+for binding conditions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +68,7 @@ from kopfsched.framework.labels import NodePredicate, SelectorError, node_select
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
 from kopfsched.framework.status import SKIP, Status
-from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo, parse_time, rfc3339
 from kopfsched.plugins.dynamicresources import extended
 from kopfsched.plugins.dynamicresources.allocator import (
     AllocationError,
@@ -89,12 +98,16 @@ class DynamicResourcesArgs:
     """Seconds Filter may spend searching one node's devices (DRASchedulerFilterTimeout, on by
     default): past it Filter answers an Error, "node <name>: timed out trying to allocate devices".
     0 disables it."""
+    binding_timeout: float = 600.0
+    """Seconds PreBind waits for the binding conditions of the allocated devices
+    (DRADeviceBindingConditions, beta and on), and after which an allocated claim whose
+    conditions are still not met counts as unavailable in Filter. At least 1s."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DynamicResourcesArgs:
         problems: list[tuple[str, str]] = []
         check_known_fields(raw, {"filterTimeout", "bindingTimeout"}, problems)
-        timeout = 10.0
+        timeout, binding = 10.0, 600.0
         if raw.get("filterTimeout") is not None:
             parsed = parse_duration(raw["filterTimeout"])
             if parsed is None or parsed < 0:
@@ -102,9 +115,16 @@ class DynamicResourcesArgs:
                                                   'duration such as "10s"'))
             else:
                 timeout = parsed
+        if raw.get("bindingTimeout") is not None:
+            parsed = parse_duration(raw["bindingTimeout"])
+            if parsed is None or parsed < 1:
+                problems.append(("bindingTimeout", f"Invalid value: {raw['bindingTimeout']!r}: must be at least "
+                                                   "1 second"))
+            else:
+                binding = parsed
         if problems:
             raise ArgsError(problems)
-        return cls(filter_timeout=timeout)
+        return cls(filter_timeout=timeout, binding_timeout=binding)
 
 
 class ClaimError(Exception):
@@ -170,6 +190,74 @@ def _versioned(claim: Obj, patch: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+# --- binding conditions (DRADeviceBindingConditions) ---------------------------------------
+
+
+BINDING_POLL_SECONDS = 5.0
+"""How often PreBind looks at the claims while it waits for binding conditions (upstream's 5s)."""
+
+
+class BindingError(Exception):
+    """A device's binding failed or timed out: PreBind's and Filter's words are upstream's."""
+
+
+def _device_status(claim: Obj, result: Obj) -> Obj | None:
+    for device in (claim.get("status") or {}).get("devices") or ():
+        if (device.get("device"), device.get("driver"), device.get("pool")) == (
+                result.get("device"), result.get("driver"), result.get("pool")):
+            return device
+    return None
+
+
+def _condition_true(device: Obj, kind: str) -> Obj | None:
+    return next((c for c in device.get("conditions") or () if c.get("type") == kind and c.get("status") == "True"),
+                None)
+
+
+def _go_quote(text: str) -> str:
+    """Go's %q of a printable string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def ready_for_binding(claim: Obj) -> bool:
+    """upstream isClaimReadyForBinding: every device's binding conditions true in the claim's
+    status.devices (no conditions: ready); raises BindingError when a binding failure
+    condition is true."""
+    allocation = _allocation(claim)
+    if allocation is None:
+        return False
+    for result in (allocation.get("devices") or {}).get("results") or ():
+        if not result.get("bindingConditions"):
+            continue
+        device = _device_status(claim, result)
+        if device is None:
+            return False
+        for kind in result.get("bindingFailureConditions") or ():
+            failed = _condition_true(device, kind)
+            if failed is not None:
+                raise BindingError(f"device binding failed: claim={_key(claim)[1]}, reason={failed.get('reason', '')}, "
+                                   f"message={_go_quote(failed.get('message') or '')}")
+        if any(_condition_true(device, kind) is None for kind in result["bindingConditions"]):
+            return False
+    return True
+
+
+def binding_timed_out(claim: Obj, timeout: float, now: float) -> bool:
+    """upstream isClaimTimeout: a device of the claim has binding conditions and the claim was
+    allocated more than `timeout` seconds ago."""
+    allocation = _allocation(claim) or {}
+    stamp = parse_time(allocation.get("allocationTimestamp"))
+    if stamp is None:
+        return False
+    return any(r.get("bindingConditions") is not None and stamp + timeout < now
+               for r in (allocation.get("devices") or {}).get("results") or ())
+
+
+def has_binding_conditions(claims: Iterable[Obj]) -> bool:
+    return any(r.get("bindingConditions") for claim in claims
+               for r in ((_allocation(claim) or {}).get("devices") or {}).get("results") or ())
+
+
 # --- cycle state --------------------------------------------------------------------------
 
 
@@ -218,6 +306,9 @@ class _StateData:
     """Filter answers computed by filter_nodes, so the runtime's follow-up asks cost nothing."""
     extended: _Extended | None = None
     """The pod's claim for extended resources backed by DRA (DRAExtendedResource), if any."""
+    not_ready: frozenset[int] = frozenset()
+    """Allocated claims whose binding failed or timed out: unavailable on every node, so that
+    PostFilter may deallocate them (DRADeviceBindingConditions)."""
 
     @property
     def empty(self) -> bool:
@@ -240,6 +331,8 @@ class DynamicResources:
         self.manager: DraManager = manager_for(handle, NAME)
         self.device_taints = features.enabled(features.DRA_DEVICE_TAINTS)
         """Read once, as upstream's plugin reads its feature.Features when it is built."""
+        self.wall_clock: Callable[[], float] = time.time
+        """What allocationTimestamp and the binding timeout are measured on (upstream's time.Now)."""
 
     def _claims(self, pod: PodInfo) -> list[Obj]:
         """The pod's claims as this scheduler sees them (assumed allocations included);
@@ -293,6 +386,8 @@ class DynamicResources:
                 if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(claim, pod.uid):
                     return Status.unresolvable("resourceclaim in use")
                 data.available_on.append(self._selector(allocation))
+                if self._binding_stuck(claim):
+                    data.not_ready |= {index}
                 continue
             data.available_on.append(None)
             data.pending.append(index)
@@ -330,6 +425,16 @@ class DynamicResources:
         if found is not None:
             return _Extended(claim=found, requests=requests, backed=backed, found=True)
         return _Extended(claim=extended.in_memory_claim(pod), requests=requests, backed=backed, found=False)
+
+    def _binding_stuck(self, claim: Obj) -> bool:
+        """Filter's check of an allocated claim (upstream's, per node; the answer is the same
+        on every node): a binding failure condition is true, or the conditions are not met in
+        bindingTimeout."""
+        try:
+            ready = ready_for_binding(claim)
+        except BindingError:
+            return True
+        return not ready and binding_timed_out(claim, self.args.binding_timeout, self.wall_clock())
 
     @staticmethod
     def _selector(allocation: Obj) -> NodePredicate | None:
@@ -390,7 +495,7 @@ class DynamicResources:
             return known
         labels = node.labels
         unavailable = [index for index, selector in enumerate(data.available_on)
-                       if selector is not None and not selector(labels, node.name)]
+                       if (selector is not None and not selector(labels, node.name)) or index in data.not_ready]
         if allocator is not None and (data.pending or allocator is not data.allocator):
             try:
                 allocations = allocator.allocate(node.name, labels)
@@ -641,7 +746,48 @@ class DynamicResources:
                 await self._bind_extended(ext, pod, node_name)
             except (ClusterError, ClaimError) as exc:
                 return Status.as_error(str(exc))
-        return None
+        claims = [*data.claims, *([ext.claim] if ext is not None and ext.created else [])]
+        if not has_binding_conditions(claims):
+            return None
+        return await self._wait_for_binding(claims, pod, node_name)
+
+    async def _wait_for_binding(self, claims: list[Obj], pod: PodInfo, node_name: str) -> Status | None:
+        """Wait until every allocated device's binding conditions are true (a driver or
+        controller sets them in the claim's status.devices), up to bindingTimeout, looking
+        every 5s (upstream's PreBind with DRADeviceBindingConditions)."""
+        self.handle.spawn(self.handle.client.record_event(
+            regarding=pod.pod, type="Normal", reason="BindingConditionsPending", action="Scheduling",
+            message=f"waiting for binding conditions for device on node {node_name}",
+            reporting_controller=self._profile_name(pod)), "BindingConditionsPending event")
+        clock = self.handle.clock
+        deadline = clock() + self.args.binding_timeout
+        while True:
+            try:
+                if self._ready_for_binding(claims):
+                    return None
+            except BindingError as exc:
+                return Status.as_error(str(exc))
+            if clock() >= deadline:
+                return Status.as_error("device binding timeout: context deadline exceeded")
+            await self.handle.sleep(min(BINDING_POLL_SECONDS, max(deadline - clock(), 0.0)))
+
+    def _profile_name(self, pod: PodInfo) -> str:
+        framework = self.handle.framework
+        return framework.profile_name if framework is not None else pod.spec.get("schedulerName") or ""
+
+    def _ready_for_binding(self, claims: list[Obj]) -> bool:
+        """upstream isPodReadyForBinding, over the claims as the watch last showed them."""
+        for index, claim in enumerate(claims):
+            namespace, name = _key(claim)
+            current = self.manager.get_claim(namespace, name)
+            if current is None:
+                raise BindingError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            claims[index] = current
+            if not ready_for_binding(current):
+                if binding_timed_out(current, self.args.binding_timeout, self.wall_clock()):
+                    raise BindingError(f"device binding timeout: claim={name}")
+                return False
+        return True
 
     async def _bind_extended(self, ext: _Extended, pod: PodInfo, node_name: str) -> None:
         """Create the node's extended-resource claim, allocate and reserve it, and record it in
@@ -688,6 +834,15 @@ class DynamicResources:
             {"resource": "pods", "name": pod.name, "uid": pod.uid}]}
         if allocation is not None:
             status["allocation"] = allocation
+        # DRADeviceBindingConditions with DRAResourceClaimDeviceStatus (both on in v1.37): the
+        # allocation gets its time, from which the binding timeout counts.
+        written = allocation if allocation is not None else _allocation(current)
+        if written is None:
+            raise ClaimError(f"claim {claim_ref(current)} got deallocated elsewhere in the meantime")
+        if not written.get("allocationTimestamp"):
+            stamp = rfc3339(self.wall_clock())
+            status["allocation"] = {**allocation, "allocationTimestamp": stamp} if allocation is not None else {
+                "allocationTimestamp": stamp}
         return await client.patch_object(kind=RESOURCE_CLAIM, obj=current, patch=_versioned(current, {
             "status": status}))
 
