@@ -18,6 +18,7 @@ from tests.conftest import ROOT
 from tests.e2e.operator_harness import (
     eventually,
     node_of,
+    patch,
     post,
     running_operator,
 )
@@ -174,3 +175,37 @@ async def test_an_extended_resource_backed_by_dra_gets_its_claim_created_allocat
                              'requestName': 'container-0-request-1'}],
         'resourceClaimName': meta['name']}
     assert not [m for m in emulator.mutations() if m.status == 403]
+
+
+async def test_a_device_with_binding_conditions_is_bound_once_its_controller_attaches_it(
+        emulator: FastKubernetesEmulator, kubeconfig: Any, http: aiohttp.ClientSession) -> None:
+    """DRADeviceBindingConditions: the operator allocates the device, stamps the allocation,
+    reports BindingConditionsPending and holds the pod at PreBind until a controller sets the
+    device's condition in the claim's status.devices (PreBind looks every 5 seconds)."""
+    await post(http, '/api/v1/nodes', make_node('gpu-1'))
+    await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
+                                              'metadata': {'name': 'gpu'}, 'spec': {'selectors': [
+                                                  {'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    attached = gpu_slice('gpu-1', 'gpu-0')
+    attached['spec']['devices'][0].update(bindingConditions=['gpu.example.com/attached'],
+                                          bindingFailureConditions=['gpu.example.com/failed'])
+    await post(http, f'{DRA}/resourceslices', attached)
+    await post(http, CLAIMS, gpu_claim('first'))
+    async with running_operator(kubeconfig):
+        await post(http, PODS, gpu_pod('trainer', 'first'))
+        await eventually(lambda: 'allocation' in (claim_of(emulator, 'first').get('status') or {}),
+                         what='the claim allocated')
+        assert node_of(emulator, 'trainer') is None  # waiting at PreBind
+        await patch(http, f'{CLAIMS}/first/status', {'status': {'devices': [{
+            'driver': DRIVER, 'pool': 'gpu-1', 'device': 'gpu-0', 'conditions': [{
+                'type': 'gpu.example.com/attached', 'status': 'True', 'reason': 'Attached', 'message': '',
+                'lastTransitionTime': '2026-01-01T00:00:00Z'}]}]}})
+        await eventually(lambda: node_of(emulator, 'trainer'), timeout=20, what='trainer bound once attached')
+    allocation = claim_of(emulator, 'first')['status']['allocation']
+    assert allocation['devices']['results'] == [{
+        'request': 'gpu', 'driver': DRIVER, 'pool': 'gpu-1', 'device': 'gpu-0',
+        'bindingConditions': ['gpu.example.com/attached'], 'bindingFailureConditions': ['gpu.example.com/failed']}]
+    assert allocation['allocationTimestamp'].endswith('Z')
+    events = emulator.list_objects('events', group='events.k8s.io', namespace='default')
+    assert [(e['reason'], e['note']) for e in events if e['reason'] == 'BindingConditionsPending'] == [
+        ('BindingConditionsPending', 'waiting for binding conditions for device on node gpu-1')]
