@@ -174,7 +174,73 @@ MOST_ALLOCATED_GPU = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "K
                                                                      {"name": "example.com/gpu", "weight": 3}]}}}]}]}
 
 
+def bound_gpu_slice(node_name: str) -> dict[str, Any]:
+    """gpu_slice whose device waits for a controller to attach it (DRADeviceBindingConditions)."""
+    out = gpu_slice(node_name)
+    out["spec"]["devices"][0].update(bindingConditions=["gpu.example.com/attached"],
+                                     bindingFailureConditions=["gpu.example.com/failed"])
+    return out
+
+
+def held_claim(node_name: str, *, stamp: str, failed: bool = False) -> dict[str, Any]:
+    """Claim `held`, allocated to the node's bound GPU at `stamp`; the device's binding failure
+    condition true when `failed`, else no device status yet."""
+    status: dict[str, Any] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": node_name,
+                                 "device": "gpu-0", "bindingConditions": ["gpu.example.com/attached"],
+                                 "bindingFailureConditions": ["gpu.example.com/failed"]}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]},
+        "allocationTimestamp": stamp}}
+    if failed:
+        status["devices"] = [{"driver": "gpu.example.com", "pool": node_name, "device": "gpu-0", "conditions": [
+            {"type": "gpu.example.com/failed", "status": "True", "reason": "Fabric", "message": "port 7",
+             "lastTransitionTime": stamp}]}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "held", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+            "status": status}
+
+
+UNAVAILABLE = {"plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
+               "reasons": ["resourceclaim not available on the node"]}
+DEALLOCATED = ("0/1 nodes are available: 1 resourceclaim not available on the node. deallocation of ResourceClaim "
+               "completed, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+
+
 CASES = [
+    pytest.param(
+        # Issue 21: DRADeviceBindingConditions (beta, on in v1.37): a device with binding
+        # conditions is allocated (PreBind then waits for them); kopfsched never offered it.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "rc-0",
+                                                                                    "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}},
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-device-with-binding-conditions-is-allocated"),
+    pytest.param(
+        # Allocated long ago, its binding conditions still unmet: the claim is unavailable
+        # everywhere and PostFilter deallocates it.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         held_claim("node-0", stamp="2025-01-01T00:00:00Z"),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "held"})],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": UNAVAILABLE}, "message": DEALLOCATED},
+        id="a-claim-whose-binding-timed-out-is-deallocated"),
+    pytest.param(
+        # Within the timeout, but the device's binding failure condition is true.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         held_claim("node-0", stamp="2099-01-01T00:00:00Z", failed=True),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "held"})],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": UNAVAILABLE}, "message": DEALLOCATED},
+        id="a-claim-whose-binding-failed-is-deallocated"),
+    pytest.param(
+        # Within the timeout and no answer yet: the claim is still usable where it is.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         held_claim("node-0", stamp="2099-01-01T00:00:00Z"),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "held"})],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-claim-still-waiting-for-its-binding-is-kept"),
     pytest.param(
         # Issue 21: DRAExtendedResource (GA in v1.37): a class provides example.com/gpu, so a
         # node that does not advertise it offers its devices (node-1), one without devices
