@@ -82,6 +82,10 @@ class BalancedAllocation:
             return None
         return PreScoreState(requests, dra_backed_resources(self.scorer, self.dra, requests))
 
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...] | None:
+        pre_score = self._pre_score(state, pod)
+        return None if pre_score is None else pre_score.pod_requests
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         pre_score = self._pre_score(state, pod)
         if pre_score is None:

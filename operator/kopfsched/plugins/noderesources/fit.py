@@ -338,6 +338,9 @@ class Fit:
             return self._pre_score_state(pod)
         return pre_score
 
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        return self._pre_score(state, pod).pod_requests
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         pre_score = self._pre_score(state, pod)
         if pre_score.dra_backed and self.dra is not None:
