@@ -257,6 +257,13 @@ class RecordingClient:
         self.calls.append(("patch_object", kwargs))
         return {}
 
+    async def create_object(self, **kwargs: Any) -> Obj:
+        self.calls.append(("create_object", kwargs))
+        return dict(kwargs.get("obj") or {})
+
+    async def delete_object(self, **kwargs: Any) -> None:
+        self.calls.append(("delete_object", kwargs))
+
 
 def make_handle(nodes: Iterable[Obj | NodeInfo] | None = (), *, objects: Iterable[Obj] = (), client: Any = None,
                 **fields: Any) -> Handle:

@@ -143,6 +143,53 @@ def test_a_claim_from_a_template_is_allocated_and_reserved_through_the_api_then_
     assert refused_requests(cluster) == []
 
 
+def test_an_extended_resource_backed_by_a_device_class_gets_its_claim_through_the_api(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    """DRAExtendedResource through the real API server: a pod asks for an extended resource no
+    node advertises and a DeviceClass provides; the operator creates the pod's claim (the
+    server names it from generateName and validates it), allocates and reserves it, writes the
+    pod's status.extendedResourceClaimStatus (validated too), and binds the pod where the device is."""
+    nodes(make_node('ext-gpu', cpu='4'))
+    nodes(make_node('ext-cpu', cpu='4'))
+    device_class, resource = f'{namespace}-ext', f'{namespace}.example.com/gpu'
+    create(cluster, f'{DRA}/deviceclasses', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': device_class},
+        'spec': {'extendedResourceName': resource,
+                 'selectors': [{'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    create(cluster, f'{DRA}/resourceslices', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceSlice', 'metadata': {'name': f'{namespace}-ext-gpu'},
+        'spec': {'driver': DRIVER, 'nodeName': 'ext-gpu',
+                 'pool': {'name': f'{namespace}-ext-gpu', 'generation': 1, 'resourceSliceCount': 1},
+                 'devices': [{'name': 'gpu-0'}]}})
+    trainer = make_pod('trainer', namespace, scheduler_name='kopfsched')
+    trainer['spec']['containers'][0]['resources'] = {'limits': {resource: '1'}}  # requests = limits
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            cluster.post(f'/api/v1/namespaces/{namespace}/pods', trainer)
+            cluster.wait_for(lambda: node_of(cluster, namespace, 'trainer'), timeout=30, what='trainer bound')
+        status = pod(cluster, namespace, 'trainer')['status']['extendedResourceClaimStatus']
+        claim = cluster.get(f'{DRA}/namespaces/{namespace}/resourceclaims/{status["resourceClaimName"]}')
+    finally:
+        cluster.delete(f'{DRA}/resourceslices/{namespace}-ext-gpu')
+        cluster.delete(f'{DRA}/deviceclasses/{device_class}')
+    assert node_of(cluster, namespace, 'trainer') == 'ext-gpu'
+    assert status['requestMappings'] == [{'containerName': 'c0', 'resourceName': resource,
+                                          'requestName': 'container-0-request-0'}]
+    meta = claim['metadata']
+    assert meta['name'].startswith('trainer-extended-resources-') and meta['generateName'] == \
+        'trainer-extended-resources-'
+    assert meta['annotations'] == {'resource.kubernetes.io/extended-resource-claim': 'true'}
+    assert [(o['kind'], o['name'], o.get('controller')) for o in meta['ownerReferences']] == [
+        ('Pod', 'trainer', True)]
+    assert meta['finalizers'] == ['resource.kubernetes.io/delete-protection']
+    assert claim['spec']['devices']['requests'] == [{'name': 'container-0-request-0', 'exactly': {
+        'deviceClassName': device_class, 'allocationMode': 'ExactCount', 'count': 1}}]
+    assert claim['status']['allocation']['devices']['results'] == [
+        {'request': 'container-0-request-0', 'driver': DRIVER, 'pool': f'{namespace}-ext-gpu', 'device': 'gpu-0'}]
+    assert [(r['resource'], r['name']) for r in claim['status']['reservedFor']] == [('pods', 'trainer')]
+    assert refused_requests(cluster) == []
+
+
 def test_a_device_taint_rule_keeps_a_claim_off_its_pool_until_it_is_deleted(
         cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
     """DeviceTaintRules through the real API (resource.k8s.io/v1, served by default in v1.37):

@@ -55,7 +55,7 @@ def node(draw: st.DrawFn, name: str) -> dict[str, Any]:
                    "memory": draw(st.sampled_from(["1Gi", "2Gi", "4Gi", "8Gi"])),
                    "pods": draw(st.sampled_from(["3", "10", "110"]))}
     if draw(st.booleans()):
-        allocatable[GPU] = draw(st.sampled_from(["1", "2"]))
+        allocatable[GPU] = draw(st.sampled_from(["1", "2", "0"]))  # 0: advertised, none offered
     taints = [{"key": key, "value": value, "effect": draw(st.sampled_from(EFFECTS))}
               for key, value in draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique=True))]
     spec: dict[str, Any] = {}
@@ -473,7 +473,7 @@ DEVICE_CLASSES = (
     {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
      "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{NIC_DRIVER}"'}}]}},
 )
-"""No extendedResourceName (DRAExtendedResource is not implemented in kopfsched)."""
+"""device_classes() gives some of them an extendedResourceName."""
 
 REQUEST_SELECTORS = {
     "gpu": (f'device.attributes["{GPU_DRIVER}"].model == "H100"',
@@ -486,10 +486,14 @@ errors: each device has these attributes and capacity)."""
 
 
 def _gpu_device(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    return {"name": name,
-            "attributes": {"model": {"string": draw(st.sampled_from(["A100", "H100"]))},
-                           "numa": {"int": draw(st.sampled_from([0, 1]))}},
-            "capacity": {"memory": {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}}}
+    out = {"name": name,
+           "attributes": {"model": {"string": draw(st.sampled_from(["A100", "H100"]))},
+                          "numa": {"int": draw(st.sampled_from([0, 1]))}},
+           "capacity": {"memory": {"value": draw(st.sampled_from(["40Gi", "80Gi"]))}}}
+    if draw(st.integers(0, 5)) == 0:  # attached by a controller before use (DRADeviceBindingConditions)
+        out.update(bindingConditions=[BINDING], bindingFailureConditions=[BINDING_FAILED],
+                   bindsToNode=draw(st.booleans()))
+    return out
 
 
 @st.composite
@@ -499,10 +503,9 @@ def device_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple[list
     slices, one is published); and now and then network-attached NICs reaching one zone's nodes
     (nodeSelector) or every node (allNodes). Returns (objects, GPU device names per node).
 
-    Partitionable and shared devices are partitioned_inventory's. Left out on purpose, as
-    kopfsched does not implement them (docs/feature-gates.md): binding conditions
-    (DRADeviceBindingConditions); and device taints, which test_device_taints.py covers."""
-    objects: list[dict[str, Any]] = [*DEVICE_CLASSES]
+    Partitionable and shared devices are partitioned_inventory's. Left out on purpose: device
+    taints, which test_device_taints.py draws. Now and then a GPU has binding conditions."""
+    objects: list[dict[str, Any]] = [*draw(device_classes())]
     gpus: dict[str, list[str]] = {}
     for node_obj in nodes:
         if draw(st.integers(0, 2)) == 0:
@@ -636,6 +639,50 @@ def partitioned_inventory(draw: st.DrawFn, nodes: list[dict[str, Any]]) -> tuple
         objects.append(_counter_slice("mig-shared-counters", "mig-shared", "shared-0", memory, slices,
                                       {"perDeviceNodeSelection": True}))
     return objects, partitions, nics
+
+
+@st.composite
+def device_classes(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """DEVICE_CLASSES, now and then providing the pods' extended resource `example.com/gpu`
+    (DRAExtendedResource): `gpu`, or `big-gpu`, or both (the newer class wins, on equal
+    creation times the smaller name, and the loser has no implicit name either)."""
+    classes = copy.deepcopy(list(DEVICE_CLASSES))
+    providers = draw(st.sampled_from([(), (), ("gpu",), ("big-gpu",), ("gpu", "big-gpu")]))
+    for device_class in classes:
+        if device_class["metadata"]["name"] in providers:
+            device_class["spec"]["extendedResourceName"] = GPU
+            if len(providers) > 1 and draw(st.booleans()):
+                device_class["metadata"]["creationTimestamp"] = draw(st.sampled_from(
+                    ["2025-06-01T00:00:00Z", "2025-07-01T00:00:00Z"]))
+    return classes
+
+
+IMPLICIT = "deviceclass.resource.kubernetes.io/"
+"""A class's implicit extended resource name is this plus its name."""
+
+
+@st.composite
+def extended_requests(draw: st.DrawFn, pending: dict[str, Any]) -> dict[str, Any] | None:
+    """Now and then a pending pod asks for a class's implicit extended resource (`gpu` or
+    `nic`, one or two) in a container (an init container's count may be covered by a later
+    container's), and now and then a claim an earlier cycle created for its extended
+    resources is left over (its binding failed): upstream rejects every node and deletes it."""
+    if draw(st.integers(0, 3)) == 0:
+        containers = pending["spec"]["containers"] + pending["spec"].get("initContainers", [])
+        container = draw(st.sampled_from(containers))
+        requests = container.setdefault("resources", {}).setdefault("requests", {})
+        requests[IMPLICIT + draw(st.sampled_from(["gpu", "nic"]))] = draw(st.sampled_from(["1", "2"]))
+    if draw(st.integers(0, 11)) == 0:
+        meta = pending["metadata"]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+            "name": f"{meta['name']}-extended-resources-abcde", "namespace": meta["namespace"],
+            "generateName": f"{meta['name']}-extended-resources-",
+            "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": _uid(pending),
+                                 "controller": True}]},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+                "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}}}
+    return None
 
 
 def _device_selectors(draw: st.DrawFn, device_class: str) -> list[dict[str, Any]]:
@@ -774,6 +821,8 @@ def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) 
         "devices": {"results": [{"request": "gpu", "driver": GPU_DRIVER, "pool": node_name, "device": device}]},
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
+    if draw(st.integers(0, 2)) == 0:
+        status.update(draw(binding_state(node_name, device)))
     if draw(st.integers(0, 3)):
         status["reservedFor"] = [{"resource": "pods", "name": pod_name, "uid": _uid(running)}]
         _use_claim(running, {"name": "gpu", "resourceClaimName": name})
@@ -784,6 +833,31 @@ def allocated_claim(draw: st.DrawFn, pool: DevicePool, running: dict[str, Any]) 
                              "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}},
                          "status": status})
     pool.claims.setdefault(namespace, []).append(name)
+
+
+BINDING = "gpu.example.com/attached"
+BINDING_FAILED = "gpu.example.com/attach-failed"
+
+
+@st.composite
+def binding_state(draw: st.DrawFn, node_name: str, device: str) -> dict[str, Any]:
+    """DRADeviceBindingConditions: the allocated device waits for `attached` (and fails on
+    `attach-failed`), allocated long ago (past the 600s binding timeout) or far in the future
+    (within it, whenever the test runs); its status.devices entry says nothing yet, the
+    condition is met, or the failure is."""
+    allocation = {"devices": {"results": [{
+        "request": "gpu", "driver": GPU_DRIVER, "pool": node_name, "device": device,
+        "bindingConditions": [BINDING], "bindingFailureConditions": [BINDING_FAILED]}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]},
+        "allocationTimestamp": draw(st.sampled_from(["2025-01-01T00:00:00Z", "2099-01-01T00:00:00Z"]))}
+    out: dict[str, Any] = {"allocation": allocation}
+    condition = draw(st.sampled_from([None, BINDING, BINDING_FAILED]))
+    if condition is not None:
+        out["devices"] = [{"driver": GPU_DRIVER, "pool": node_name, "device": device, "conditions": [
+            {"type": condition, "status": "True", "reason": "Attach", "message": "the fabric said so",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"}]}]
+    return out
 
 
 @st.composite
@@ -909,6 +983,9 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_running: int = 6, max_p
         pending["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{i:02d}Z"
         if devices is not None:
             draw(pod_claims(devices, pending))
+            leftover = draw(extended_requests(pending))
+            if leftover is not None:
+                devices.objects.append(leftover)
         if draw(st.integers(0, 4)) == 0:  # an earlier attempt preempted for it: its room is kept
             pending.setdefault("status", {})["nominatedNodeName"] = draw(st.sampled_from(
                 [n["metadata"]["name"] for n in nodes]))

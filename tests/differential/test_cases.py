@@ -4,6 +4,7 @@ harness changes)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,151 @@ def device_claim(name: str, device_class: str, **exactly: Any) -> dict[str, Any]
                                                                             **exactly}}]}}}
 
 
+def gpu_class(resource: str | None = "example.com/gpu") -> dict[str, Any]:
+    """GPU_CLASS, providing the extended resource `resource` (DRAExtendedResource)."""
+    out = copy.deepcopy(GPU_CLASS)
+    if resource is not None:
+        out["spec"]["extendedResourceName"] = resource
+    return out
+
+
+def gpus(node_name: str, count: int) -> dict[str, Any]:
+    out = gpu_slice(node_name)
+    out["spec"]["devices"] = [{"name": f"gpu-{i}"} for i in range(count)]
+    return out
+
+
+def extended(pending: dict[str, Any], resource: str = "example.com/gpu", count: str = "1") -> dict[str, Any]:
+    pending["metadata"]["uid"] = "uid-" + pending["metadata"]["name"]
+    pending["spec"]["containers"][0]["resources"]["requests"][resource] = count
+    return pending
+
+
+def advertising(name: str, gpu: str) -> dict[str, Any]:
+    out = node(name, "4", "2Gi")
+    out["status"]["allocatable"]["example.com/gpu"] = out["status"]["capacity"]["example.com/gpu"] = gpu
+    return out
+
+
+LEFTOVER = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+    "name": "pod-extended-resources-abcde", "namespace": "default", "generateName": "pod-extended-resources-",
+    "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "pod", "uid": "uid-pod", "controller": True}]},
+    "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+        "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}}}
+"""A claim an earlier cycle created for `pod`'s extended resources, its binding failed since."""
+
+MOST_ALLOCATED_GPU = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                      "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+                          {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                              "type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1},
+                                                                     {"name": "example.com/gpu", "weight": 3}]}}}]}]}
+
+
+def bound_gpu_slice(node_name: str) -> dict[str, Any]:
+    """gpu_slice whose device waits for a controller to attach it (DRADeviceBindingConditions)."""
+    out = gpu_slice(node_name)
+    out["spec"]["devices"][0].update(bindingConditions=["gpu.example.com/attached"],
+                                     bindingFailureConditions=["gpu.example.com/failed"])
+    return out
+
+
+def held_claim(node_name: str, *, stamp: str, failed: bool = False) -> dict[str, Any]:
+    """Claim `held`, allocated to the node's bound GPU at `stamp`; the device's binding failure
+    condition true when `failed`, else no device status yet."""
+    status: dict[str, Any] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": node_name,
+                                 "device": "gpu-0", "bindingConditions": ["gpu.example.com/attached"],
+                                 "bindingFailureConditions": ["gpu.example.com/failed"]}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]},
+        "allocationTimestamp": stamp}}
+    if failed:
+        status["devices"] = [{"driver": "gpu.example.com", "pool": node_name, "device": "gpu-0", "conditions": [
+            {"type": "gpu.example.com/failed", "status": "True", "reason": "Fabric", "message": "port 7",
+             "lastTransitionTime": stamp}]}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "held", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+            "status": status}
+
+
+UNAVAILABLE = {"plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
+               "reasons": ["resourceclaim not available on the node"]}
+DEALLOCATED = ("0/1 nodes are available: 1 resourceclaim not available on the node. deallocation of ResourceClaim "
+               "completed, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+
+
 CASES = [
+    pytest.param(
+        # Issue 21: DRADeviceBindingConditions (beta, on in v1.37): a device with binding
+        # conditions is allocated (PreBind then waits for them); kopfsched never offered it.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "rc-0",
+                                                                                    "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}},
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-device-with-binding-conditions-is-allocated"),
+    pytest.param(
+        # Allocated long ago, its binding conditions still unmet: the claim is unavailable
+        # everywhere and PostFilter deallocates it.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         held_claim("node-0", stamp="2025-01-01T00:00:00Z"),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "held"})],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": UNAVAILABLE}, "message": DEALLOCATED},
+        id="a-claim-whose-binding-timed-out-is-deallocated"),
+    pytest.param(
+        # Within the timeout, but the device's binding failure condition is true.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         held_claim("node-0", stamp="2099-01-01T00:00:00Z", failed=True),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "held"})],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": UNAVAILABLE}, "message": DEALLOCATED},
+        id="a-claim-whose-binding-failed-is-deallocated"),
+    pytest.param(
+        # Within the timeout and no answer yet: the claim is still usable where it is.
+        [node("node-0", "4", "2Gi"), GPU_CLASS, bound_gpu_slice("node-0"),
+         held_claim("node-0", stamp="2099-01-01T00:00:00Z"),
+         claimant(pod("pod", "100m", "64Mi"), {"name": "gpu", "resourceClaimName": "held"})],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-claim-still-waiting-for-its-binding-is-kept"),
+    pytest.param(
+        # Issue 21: DRAExtendedResource (GA in v1.37): a class provides example.com/gpu, so a
+        # node that does not advertise it offers its devices (node-1), one without devices
+        # cannot allocate (node-0), and one advertising too few is Insufficient (node-2);
+        # kopfsched said Insufficient example.com/gpu on node-0 and node-1.
+        [node("node-0", "4", "2Gi"), node("node-1", "4", "2Gi"), advertising("node-2", "1"), gpu_class(),
+         gpus("node-1", 2), extended(pod("pod", "100m", "64Mi"), count="2")],
+        "default/pod", {"result": "Scheduled", "node": "node-1", "filter": {
+            "node-0": CANNOT_ALLOCATE, "node-2": {"plugin": "NodeResourcesFit", "code": "UnschedulableAndUnresolvable",
+                                                   "reasons": ["Insufficient example.com/gpu"]}}},
+        id="an-extended-resource-backed-by-a-device-class"),
+    pytest.param(
+        # The class's implicit name, deviceclass.resource.kubernetes.io/<class>, and a node
+        # advertising 0 of the resource: both come from devices.
+        [advertising("node-0", "0"), gpu_class(None),
+         extended(pod("pod", "100m", "64Mi"), "deviceclass.resource.kubernetes.io/gpu", "2")],
+        "default/pod", {"result": "Unschedulable", "message": "0/1 nodes are available: 1 cannot allocate all "
+                        "claims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+                        "filter": {"node-0": CANNOT_ALLOCATE}},
+        id="an-implicit-extended-resource-name"),
+    pytest.param(
+        # The claim of an earlier cycle: every node refuses it, PostFilter deletes it.
+        [node("node-0", "4", "2Gi"), gpu_class(), gpus("node-0", 1), LEFTOVER, extended(pod("pod", "100m", "64Mi"))],
+        "default/pod", {"result": "Unschedulable", "filter": {"node-0": {
+            "plugin": "DynamicResources", "code": "UnschedulableAndUnresolvable",
+            "reasons": ["cannot schedule extended resource claim"]}},
+            "message": "0/1 nodes are available: 1 cannot schedule extended resource claim. deletion of "
+                       "ResourceClaim completed, preemption: 0/1 nodes are available: 1 Preemption is not helpful "
+                       "for scheduling."},
+        id="a-leftover-extended-resource-claim-is-deleted"),
+    pytest.param(
+        # MostAllocated over example.com/gpu: node-0 scores it by its class's devices (2, one the
+        # pod takes: 50), node-1 by what it advertises (4: 25).
+        [node("node-0", "4", "2Gi"), advertising("node-1", "4"), gpu_class(), gpus("node-0", 2),
+         MOST_ALLOCATED_GPU, extended(pod("pod", "100m", "64Mi"))],
+        "default/pod", {"result": "Scheduled", "node": "node-0"},
+        id="a-dra-backed-extended-resource-is-scored-by-its-devices"),
     pytest.param(
         # Issue 21: device taints and DeviceTaintRules (GA, on in v1.37) were ignored, and the
         # pod got a tainted device.
@@ -327,6 +472,18 @@ def test_shrunk_case(oracle: Oracle, tmp_path: Path, objects: list[dict[str, Any
     for entry in (theirs, ours):
         assert {k: sorted(entry[k]) if k == "victims" else entry[k] for k in expected} == expected
     assert compare_entries(ours, theirs) == []
+
+
+def test_a_dra_backed_extended_resource_is_scored_by_the_devices_of_its_class(oracle: Oracle, tmp_path: Path) -> None:
+    """MostAllocated, cpu weight 1 and example.com/gpu weight 3: node-0 counts the class's two
+    devices (the pod's one: 50), node-1 the four it advertises (25); cpu 100m of 4 is 2 on
+    both: (2 + 3·50) / 4 = 38 and (2 + 3·25) / 4 = 19."""
+    objects = next(c.values[0] for c in CASES if c.id == "a-dra-backed-extended-resource-is-scored-by-its-devices")
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    for entry in (oracle.explain([str(path)], "default/pod"), kopfsched_explain(objects, "default/pod")):
+        assert {n: entry["scores"][n]["NodeResourcesFit"] for n in ("node-0", "node-1")} == {"node-0": 38,
+                                                                                              "node-1": 19}
 
 
 def test_postfilter_stops_at_dynamicresources_without_its_state(oracle: Oracle, tmp_path: Path) -> None:

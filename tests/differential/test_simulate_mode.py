@@ -124,3 +124,82 @@ def test_alike_pods_are_batched_onto_the_rescored_node_as_upstream(
     assert outcomes(upstream) == outcomes(ours)
     assert [p['node'] for p in upstream['pods']] == [p['node'] for p in ours['pods']] == ['big'] * 6
     assert upstream['summary']['batchHintsUsed'] == ours['summary']['batchHintsUsed'] == 5
+EXTENDED = textwrap.dedent("""\
+    apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu}
+    spec:
+      extendedResourceName: example.com/gpu
+      selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
+    ---
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: node-a-gpu}
+    spec:
+      driver: gpu.example.com
+      nodeName: node-a
+      pool: {name: node-a, generation: 1, resourceSliceCount: 1}
+      devices: [{name: gpu-0}, {name: gpu-1}]
+    """) + "".join(textwrap.dedent(f"""\
+    ---
+    apiVersion: v1
+    kind: Node
+    metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
+    status: {{allocatable: {allocatable}, capacity: {allocatable}}}
+    """) for name, allocatable in (("node-a", '{cpu: "4", memory: 8Gi, pods: "10"}'),
+                                    ("node-b", '{cpu: "4", memory: 8Gi, pods: "10", example.com/gpu: "1"}'),
+                                    ("node-c", '{cpu: "4", memory: 8Gi, pods: "10"}'))) + "".join(textwrap.dedent(f"""\
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {{name: {name}, namespace: default, uid: {name}-uid, creationTimestamp: "2026-01-01T00:00:0{i}Z"}}
+    spec:
+      initContainers: {init}
+      containers:
+      - {{name: main, image: x, resources: {{requests: {{cpu: 100m, example.com/gpu: "{count}"}}}}}}
+    """) for i, (name, count, init) in enumerate((
+        ("trainer", 2, '[{name: warm, image: x, resources: {requests: {example.com/gpu: "1"}}}]'),
+        ("server", 1, "[]"), ("late", 1, "[]"))))
+
+
+def test_extended_resources_backed_by_dra_are_placed_and_claimed_as_upstream(
+        binary: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """trainer's two GPUs come from node-a's devices (node-b advertises one only), server's from
+    node-b's device plugin (node-a has no device left), and late finds none: the same outcomes,
+    and the same claim, created, allocated and recorded in the pod's status."""
+    import asyncio
+
+    from kopfsched.simulate.loader import load_objects
+    from kopfsched.simulate.runner import simulate
+
+    path = tmp_path / 'extended.yaml'
+    path.write_text(EXTENDED)
+    upstream, ours = both(binary, path)
+    assert outcomes(upstream) == outcomes(ours) == [
+        ('default', 'trainer', 'Scheduled', None, [], ''), ('default', 'server', 'Scheduled', None, [], ''),
+        ('default', 'late', 'Unschedulable', None, [], '0/3 nodes are available: 1 Insufficient example.com/gpu, '
+         '2 cannot allocate all claims. preemption: 0/3 nodes are available: 1 No preemption victims found for '
+         'incoming pod, 2 Preemption is not helpful for scheduling.')]
+    assert [(p['name'], p['node']) for p in upstream['pods']] == [('trainer', 'node-a'), ('server', 'node-b'),
+                                                                  ('late', None)]
+    import yaml
+    inputs = load_objects(list(yaml.safe_load_all(EXTENDED)), 'extended')
+    sim = asyncio.run(simulate(inputs))
+    claims = [obj for (kind, _, _), obj in sorted(sim.client.objects.items()) if kind == 'ResourceClaim']
+
+    def essentials(claim: dict[str, Any]) -> tuple[Any, ...]:
+        meta, status = claim['metadata'], claim['status']
+        # Written by both, at the wall-clock time of the write.
+        allocation = {k: v if k != 'allocationTimestamp' else bool(v) for k, v in status['allocation'].items()}
+        return (meta['name'], meta['generateName'], meta['annotations'], meta['ownerReferences'],
+                meta['finalizers'], claim['spec'], allocation, status['reservedFor'])
+
+    assert [essentials(c) for c in claims] == [essentials(c) for c in upstream['resourceClaims']]
+    assert claims[0]['metadata']['name'] == 'trainer-extended-resources-cbbbb'
+    statuses = {key: pod['status']['extendedResourceClaimStatus'] for key, pod in sim.client.pods.items()
+                if 'extendedResourceClaimStatus' in pod.get('status', {})}
+    assert statuses == upstream['extendedResourceClaimStatus'] == {'default/trainer': {
+        'requestMappings': [
+            {'containerName': 'main', 'resourceName': 'example.com/gpu', 'requestName': 'container-1-request-1'},
+            {'containerName': 'warm', 'resourceName': 'example.com/gpu', 'requestName': 'container-1-request-1'}],
+        'resourceClaimName': 'trainer-extended-resources-cbbbb'}}

@@ -18,6 +18,7 @@ from tests.conftest import ROOT
 from tests.e2e.operator_harness import (
     eventually,
     node_of,
+    patch,
     post,
     running_operator,
 )
@@ -130,3 +131,81 @@ async def test_as_its_service_account_the_operator_allocates_only_with_patch_on_
         assert node_of(emulator, 'trainer') is None
         assert 'allocation' not in (claim_of(emulator, 'first').get('status') or {})
         assert set(refused()) == {422}
+
+
+@pytest.mark.emulator(authorization=True)
+async def test_an_extended_resource_backed_by_dra_gets_its_claim_created_allocated_and_recorded(
+        emulator: FastKubernetesEmulator, http: aiohttp.ClientSession, tmp_path: pathlib.Path) -> None:
+    """DRAExtendedResource, as its service account with manifests/' RBAC: a pod asking for
+    `example.com/gpu: 1`, which no node advertises and the DeviceClass `gpu` provides, is bound
+    where the device is; the operator created the pod's claim (generateName, owned by the pod),
+    allocated and reserved it, and wrote the pod's status.extendedResourceClaimStatus."""
+    for body in manifests_rbac():
+        await post(http, f'/apis/rbac.authorization.k8s.io/v1/{body["kind"].lower()}s', body)
+    await post(http, '/api/v1/nodes', make_node('gpu-1'))
+    await post(http, '/api/v1/nodes', make_node('cpu-1'))
+    selector = {'cel': {'expression': f'device.driver == "{DRIVER}"'}}
+    await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
+                                              'metadata': {'name': 'gpu'}, 'spec': {
+                                                  'extendedResourceName': 'example.com/gpu', 'selectors': [selector]}})
+    await post(http, f'{DRA}/resourceslices', gpu_slice('gpu-1', 'gpu-0'))
+    token = emulator.service_account_token('kopfsched-system', 'kopfsched')
+    kubeconfig = write_kubeconfig(tmp_path / 'operator.kubeconfig', url=emulator.url, token=token)
+    async with running_operator(kubeconfig):
+        await post(http, PODS, make_pod('trainer', scheduler_name='kopfsched',
+                                        requests={'cpu': '100m', 'example.com/gpu': '1'}))
+        await eventually(lambda: node_of(emulator, 'trainer'), what='trainer bound')
+    assert node_of(emulator, 'trainer') == 'gpu-1'
+    [claim] = emulator.list_objects('resourceclaims', group='resource.k8s.io', namespace='default')
+    trainer = emulator.get_object('pods', 'default', 'trainer')
+    meta = claim['metadata']
+    assert meta['name'].startswith('trainer-extended-resources-') and len(meta['name']) == 32
+    assert (meta['generateName'], meta['annotations'], meta['finalizers']) == (
+        'trainer-extended-resources-', {'resource.kubernetes.io/extended-resource-claim': 'true'},
+        ['resource.kubernetes.io/delete-protection'])
+    assert meta['ownerReferences'] == [{'apiVersion': 'v1', 'kind': 'Pod', 'name': 'trainer',
+                                        'uid': trainer['metadata']['uid'], 'controller': True}]
+    assert claim['spec'] == {'devices': {'requests': [{'name': 'container-0-request-1', 'exactly': {
+        'deviceClassName': 'gpu', 'allocationMode': 'ExactCount', 'count': 1}}]}}
+    assert claim['status']['allocation']['devices']['results'] == [
+        {'request': 'container-0-request-1', 'driver': DRIVER, 'pool': 'gpu-1', 'device': 'gpu-0'}]
+    assert [(r['resource'], r['name']) for r in claim['status']['reservedFor']] == [('pods', 'trainer')]
+    assert trainer['status']['extendedResourceClaimStatus'] == {
+        'requestMappings': [{'containerName': 'c0', 'resourceName': 'example.com/gpu',
+                             'requestName': 'container-0-request-1'}],
+        'resourceClaimName': meta['name']}
+    assert not [m for m in emulator.mutations() if m.status == 403]
+
+
+async def test_a_device_with_binding_conditions_is_bound_once_its_controller_attaches_it(
+        emulator: FastKubernetesEmulator, kubeconfig: Any, http: aiohttp.ClientSession) -> None:
+    """DRADeviceBindingConditions: the operator allocates the device, stamps the allocation,
+    reports BindingConditionsPending and holds the pod at PreBind until a controller sets the
+    device's condition in the claim's status.devices (PreBind looks every 5 seconds)."""
+    await post(http, '/api/v1/nodes', make_node('gpu-1'))
+    await post(http, f'{DRA}/deviceclasses', {'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
+                                              'metadata': {'name': 'gpu'}, 'spec': {'selectors': [
+                                                  {'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    attached = gpu_slice('gpu-1', 'gpu-0')
+    attached['spec']['devices'][0].update(bindingConditions=['gpu.example.com/attached'],
+                                          bindingFailureConditions=['gpu.example.com/failed'])
+    await post(http, f'{DRA}/resourceslices', attached)
+    await post(http, CLAIMS, gpu_claim('first'))
+    async with running_operator(kubeconfig):
+        await post(http, PODS, gpu_pod('trainer', 'first'))
+        await eventually(lambda: 'allocation' in (claim_of(emulator, 'first').get('status') or {}),
+                         what='the claim allocated')
+        assert node_of(emulator, 'trainer') is None  # waiting at PreBind
+        await patch(http, f'{CLAIMS}/first/status', {'status': {'devices': [{
+            'driver': DRIVER, 'pool': 'gpu-1', 'device': 'gpu-0', 'conditions': [{
+                'type': 'gpu.example.com/attached', 'status': 'True', 'reason': 'Attached', 'message': '',
+                'lastTransitionTime': '2026-01-01T00:00:00Z'}]}]}})
+        await eventually(lambda: node_of(emulator, 'trainer'), timeout=20, what='trainer bound once attached')
+    allocation = claim_of(emulator, 'first')['status']['allocation']
+    assert allocation['devices']['results'] == [{
+        'request': 'gpu', 'driver': DRIVER, 'pool': 'gpu-1', 'device': 'gpu-0',
+        'bindingConditions': ['gpu.example.com/attached'], 'bindingFailureConditions': ['gpu.example.com/failed']}]
+    assert allocation['allocationTimestamp'].endswith('Z')
+    events = emulator.list_objects('events', group='events.k8s.io', namespace='default')
+    assert [(e['reason'], e['note']) for e in events if e['reason'] == 'BindingConditionsPending'] == [
+        ('BindingConditionsPending', 'waiting for binding conditions for device on node gpu-1')]

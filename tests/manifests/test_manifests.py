@@ -168,7 +168,7 @@ EXPECTED_CLUSTER_RULES = {
     ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
     ("resource.k8s.io", "resourceslices"): {"list", "watch"},
     ("resource.k8s.io", "devicetaintrules"): {"list", "watch"},
-    ("resource.k8s.io", "resourceclaims"): {"list", "watch", "patch"},
+    ("resource.k8s.io", "resourceclaims"): {"list", "watch", "patch", "create", "delete"},
     ("resource.k8s.io", "resourceclaims/status"): {"patch"},
     ("resource.k8s.io", "resourceclaims/binding"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},

@@ -74,6 +74,9 @@ async def exercise_client(api: RecordingApi) -> None:
     await client.patch_object(kind="PersistentVolumeClaim", obj=PVC, patch={"metadata": {}})
     await client.patch_object(kind="ResourceClaim", obj=PVC, patch={"metadata": {"finalizers": []}})
     await client.patch_object(kind="ResourceClaim", obj=PVC, patch={"status": {"reservedFor": []}})
+    await client.create_object(kind="ResourceClaim", obj={"metadata": {"generateName": "p-extended-resources-",
+                                                                       "namespace": "default"}})
+    await client.delete_object(kind="ResourceClaim", obj=PVC)
     for _ in range(2):  # the second occurrence updates the Event's series
         await client.record_event(regarding=POD, type="Warning", reason="FailedScheduling", action="Scheduling",
                                   message="0/1 nodes are available", reporting_controller="kopfsched")

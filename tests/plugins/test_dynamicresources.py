@@ -46,6 +46,9 @@ WORKER_SLICE = resource_slice("worker-some-driver", WORKER, DRIVER, device("inst
 WORKER2_SLICE = resource_slice("worker-2-some-driver", WORKER2, DRIVER, device("instance-1"), node=WORKER2)
 ALLOCATION = allocation(local_selector(WORKER), result("req-1", DRIVER, WORKER, "instance-1"))
 RESERVED = [{"resource": "pods", "name": POD_NAME, "uid": POD_UID}]
+NOW = 1767225600.0
+STAMPED = {**ALLOCATION, "allocationTimestamp": "2026-01-01T00:00:00Z"}
+"""ALLOCATION as PreBind writes it (DRADeviceBindingConditions on): with the time of the write."""
 
 
 def pending_claim(*requests: dict, **kwargs: Any) -> dict:
@@ -90,6 +93,7 @@ class Harness:
         self.handle = Handle(snapshot=FakeSnapshot(self.nodes), client=self.client, objects=self.store,
                              spawn=lambda coro, name: self.spawned.append(coro))
         self.plugin = DynamicResources(None, self.handle)
+        self.plugin.wall_clock = lambda: NOW
 
     def claim(self, name: str = CLAIM_NAME) -> dict:
         return self.store.get("ResourceClaim", name, NS)
@@ -225,7 +229,9 @@ def test_allocated_claim_is_reserved_for_the_pod_at_prebind(pod):
     harness = Harness([allocated_claim(), claim("another", request("req-1", CLASS), namespace=NS)])
     out = harness.cycle(pod)
     assert (out["prefilter"], out["filter"], out["reserve"], out["prebind"]) == (None, {WORKER: None}, None, None)
-    assert harness.claim()["status"] == {"allocation": ALLOCATION, "reservedFor": RESERVED}
+    # Allocated before: PreBind adds the pod to reservedFor and, the allocation having no time
+    # yet, its allocationTimestamp (as upstream's bindClaim).
+    assert harness.claim()["status"] == {"allocation": STAMPED, "reservedFor": RESERVED}
     assert harness.claim("another").get("status") is None
 
 
@@ -240,7 +246,7 @@ def test_with_resources_allocates_at_reserve_and_writes_at_prebind():
     assert status is None
     written = harness.claim()
     assert written["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
-    assert written["status"] == {"allocation": ALLOCATION, "reservedFor": RESERVED}
+    assert written["status"] == {"allocation": STAMPED, "reservedFor": RESERVED}
 
 
 def test_with_resources_has_finalizer_writes_only_the_status():
@@ -288,7 +294,7 @@ def test_request_admin_access_allocates_a_device_in_use():
 def test_structured_ignore_allocated_admin_access():
     harness = Harness([pending_claim(), other_allocated_claim(admin=True), DEVICE_CLASS, WORKER_SLICE])
     assert harness.cycle(pod_with_claim_name())["prebind"] is None
-    assert harness.claim()["status"]["allocation"] == ALLOCATION
+    assert harness.claim()["status"]["allocation"] == STAMPED
 
 
 def test_claim_with_prioritized_list():

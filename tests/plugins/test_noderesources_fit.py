@@ -414,7 +414,8 @@ def test_valid_args_with_ignored_resources():
 def test_events_to_register():
     events = {(e.event.resource.value, e.event.action) for e in fit().events_to_register()}
     assert events == {("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
-                      ("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)}
+                      ("Node", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                      ("DeviceClass", ActionType.ADD | ActionType.UPDATE)}
 
 
 def _with(pod: dict[str, Any], **spec: Any) -> dict[str, Any]:

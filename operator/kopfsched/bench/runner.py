@@ -91,6 +91,7 @@ def load_workload(workload: Workload, scheduler: Scheduler, client: InMemoryClus
     client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
     client.on_pod_delete = handlers.on_pod_delete
     client.on_object_change = handlers.on_object_upsert
+    client.on_object_delete = handlers.on_object_delete
     for obj in workload.objects:
         client.add_object(obj)
         handlers.on_object_upsert(obj["kind"], obj)

@@ -30,8 +30,10 @@ class ClusterClient(Protocol):
         """POST pods/binding. Raises ConflictError when the pod is already bound."""
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
-                               nominated_node_name: str | None = None) -> None:
-        """Set the PodScheduled condition and/or status.nominatedNodeName ('' clears it)."""
+                               nominated_node_name: str | None = None,
+                               extended_resource_claim_status: Obj | None = None) -> None:
+        """Set the PodScheduled condition and/or status.nominatedNodeName ('' clears it), and/or
+        status.extendedResourceClaimStatus (DynamicResources' PreBind, DRAExtendedResource)."""
 
     async def delete_pod(self, *, pod: Obj, condition: Obj | None = None) -> None:
         """Delete a preemption victim, first marking it with a DisruptionTarget condition."""
@@ -41,4 +43,13 @@ class ClusterClient(Protocol):
         """Post (or aggregate into a series) an events.k8s.io/v1 Event."""
 
     async def patch_object(self, *, kind: str, obj: Obj, patch: Mapping[str, Any]) -> Obj:
-        """Merge-patch a PersistentVolume or PersistentVolumeClaim (volume binding)."""
+        """Merge-patch a PersistentVolume or PersistentVolumeClaim (volume binding), or a
+        ResourceClaim (a patch of `status` goes to its status subresource)."""
+
+    async def create_object(self, *, kind: str, obj: Obj) -> Obj:
+        """Create a ResourceClaim (the claim for a pod's DRA-backed extended resources); a
+        `metadata.generateName` gets its suffix as the API server gives it. Returns the object
+        created."""
+
+    async def delete_object(self, *, kind: str, obj: Obj) -> None:
+        """Delete a ResourceClaim. Raises NotFoundError when it is gone already."""

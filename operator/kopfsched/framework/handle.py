@@ -260,6 +260,9 @@ class Handle:
     clock: Callable[[], float] = time.monotonic
     spawn: Callable[[Awaitable[Any], str], Any] = lambda coro, name: asyncio.ensure_future(coro)
     """Run an API side effect (e.g. deleting preemption victims) as a supervised task."""
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+    """Wait that many seconds of `clock` in a binding cycle (DynamicResources' PreBind polls
+    binding conditions); offline runs pass one that moves their virtual clock."""
     framework: Framework | None = None
     shared: dict[str, Any] = field(default_factory=dict)
     """State the plugins of every profile of one scheduler share, by plugin name (upstream's

@@ -385,12 +385,15 @@ class KubeClusterClient:
                            body=body, what=lambda: f"binding {pod_key(pod)} to {node_name}", response_type=None)
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
-                               nominated_node_name: str | None = None) -> None:
+                               nominated_node_name: str | None = None,
+                               extended_resource_claim_status: Obj | None = None) -> None:
         status: dict[str, Any] = {}
         if condition is not None:
             status["conditions"] = [condition]  # strategic merge: merged by type
         if nominated_node_name is not None:
             status["nominatedNodeName"] = nominated_node_name or None
+        if extended_resource_claim_status is not None:
+            status["extendedResourceClaimStatus"] = extended_resource_claim_status
         if not status:
             return
         meta = pod["metadata"]
@@ -422,6 +425,21 @@ class KubeClusterClient:
             raise ValueError(f"cannot patch a {kind}")
         return await self.request("PATCH", path, body=dict(patch), content_type=MERGE_PATCH,
                                   what=f"patching {kind} {meta['name']}")
+
+    async def create_object(self, *, kind: str, obj: Obj) -> Obj:
+        if kind != "ResourceClaim":
+            raise ValueError(f"cannot create a {kind}")
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        created: Obj = await self.request("POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims",
+                                          body=obj, what=f"creating {kind} in {namespace}")
+        return created
+
+    async def delete_object(self, *, kind: str, obj: Obj) -> None:
+        if kind != "ResourceClaim":
+            raise ValueError(f"cannot delete a {kind}")
+        meta = obj["metadata"]
+        await self.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{meta.get('namespace')}/resourceclaims/"
+                           f"{meta['name']}", what=f"deleting {kind} {meta['name']}", response_type=None)
 
     async def record_event(self, *, regarding: Obj, type: str, reason: str, action: str, message: str,
                            reporting_controller: str) -> None:

@@ -86,6 +86,7 @@ class Scheduler:
         explain: bool = False,
         wall_clock: Callable[[], str] = rfc3339,
         pending: PendingPods | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
         self.cache = cache
         self.client = client
@@ -93,6 +94,8 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.observer = observer or NullObserver()
         self.wall_clock = wall_clock
+        self.sleep = sleep
+        """How a binding cycle waits on `clock` (the plugins' Handle.sleep)."""
         self.pending = pending if pending is not None else PendingPods()
         """The last failed attempt's diagnosis of every pod still pending (/debug/pending)."""
         self.waiting_pods = WaitingPods()
@@ -131,6 +134,7 @@ class Scheduler:
             activate=self.queue.activate,
             rng=self.rng,
             clock=self.clock,
+            sleep=self.sleep,
             spawn=self.spawn,
             shared=self._shared,
         )

@@ -56,7 +56,12 @@ class InMemoryClusterClient:
     volume_controllers: bool = True
     """Stand in for the PV controller and an external provisioner; off, a volume binding the
     scheduler starts stays pending (as with no controller running)."""
+    on_object_delete: ObjectChange | None = None
+    """(kind, object) — a DELETED watch event of an object delete_object removed."""
+    deleted_objects: list[tuple[str, str, str]] = field(default_factory=list)
     _event_index: dict[tuple[str, str, str], RecordedEvent] = field(default_factory=dict)
+    _generated: int = 0
+    _versions: int = 0
 
     def add_pod(self, pod: Obj) -> None:
         self.pods[pod_key(pod)] = pod
@@ -85,9 +90,12 @@ class InMemoryClusterClient:
         self._replace(current, bound)
 
     async def patch_pod_status(self, *, pod: Obj, condition: Obj | None = None,
-                               nominated_node_name: str | None = None) -> None:
+                               nominated_node_name: str | None = None,
+                               extended_resource_claim_status: Obj | None = None) -> None:
         current = self._current(pod)
         status = dict(current.get("status") or {})
+        if extended_resource_claim_status is not None:
+            status["extendedResourceClaimStatus"] = extended_resource_claim_status
         if condition is not None:
             others = [c for c in status.get("conditions") or () if c.get("type") != condition["type"]]
             status["conditions"] = [*others, condition]
@@ -136,6 +144,30 @@ class InMemoryClusterClient:
             self._provision(merged)
         return self.objects.get(key, merged)
 
+    async def create_object(self, *, kind: str, obj: Obj) -> Obj:
+        meta = dict(obj.get("metadata") or {})
+        if not meta.get("name"):
+            # The API server's generated suffix (5 characters), here counted so that runs repeat.
+            self._generated += 1
+            meta["name"] = meta.get("generateName", "") + _suffix(self._generated)
+        key = _object_key(kind, {"metadata": meta})
+        if key in self.objects:
+            raise ConflictError(f'{kind} "{meta["name"]}" already exists')
+        self._versions += 1
+        meta.setdefault("uid", f"uid-{meta.get('namespace') or ''}-{meta['name']}")
+        meta["resourceVersion"] = str(self._versions)
+        created = {**obj, "metadata": meta}
+        self._store(kind, created)
+        return created
+
+    async def delete_object(self, *, kind: str, obj: Obj) -> None:
+        key = _object_key(kind, obj)
+        if self.objects.pop(key, None) is None:
+            raise NotFoundError(f'{kind} "{key[2]}" not found')
+        self.deleted_objects.append(key)
+        if self.on_object_delete is not None:
+            self.on_object_delete(kind, obj)
+
     def _store(self, kind: str, obj: Obj) -> None:
         self.objects[_object_key(kind, obj)] = obj
         if self.on_object_change is not None:
@@ -181,6 +213,19 @@ class InMemoryClusterClient:
             "spec": {**(claim.get("spec") or {}), "volumeName": pv["metadata"]["name"]},
             "status": {**(claim.get("status") or {}), "phase": "Bound", "capacity": dict(pv_spec.get("capacity") or {}),
                        "accessModes": list(pv_spec.get("accessModes") or ())}})
+
+
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The API server's alphabet for generated names (utilrand.String)."""
+
+
+def _suffix(n: int) -> str:
+    """The n-th generated-name suffix: five characters of the server's alphabet."""
+    out = []
+    for _ in range(5):
+        n, digit = divmod(n, len(_SUFFIX_ALPHABET))
+        out.append(_SUFFIX_ALPHABET[digit])
+    return "".join(out)
 
 
 def _object_key(kind: str, obj: Obj) -> tuple[str, str, str]:

@@ -47,6 +47,13 @@ class VirtualClock:
     def __call__(self) -> float:
         return self.now
 
+    async def sleep(self, seconds: float) -> None:
+        """A binding cycle's wait (DynamicResources' PreBind polling binding conditions): the
+        virtual clock moves on by that much at once, as nothing but the cluster's answer could
+        end the wait early and offline nobody answers."""
+        self.now += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
 
 class AttemptLog(NullObserver):
     """Each pod's last attempt, in the order of first attempts, and what its preemptions did
@@ -143,12 +150,13 @@ def _load_scheduler(inputs: ClusterInput, *, registry: Registry, seed: int | Non
     client = InMemoryClusterClient(record_events=record_events)
     log = AttemptLog()
     scheduler = Scheduler(cache=Cache(), client=client, registry=registry, clock=clock,
-                          rng=random.Random(seed), observer=log, explain=explain)
+                          rng=random.Random(seed), observer=log, explain=explain, sleep=clock.sleep)
     scheduler.set_profiles(profiles)
     handlers = EventHandlers(scheduler)
     client.on_pod_change = lambda new, old: handlers.on_pod_upsert(new, old)
     client.on_pod_delete = handlers.on_pod_delete
     client.on_object_change = handlers.on_object_upsert
+    client.on_object_delete = handlers.on_object_delete
     for loaded in inputs.objects:
         client.add_object(loaded.obj)
         handlers.on_object_upsert(loaded.obj["kind"], loaded.obj)

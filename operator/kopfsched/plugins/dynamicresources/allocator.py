@@ -13,7 +13,9 @@ Device taints (DRADeviceTaints, GA in v1.37, switchable): a taint with effect No
 NoExecute keeps a request off the device unless one of the request's (or sub-request's)
 tolerations tolerates it, as upstream's resourceclaim.ToleratesTaint; any other effect
 (None, or one unknown) is ignored. The allocation result copies the request's tolerations.
-Also on, as upstream: prioritized lists (firstAvailable) and admin access.
+Also on, as upstream: prioritized lists (firstAvailable), admin access, and devices with binding
+conditions (DRADeviceBindingConditions: their pools come last, the results carry the conditions,
+`bindsToNode` restricts the allocation to the node).
 
 Partitionable devices (DRAPartitionableDevices, beta and on in v1.37): a device that consumes
 counters is taken only while, for every counter of its pool's counter sets, what the
@@ -29,9 +31,8 @@ sum stays within the capacity. `distinctAttribute` constraints want pairwise dif
 values.
 
 Claims and devices that use none of these take the fast paths (a greedy pass, the free-device
-index), which the search would answer the same way. Not implemented: binding conditions
-(docs/feature-gates.md). The search on one node is bounded by the plugin's filterTimeout
-(AllocationTimeout).
+index), which the search would answer the same way. The search on one node is bounded by
+the plugin's filterTimeout (AllocationTimeout).
 """
 
 from __future__ import annotations
@@ -395,7 +396,7 @@ class Allocator:
         if not found:
             self._check_pools(node_name, labels)
             return None
-        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots], node_name)
+        return Placement(run.results, [[slot.chosen for slot in slots] for slots in self._slots], node_name, labels)
 
     def _check_pools(self, node_name: str, labels: Mapping[str, str]) -> None:
         """No allocation on the node: say so as upstream when some of its pools are invalid."""
@@ -455,7 +456,7 @@ class Allocator:
                 if need:
                     return None
             placed.append(chosen)
-        return Placement(placed, [[0] * len(slots) for slots in self._slots], node_name)
+        return Placement(placed, [[0] * len(slots) for slots in self._slots], node_name, labels)
 
     def results(self, placement: Placement) -> list[dict[str, Any]]:
         """One AllocationResult per claim, in claim order."""
@@ -543,12 +544,19 @@ class Allocator:
                 result["shareID"] = item.share
                 if item.consumed:
                     result["consumedCapacity"] = {name: str(amount) for name, amount in item.consumed.items()}
+            for field_name in ("bindingConditions", "bindingFailureConditions"):  # DRADeviceBindingConditions
+                if item.device.raw.get(field_name):
+                    result[field_name] = list(item.device.raw[field_name])
             results.append(result)
         allocation: dict[str, Any] = {"devices": {"results": results}}
         config = self._config(claim, claim_index, options)
         if config:
             allocation["devices"]["config"] = config
         node_selector = _node_selector([item.device for item in chosen], node_name)
+        if node_name and any(item.device.raw.get("bindsToNode") for item in chosen):
+            # A device that binds to the node it is used on: the allocation is for this node only.
+            node_selector = {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
         if node_selector is not None:
             allocation["nodeSelector"] = node_selector
         return allocation

@@ -9,8 +9,8 @@ slice reaches a node by `nodeName`, `nodeSelector` or `allNodes`; with
 `perDeviceNodeSelection` each device says so itself (its own `nodeName`, `nodeSelector` or
 `allNodes`), and the slice reaches the nodes one of its devices reaches, offering there only
 the devices that reach the node (DRAPartitionableDevices, beta and on in v1.37). Devices with
-binding conditions need DRADeviceBindingConditions, which kopfsched does not implement: they
-are never allocated.
+binding conditions (DRADeviceBindingConditions, beta and on) are allocated, their pools after
+the others, as upstream's GatherPools orders them.
 
 Partitionable devices (DRAPartitionableDevices): slices with `sharedCounters` publish the
 pool's counter sets (and no devices); a device's `consumesCounters` names the sets and
@@ -116,6 +116,8 @@ class Pool:
     """The counter sets of the pool's sharedCounters slices."""
     devices: list[Device] = field(default_factory=list)
     """Every device of the pool, whichever nodes it reaches (for the counters allocated ones hold)."""
+    binding_conditions: bool = False
+    """Some device of the pool has binding conditions: the pool comes after the others."""
 
     @property
     def pool_id(self) -> str:
@@ -172,7 +174,10 @@ class Inventory:
         self.devices: dict[DeviceID, Device] = {}
         self.plain = True
         """No device that consumes counters, is shared or has a capacity request policy."""
-        for pool in sorted(self.pools.values(), key=lambda p: (p.driver, p.name)):
+        for pool in self.pools.values():
+            pool.binding_conditions = any(raw.get("bindingConditions") is not None for slice_obj in pool.slices
+                                          for raw in _spec(slice_obj).get("devices") or ())
+        for pool in sorted(self.pools.values(), key=_pool_order):
             pool.incomplete = len(pool.slices) != pool.slice_count
             seen: set[str] = set()
             for slice_obj in pool.slices:
@@ -192,7 +197,7 @@ class Inventory:
                     if name in seen and not pool.invalid:
                         pool.invalid, pool.invalid_reason = True, f"duplicate device name {name}"
                     seen.add(name)
-                    usable = not raw.get("bindingConditions")
+                    usable = True  # counters, shares and binding conditions are all on in v1.37
                     taints = tuple(raw.get("taints") or ()) + tuple(
                         taint for device_name, taint in slice_rules if device_name in (None, name))
                     device = Device((pool.driver, pool.name, name), raw, pool, slice_obj, usable, taints)
@@ -264,8 +269,9 @@ class Inventory:
                 raise ValueError(f"failed to perform node selection for slice {slice_name}: {target.selector_error}")
             elif target.selector is not None and target.selector(labels, node_name):
                 found.append((pool, devices))
-        # Pools in (driver, pool) order, a pool's slices by name (upstream's buildPool).
-        found.sort(key=lambda entry: (entry[0].driver, entry[0].name, _name(entry[1][0].slice) if entry[1] else ""))
+        # Pools by ID, those with binding conditions last (GatherPools), a pool's slices by name
+        # (upstream's buildPool).
+        found.sort(key=lambda entry: (*_pool_order(entry[0]), _name(entry[1][0].slice) if entry[1] else ""))
         return found
 
     def candidates(self, node_name: str, labels: Mapping[str, str], key: Any,
@@ -282,6 +288,11 @@ class Inventory:
         if not self._elsewhere:
             self._candidates[cache_key] = found
         return found
+
+
+def _pool_order(pool: Pool) -> tuple[bool, str, str]:
+    """Pools by ID, those with binding conditions last (upstream's GatherPools)."""
+    return pool.binding_conditions, pool.driver, pool.name
 
 
 def rule_selects(rule: Mapping[str, Any] | None, slices: Sequence[Mapping[str, Any]]) -> bool:

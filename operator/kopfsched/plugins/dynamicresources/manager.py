@@ -23,14 +23,19 @@ from typing import Any
 
 from kopfsched import features
 from kopfsched.framework.handle import Handle, ObjectLister
+from kopfsched.framework.labels import SelectorError, node_selector
 from kopfsched.framework.quantity import QuantityError, parse_quantity
-from kopfsched.framework.types import Obj
+from kopfsched.framework.types import Obj, parse_time
+from kopfsched.plugins.dynamicresources.cel import CELError, compile_expression, device_variable
 from kopfsched.plugins.dynamicresources.inventory import Device, DeviceID, Inventory
 
 RESOURCE_CLAIM = "ResourceClaim"
 RESOURCE_SLICE = "ResourceSlice"
 DEVICE_CLASS = "DeviceClass"
 DEVICE_TAINT_RULE = "DeviceTaintRule"
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""resourceapi.ResourceDeviceClassPrefix: a class's implicit extended resource name is this
+plus the class's name."""
 
 ClaimKey = tuple[str, str]
 """(namespace, name)."""
@@ -149,6 +154,114 @@ class InUse:
         return iter(self.counts)
 
 
+class DeviceClassResolver:
+    """Extended resource name -> the DeviceClass that provides it (DRAExtendedResource, GA
+    in v1.37; upstream's extendedresourcecache.ExtendedResourceCache, fed by the same events).
+
+    A class provides its `spec.extendedResourceName` and its implicit name
+    `deviceclass.resource.kubernetes.io/<class name>`. Two classes naming the same resource:
+    the one created last wins, on equal creation times the smaller name; a class that loses
+    when it arrives gets neither mapping, not even its implicit one (upstream returns early).
+    An update drops the class's old mappings, a deletion its mappings whoever holds them now.
+    Changes are replayed in the order they happened, the first listing by name, as an
+    informer delivers them, so the answers match upstream's even where they depend on it."""
+
+    def __init__(self, objects: ObjectLister) -> None:
+        self.objects = objects
+        self._cursor: int | None = None
+        self._seen: dict[str, Obj] = {}
+        self._by_resource: dict[str, Obj] = {}
+
+    def get(self, resource_name: str) -> Obj | None:
+        """The class backing the resource, None when none does (GetDeviceClass)."""
+        self._sync()
+        return self._by_resource.get(resource_name)
+
+    def any(self) -> bool:
+        """Whether any class is known: without one no resource is backed."""
+        self._sync()
+        return bool(self._by_resource)
+
+    def _sync(self) -> None:
+        cursor, changed = self.objects.changes(DEVICE_CLASS, self._cursor)
+        if changed is None:
+            self._seen, self._by_resource = {}, {}
+            for listed in sorted(self.objects.list(DEVICE_CLASS),
+                                 key=lambda c: (c.get("metadata") or {}).get("name", "")):
+                self._upsert(listed)
+        else:
+            for _, name in changed:
+                obj = self.objects.get(DEVICE_CLASS, name)
+                if obj is None:
+                    old = self._seen.pop(name, None)
+                    if old is not None:
+                        self._remove(old)
+                elif obj is not self._seen.get(name):
+                    self._upsert(obj)
+        self._cursor = cursor
+
+    def _upsert(self, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        old = self._seen.get(name)
+        self._seen[name] = obj
+        explicit = _extended_resource_name(obj)
+        holder = self._by_resource.get(explicit) if explicit is not None else None
+        if holder is not None:
+            created, held = _created(obj), _created(holder)
+            holder_name = (holder.get("metadata") or {}).get("name") or ""
+            if created < held or (created == held and name >= holder_name):
+                return
+        if old is not None:
+            self._by_resource.pop(DEVICE_CLASS_PREFIX + name, None)
+            old_explicit = _extended_resource_name(old)
+            if old_explicit is not None:
+                self._by_resource.pop(old_explicit, None)
+        if explicit is not None:
+            self._by_resource[explicit] = obj
+        self._by_resource[DEVICE_CLASS_PREFIX + name] = obj
+
+    def _remove(self, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        self._by_resource.pop(DEVICE_CLASS_PREFIX + name, None)
+        explicit = _extended_resource_name(obj)
+        if explicit is not None:
+            self._by_resource.pop(explicit, None)
+
+
+def _devices_for_node(spec: Mapping[str, Any], node_name: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The slice's devices that reach the node, as calculateDRAResourceTotals selects them."""
+    devices = [d for d in spec.get("devices") or () if isinstance(d, dict)]
+    if spec.get("perDeviceNodeSelection"):
+        return [d for d in devices if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node_name)
+                or (d.get("nodeSelector") is not None and _selects(d["nodeSelector"], node_name, labels))]
+    if spec.get("allNodes"):
+        return devices
+    slice_node = spec.get("nodeName") or ""
+    if slice_node != node_name and spec.get("nodeSelector") is not None:
+        return devices if _selects(spec["nodeSelector"], node_name, labels) else []
+    if slice_node and slice_node != node_name:
+        return []
+    return devices
+
+
+def _selects(selector: Mapping[str, Any], node_name: str, labels: Mapping[str, str]) -> bool:
+    try:
+        return node_selector(selector.get("nodeSelectorTerms") or [])(labels, node_name)
+    except SelectorError:
+        return False
+
+
+def _extended_resource_name(device_class: Obj) -> str | None:
+    name = (device_class.get("spec") or {}).get("extendedResourceName")
+    return name if isinstance(name, str) else None
+
+
+def _created(obj: Obj) -> float:
+    """creationTimestamp in seconds; a class without one is older than any with one (Go's zero time)."""
+    stamp = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return float("-inf") if stamp is None else stamp
+
+
 class DraManager:
     def __init__(self, objects: ObjectLister, *, taint_rules: bool = True) -> None:
         self.objects = objects
@@ -164,6 +277,8 @@ class DraManager:
         self._slices_cursor: int | None = None
         self._inventory: Inventory | None = None
         self._indexes: dict[Any, FreeIndex] = {}
+        self.resolver = DeviceClassResolver(objects)
+        """Which DeviceClass backs an extended resource (DRAExtendedResource)."""
 
     # -- inventory ---------------------------------------------------------------------------
 
@@ -216,6 +331,8 @@ class DraManager:
             for claim in self.objects.list(RESOURCE_CLAIM):
                 meta = claim.get("metadata") or {}
                 self._refresh((meta.get("namespace") or "", meta.get("name") or ""))
+            for key in [key for key in self._assumed if key not in self._held]:
+                self._refresh(key)  # assumed and not in the API: an extended-resource claim in flight
         else:
             for key in dict.fromkeys(changed):
                 self._refresh(key)
@@ -268,6 +385,36 @@ class DraManager:
         self.sync()
         self._assumed[key] = _Assumed(claim, self.objects.get(RESOURCE_CLAIM, key[1], key[0]))
         self._hold(key, claim)
+
+    def extended_resource_totals(self, node_name: str, labels: Mapping[str, str],
+                                 device_class: Obj) -> tuple[int, int] | None:
+        """(devices, devices allocated) of the class on the node, as NodeResourcesFit and
+        BalancedAllocation score a DRA-backed extended resource (upstream's
+        calculateDRAResourceTotals): every slice that reaches the node, of any generation, every
+        device the class's selectors accept, allocated when some claim holds it (assumed ones
+        too). None when a selector cannot be evaluated (upstream logs it and scores the
+        resource as absent)."""
+        in_use = self.sync()
+        expressions = [((s or {}).get("cel") or {}).get("expression")
+                       for s in (device_class.get("spec") or {}).get("selectors") or ()]
+        try:
+            compiled = [compile_expression(e) for e in expressions if e is not None]
+        except CELError:
+            return None
+        total = allocated = 0
+        for slice_obj in self.objects.list(RESOURCE_SLICE):
+            spec = slice_obj.get("spec") or {}
+            driver, pool = spec.get("driver") or "", (spec.get("pool") or {}).get("name") or ""
+            for device in _devices_for_node(spec, node_name, labels):
+                try:
+                    if compiled and not all(e.matches(device_variable(driver, device)) for e in compiled):
+                        continue
+                except CELError:
+                    return None
+                total += 1
+                if (driver, pool, device.get("name") or "") in in_use:
+                    allocated += 1
+        return total, allocated
 
     def forget(self, namespace: str, name: str) -> bool:
         """Unreserve: drop an in-flight allocation; True when there was one."""

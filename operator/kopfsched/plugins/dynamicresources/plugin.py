@@ -27,23 +27,32 @@ Extension points:
 - Reserve/Unreserve: assume (or forget) the chosen allocation in memory, shared by every
   profile, so no other pod gets those devices before the API write lands.
 - PreBindPreFlight: PreBind has work for any pod with claims (Skip without).
-- PreBind: write the finalizer, `status.allocation` and the pod into `status.reservedFor`.
+- PreBind: write the finalizer, `status.allocation` (with its allocationTimestamp) and the pod
+  into `status.reservedFor`; create the pod's claim for its extended resources backed by DRA
+  (extended.py) and record it in the pod's status; then, when an allocated device has binding
+  conditions (DRADeviceBindingConditions), wait for them in the claims' `status.devices`.
+- Extended resources backed by DRA (DRAExtendedResource): see extended.py; a pod asking for
+  one that a DeviceClass provides has work here even without claims.
+- Binding conditions: an allocated claim whose binding failed or timed out is unavailable on
+  every node in Filter, so PostFilter deallocates it.
 
 Args: `filterTimeout` (a duration, default 10s, 0 disables): how long the search may take on one
 node before Filter answers an Error "node <name>: timed out trying to allocate devices" (the
-pod retries with backoff).
+pod retries with backoff); `bindingTimeout` (default 600s, at least 1s): how long PreBind waits
+for binding conditions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from kopfsched import features
-from kopfsched.framework.client import ClusterError
+from kopfsched.framework.client import ClusterError, NotFoundError
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.duration import parse_duration
 from kopfsched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
@@ -60,7 +69,8 @@ from kopfsched.framework.labels import NodePredicate, SelectorError, node_select
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import ArgsError, PluginFactory, check_known_fields
 from kopfsched.framework.status import SKIP, Status
-from kopfsched.framework.types import NodeInfo, Obj, PodInfo
+from kopfsched.framework.types import NodeInfo, Obj, PodInfo, parse_time, rfc3339
+from kopfsched.plugins.dynamicresources import extended
 from kopfsched.plugins.dynamicresources.allocator import (
     AllocationError,
     AllocationTimeout,
@@ -89,12 +99,16 @@ class DynamicResourcesArgs:
     """Seconds Filter may spend searching one node's devices (DRASchedulerFilterTimeout, on by
     default): past it Filter answers an Error, "node <name>: timed out trying to allocate devices".
     0 disables it."""
+    binding_timeout: float = 600.0
+    """Seconds PreBind waits for the binding conditions of the allocated devices
+    (DRADeviceBindingConditions, beta and on), and after which an allocated claim whose
+    conditions are still not met counts as unavailable in Filter. At least 1s."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DynamicResourcesArgs:
         problems: list[tuple[str, str]] = []
         check_known_fields(raw, {"filterTimeout", "bindingTimeout"}, problems)
-        timeout = 10.0
+        timeout, binding = 10.0, 600.0
         if raw.get("filterTimeout") is not None:
             parsed = parse_duration(raw["filterTimeout"])
             if parsed is None or parsed < 0:
@@ -102,9 +116,16 @@ class DynamicResourcesArgs:
                                                   'duration such as "10s"'))
             else:
                 timeout = parsed
+        if raw.get("bindingTimeout") is not None:
+            parsed = parse_duration(raw["bindingTimeout"])
+            if parsed is None or parsed < 1:
+                problems.append(("bindingTimeout", f"Invalid value: {raw['bindingTimeout']!r}: must be at least "
+                                                   "1 second"))
+            else:
+                binding = parsed
         if problems:
             raise ArgsError(problems)
-        return cls(filter_timeout=timeout)
+        return cls(filter_timeout=timeout, binding_timeout=binding)
 
 
 class ClaimError(Exception):
@@ -112,6 +133,8 @@ class ClaimError(Exception):
 
 
 _CANNOT_ALLOCATE = Status.unresolvable("cannot allocate all claims")
+_STALE_EXTENDED = Status.unresolvable("cannot schedule extended resource claim")
+_CANNOT_FIT = Status.unresolvable("cannot fit resource")
 _INVALID_POOLS = Status.unresolvable("invalid resource pools were encountered")
 
 
@@ -168,7 +191,101 @@ def _versioned(claim: Obj, patch: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+# --- binding conditions (DRADeviceBindingConditions) ---------------------------------------
+
+
+BINDING_POLL_SECONDS = 5.0
+"""How often PreBind looks at the claims while it waits for binding conditions (upstream's 5s)."""
+
+
+class BindingError(Exception):
+    """A device's binding failed or timed out: PreBind's and Filter's words are upstream's."""
+
+
+def _device_status(claim: Obj, result: Obj) -> Obj | None:
+    for device in (claim.get("status") or {}).get("devices") or ():
+        if (device.get("device"), device.get("driver"), device.get("pool")) == (
+                result.get("device"), result.get("driver"), result.get("pool")):
+            return device
+    return None
+
+
+def _condition_true(device: Obj, kind: str) -> Obj | None:
+    return next((c for c in device.get("conditions") or () if c.get("type") == kind and c.get("status") == "True"),
+                None)
+
+
+def _go_quote(text: str) -> str:
+    """Go's %q of a printable string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def ready_for_binding(claim: Obj) -> bool:
+    """upstream isClaimReadyForBinding: every device's binding conditions true in the claim's
+    status.devices (no conditions: ready); raises BindingError when a binding failure
+    condition is true."""
+    allocation = _allocation(claim)
+    if allocation is None:
+        return False
+    for result in (allocation.get("devices") or {}).get("results") or ():
+        if not result.get("bindingConditions"):
+            continue
+        device = _device_status(claim, result)
+        if device is None:
+            return False
+        for kind in result.get("bindingFailureConditions") or ():
+            failed = _condition_true(device, kind)
+            if failed is not None:
+                raise BindingError(f"device binding failed: claim={_key(claim)[1]}, reason={failed.get('reason', '')}, "
+                                   f"message={_go_quote(failed.get('message') or '')}")
+        if any(_condition_true(device, kind) is None for kind in result["bindingConditions"]):
+            return False
+    return True
+
+
+def binding_timed_out(claim: Obj, timeout: float, now: float) -> bool:
+    """upstream isClaimTimeout: a device of the claim has binding conditions and the claim was
+    allocated more than `timeout` seconds ago."""
+    allocation = _allocation(claim) or {}
+    stamp = parse_time(allocation.get("allocationTimestamp"))
+    if stamp is None:
+        return False
+    return any(r.get("bindingConditions") is not None and stamp + timeout < now
+               for r in (allocation.get("devices") or {}).get("results") or ())
+
+
+def has_binding_conditions(claims: Iterable[Obj]) -> bool:
+    return any(r.get("bindingConditions") for claim in claims
+               for r in ((_allocation(claim) or {}).get("devices") or {}).get("results") or ())
+
+
 # --- cycle state --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Extended:
+    """The pod's claim for its extended resources backed by DRA (extended.py)."""
+
+    claim: Obj
+    """The claim of an earlier cycle (in the API), or the in-memory one; PreBind's once created."""
+    requests: dict[str, int]
+    """The pod's non-zero requests of DRA-extended resource names."""
+    backed: frozenset[str]
+    """Those a DeviceClass provides."""
+    found: bool
+    """The claim is one an earlier cycle created (it is in the API)."""
+    per_node: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)
+    """Node -> (the claim with the requests the node needs from DRA, the request mappings)."""
+    allocators: dict[Any, Allocator] = field(default_factory=dict)
+    """The pod's unallocated claims plus a node's extended claim, by that claim's requests."""
+    allocator_of: dict[str, Allocator] = field(default_factory=dict)
+    """Node -> the allocator its placement came from."""
+    allocation: Obj | None = None
+    """Reserve's allocation for the node's extended claim."""
+    assumed_as: str = ""
+    """The name Reserve assumed the in-memory claim under (unique per pod)."""
+    created: bool = False
+    """PreBind created the claim in the API (Unreserve then deletes it)."""
 
 
 @dataclass(slots=True)
@@ -188,6 +305,16 @@ class _StateData:
     invalid_nodes: frozenset[str] = frozenset()
     rejections: dict[str, Status] = field(default_factory=dict)
     """Filter answers computed by filter_nodes, so the runtime's follow-up asks cost nothing."""
+    extended: _Extended | None = None
+    """The pod's claim for extended resources backed by DRA (DRAExtendedResource), if any."""
+    not_ready: frozenset[int] = frozenset()
+    """Allocated claims whose binding failed or timed out: unavailable on every node, so that
+    PostFilter may deallocate them (DRADeviceBindingConditions)."""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing for the plugin to do: no claims, no extended resources backed by DRA."""
+        return not self.claims and self.extended is None
 
     def clone(self) -> _StateData:
         return self  # shared with preemption's dry runs, as upstream
@@ -207,6 +334,8 @@ class DynamicResources:
         self.manager: DraManager = manager_for(handle, NAME)
         self.device_taints = features.enabled(features.DRA_DEVICE_TAINTS)
         """Read once, as upstream's plugin reads its feature.Features when it is built."""
+        self.wall_clock: Callable[[], float] = time.time
+        """What allocationTimestamp and the binding timeout are measured on (upstream's time.Now)."""
 
     def _claims(self, pod: PodInfo) -> list[Obj]:
         """The pod's claims as this scheduler sees them (assumed allocations included);
@@ -242,7 +371,7 @@ class DynamicResources:
         return None if pod.spec.get("resourceClaims") else []
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        if not pod.spec.get("resourceClaims"):
+        if not pod.spec.get("resourceClaims") and not (pod.requests.scalar and self.manager.resolver.any()):
             state.write(STATE_KEY, _NO_CLAIMS)  # the common case: the shared empty state, nothing built
             return SKIP
         try:
@@ -250,10 +379,15 @@ class DynamicResources:
         except ClaimError as exc:
             state.write(STATE_KEY, _NO_CLAIMS)  # upstream writes its state before it looks at claims
             return Status.unresolvable(str(exc))
-        data = _StateData(claims=claims)
+        data = _StateData(claims=claims, extended=self._extended(pod))
         state.write(STATE_KEY, data)
-        if not claims:
+        if data.empty:
             return SKIP
+        ext = data.extended
+        if ext is not None and ext.found and _allocation(ext.claim) is not None:
+            reserved = (ext.claim.get("status") or {}).get("reservedFor") or ()
+            if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(ext.claim, pod.uid):
+                return Status.unresolvable("resourceclaim in use")
         for index, claim in enumerate(claims):
             allocation = _allocation(claim)
             if allocation is not None:
@@ -261,28 +395,56 @@ class DynamicResources:
                 if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(claim, pod.uid):
                     return Status.unresolvable("resourceclaim in use")
                 data.available_on.append(self._selector(allocation))
+                if self._binding_stuck(claim):
+                    data.not_ready |= {index}
                 continue
             data.available_on.append(None)
             data.pending.append(index)
             problem = self._check_requests(claim)
             if problem is not None:
                 return problem
-        if data.pending:
-            objects = self.handle.objects
-            inventory = self.manager.inventory()
-            data.allocator = Allocator(claims=[claims[i] for i in data.pending],
-                                       classes=lambda name: objects.get(DEVICE_CLASS, name),
-                                       inventory=inventory, in_use=self.manager.sync().counts,
-                                       shares=self.manager.shares,
-                                       free_counts=self.manager.free_counts, clock=self.handle.clock,
-                                       timeout=self.args.filter_timeout, device_taints=self.device_taints)
-            if len(data.pending) == len(claims):
+        if data.pending or (ext is not None and _allocation(ext.claim) is None):
+            data.allocator = self._allocator([claims[i] for i in data.pending])
+            if len(data.pending) == len(claims) and ext is None:
                 try:
                     data.quick = data.allocator.quick()
                 except AllocationError:
                     data.quick = None  # Filter reports it, node by node
-                data.invalid_nodes = inventory.invalid_nodes
+                data.invalid_nodes = self.manager.inventory().invalid_nodes
         return None
+
+    def _allocator(self, claims: list[Mapping[str, Any]]) -> Allocator:
+        objects = self.handle.objects
+        return Allocator(claims=claims, classes=lambda name: objects.get(DEVICE_CLASS, name),
+                         inventory=self.manager.inventory(), in_use=self.manager.sync().counts,
+                         shares=self.manager.shares,
+                         free_counts=self.manager.free_counts, clock=self.handle.clock,
+                         timeout=self.args.filter_timeout, device_taints=self.device_taints)
+
+    def _extended(self, pod: PodInfo) -> _Extended | None:
+        """preFilterExtendedResources: the pod's extended-resource claim when a DeviceClass
+        backs one of its extended resources, None otherwise."""
+        if not pod.requests.scalar:
+            return None
+        requests = extended.dra_requests(pod)
+        resolver = self.manager.resolver
+        backed = frozenset(name for name in requests if resolver.get(name) is not None)
+        if not backed:
+            return None
+        found = extended.find_claim(pod, self.handle.objects.list(RESOURCE_CLAIM))
+        if found is not None:
+            return _Extended(claim=found, requests=requests, backed=backed, found=True)
+        return _Extended(claim=extended.in_memory_claim(pod), requests=requests, backed=backed, found=False)
+
+    def _binding_stuck(self, claim: Obj) -> bool:
+        """Filter's check of an allocated claim (upstream's, per node; the answer is the same
+        on every node): a binding failure condition is true, or the conditions are not met in
+        bindingTimeout."""
+        try:
+            ready = ready_for_binding(claim)
+        except BindingError:
+            return True
+        return not ready and binding_timed_out(claim, self.args.binding_timeout, self.wall_clock())
 
     @staticmethod
     def _selector(allocation: Obj) -> NodePredicate | None:
@@ -320,8 +482,19 @@ class DynamicResources:
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return None
+        allocator = data.allocator
+        ext = data.extended
+        if ext is not None:
+            rejected, node_claim = self._filter_extended(ext, pod, node, user_claims=bool(data.claims))
+            if rejected is not None:
+                return rejected
+            if node_claim is None and not data.claims:
+                return None  # every extended resource comes from the node's device plugins
+            if node_claim is not None:
+                allocator = self._extended_allocator(data, ext, node_claim)
+                ext.allocator_of[node.name] = allocator
         if data.quick is not None:
             free, need = data.quick
             if free.get(node.name, 0) >= need:
@@ -332,10 +505,10 @@ class DynamicResources:
             return known
         labels = node.labels
         unavailable = [index for index, selector in enumerate(data.available_on)
-                       if selector is not None and not selector(labels, node.name)]
-        if data.allocator is not None:
+                       if (selector is not None and not selector(labels, node.name)) or index in data.not_ready]
+        if allocator is not None and (data.pending or allocator is not data.allocator):
             try:
-                allocations = data.allocator.allocate(node.name, labels)
+                allocations = allocator.allocate(node.name, labels)
             except AllocationTimeout:
                 # An Error, not a rejection: a timeout may be transient, so the pod retries
                 # with backoff rather than waiting for a cluster event (v1.37.2).
@@ -348,16 +521,53 @@ class DynamicResources:
                 return _CANNOT_ALLOCATE
             data.node_allocations[node.name] = allocations
         if unavailable:
+            if ext is not None:
+                ext.per_node.pop(node.name, None)
             data.unavailable.update(unavailable)
             return Status.unresolvable("resourceclaim not available on the node")
         return None
+
+    def _filter_extended(self, ext: _Extended, pod: PodInfo, node: NodeInfo, *,
+                         user_claims: bool) -> tuple[Status | None, Obj | None]:
+        """filterExtendedResources: (a rejection, or None and the claim with what the node
+        needs from DRA, None when it needs nothing)."""
+        if ((ext.claim.get("spec") or {}).get("devices") or {}).get("requests") is not None:
+            return _STALE_EXTENDED, None  # from an earlier cycle: PostFilter deletes it, the pod retries
+        allocatable = node.allocatable.scalar
+        needed = []
+        for name in ext.requests:
+            if name in ext.backed and allocatable.get(name, 0) == 0:
+                needed.append(name)
+            elif name not in allocatable:
+                return _CANNOT_FIT, None
+        if (not needed and not user_claims) or _allocation(ext.claim) is not None:
+            ext.per_node.pop(node.name, None)
+            return None, None
+        # With claims of its own the pod gets the claim even where the node's device plugins
+        # provide everything: with no request (v1.37.2, whose PreBind then creates it and fails
+        # on its empty request mappings, so that such a pod never binds there).
+        known = ext.per_node.get(node.name)
+        if known is None:
+            requests, mappings = extended.requests_and_mappings(pod.pod, needed, self.manager.resolver.get)
+            known = ext.per_node[node.name] = (extended.node_claim(ext.claim, requests), mappings)
+        return None, known[0]
+
+    def _extended_allocator(self, data: _StateData, ext: _Extended, node_claim: Obj) -> Allocator:
+        """The allocator for the pod's unallocated claims and this node's extended claim,
+        shared by the nodes that need the same requests."""
+        requests = node_claim["spec"]["devices"].get("requests") or ()
+        key = tuple((r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests)
+        allocator = ext.allocators.get(key)
+        if allocator is None:
+            allocator = ext.allocators[key] = self._allocator([*(data.claims[i] for i in data.pending), node_claim])
+        return allocator
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Filter over many nodes: one dict lookup per node in the one-request case (the
         free-device index), else Filter per node with its rejections kept for the runtime."""
         data = state.get(STATE_KEY)
         nodes = table.nodes
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return np.ones(len(rows), dtype=bool)
         if data.quick is not None:
             free, need = data.quick
@@ -422,7 +632,7 @@ class DynamicResources:
             # PreFilter never ran (an earlier PreFilter plugin rejected the pod): upstream's
             # getStateData fails, and its Error ends PostFilter before preemption.
             return None, Status.as_error("not found")
-        if not data.claims:
+        if data.empty:
             return None, Status.unschedulable()
         for index in sorted(data.unavailable):
             claim = data.claims[index]
@@ -430,30 +640,62 @@ class DynamicResources:
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 self.handle.spawn(self._deallocate(claim), f"deallocate ResourceClaim {claim_ref(claim)}")
                 return None, Status.unschedulable("deallocation of ResourceClaim completed")
+        if data.extended is not None and data.extended.found:
+            # Made by an earlier cycle whose binding failed: delete it, and the pod tries anew.
+            claim = data.extended.claim
+            self.handle.spawn(self._delete_claim(claim), f"delete ResourceClaim {claim_ref(claim)}")
+            return None, Status.unschedulable("deletion of ResourceClaim completed")
         return None, Status.unschedulable()
 
     async def _deallocate(self, claim: Obj) -> None:
         await self.handle.client.patch_object(kind=RESOURCE_CLAIM, obj=claim, patch=_versioned(claim, {
-            "status": {"allocation": None, "reservedFor": None}}))
+            "status": {"allocation": None, "reservedFor": None, "devices": None}}))
+
+    async def _delete_claim(self, claim: Obj) -> None:
+        """upstream deleteClaim: drop the scheduler's finalizer (so that the deletion is not
+        held up), then delete; a claim already gone is fine."""
+        namespace, name = _key(claim)
+        current = self.handle.objects.get(RESOURCE_CLAIM, name, namespace) or claim
+        client = self.handle.client
+        finalizers = list((current.get("metadata") or {}).get("finalizers") or ())
+        try:
+            if FINALIZER in finalizers:
+                finalizers.remove(FINALIZER)
+                current = await client.patch_object(kind=RESOURCE_CLAIM, obj=current, patch=_versioned(current, {
+                    "metadata": {"finalizers": finalizers}}))
+            await client.delete_object(kind=RESOURCE_CLAIM, obj=current)
+        except NotFoundError:
+            pass
 
     # Reserve / Unreserve
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
-        if data is None or not data.pending:
-            return None
+        ext = data.extended if data is not None else None
+        node_claim = ext.per_node.get(node_name) if ext is not None else None
+        if data is None or (not data.pending and node_claim is None):
+            return None  # nothing to allocate (extended resources from the node's device plugins)
         placement = data.node_allocations.get(node_name)
         if placement is None and data.quick is not None and data.allocator is not None:
             placement = data.allocator.lazy(node_name)
-        if placement is None or data.allocator is None:
+        allocator = ext.allocator_of.get(node_name) if node_claim is not None and ext is not None else data.allocator
+        if placement is None or allocator is None:
             return Status.as_error("claim allocation not found for node")
         try:
-            allocations = data.allocator.results(placement)
+            allocations = allocator.results(placement)
         except AllocationError as exc:
             return Status.as_error(str(exc))
-        if len(allocations) != len(data.pending):
-            return Status.as_error(f"internal error, have {len(allocations)} allocations, "
-                                   f"{len(data.pending)} claims")
+        wanted = len(data.pending) + (node_claim is not None)
+        if len(allocations) != wanted:
+            return Status.as_error(f"internal error, have {len(allocations)} allocations, {wanted} claims to "
+                                   f"allocate, want {wanted} claims")
+        if node_claim is not None and ext is not None:
+            ext.allocation = allocations.pop()
+            ext.assumed_as = f"{extended.SPECIAL_CLAIM_NAME}/{pod.uid}"
+            claim = node_claim[0]
+            meta = claim.get("metadata") or {}
+            self.manager.assume({**claim, "metadata": {**meta, "name": ext.assumed_as, "finalizers": [FINALIZER]},
+                                 "status": {"allocation": ext.allocation}})
         for index, allocation in zip(data.pending, allocations, strict=True):
             data.allocations[index] = allocation
             # A new claim object sharing the unchanged parts: API objects are never mutated.
@@ -470,6 +712,14 @@ class DynamicResources:
         data = state.get(STATE_KEY)
         if data is None:
             return
+        ext = data.extended
+        if ext is not None:
+            if ext.assumed_as:
+                self.manager.forget(ext.claim["metadata"].get("namespace") or "", ext.assumed_as)
+            if ext.created:
+                # Written to the API by PreBind: delete it, or it would hold its devices.
+                ext.created = False
+                self.handle.spawn(self._delete_claim(ext.claim), f"delete ResourceClaim {claim_ref(ext.claim)}")
         for claim in data.claims:
             namespace, name = _key(claim)
             self.manager.forget(namespace, name)
@@ -489,13 +739,13 @@ class DynamicResources:
         """PreBind has work whenever the pod has claims (Skip otherwise), as upstream's; may
         run beside VolumeBinding's PreBind."""
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return ALLOW_PARALLEL, SKIP
         return ALLOW_PARALLEL, None
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None or data.empty:
             return None
         for index, claim in enumerate(data.claims):
             if reserved_for(claim, pod.uid):
@@ -504,7 +754,81 @@ class DynamicResources:
                 data.claims[index] = await self._bind_claim(claim, data.allocations.get(index), pod)
             except (ClusterError, ClaimError) as exc:
                 return Status.as_error(str(exc))
-        return None
+        ext = data.extended
+        if ext is not None and ext.allocation is not None and not reserved_for(ext.claim, pod.uid):
+            try:
+                await self._bind_extended(ext, pod, node_name)
+            except (ClusterError, ClaimError) as exc:
+                return Status.as_error(str(exc))
+        claims = [*data.claims, *([ext.claim] if ext is not None and ext.created else [])]
+        if not has_binding_conditions(claims):
+            return None
+        return await self._wait_for_binding(claims, pod, node_name)
+
+    async def _wait_for_binding(self, claims: list[Obj], pod: PodInfo, node_name: str) -> Status | None:
+        """Wait until every allocated device's binding conditions are true (a driver or
+        controller sets them in the claim's status.devices), up to bindingTimeout, looking
+        every 5s (upstream's PreBind with DRADeviceBindingConditions)."""
+        self.handle.spawn(self.handle.client.record_event(
+            regarding=pod.pod, type="Normal", reason="BindingConditionsPending", action="Scheduling",
+            message=f"waiting for binding conditions for device on node {node_name}",
+            reporting_controller=self._profile_name(pod)), "BindingConditionsPending event")
+        clock = self.handle.clock
+        deadline = clock() + self.args.binding_timeout
+        while True:
+            try:
+                if self._ready_for_binding(claims):
+                    return None
+            except BindingError as exc:
+                return Status.as_error(str(exc))
+            if clock() >= deadline:
+                return Status.as_error("device binding timeout: context deadline exceeded")
+            await self.handle.sleep(min(BINDING_POLL_SECONDS, max(deadline - clock(), 0.0)))
+
+    def _profile_name(self, pod: PodInfo) -> str:
+        framework = self.handle.framework
+        return framework.profile_name if framework is not None else pod.spec.get("schedulerName") or ""
+
+    def _ready_for_binding(self, claims: list[Obj]) -> bool:
+        """upstream isPodReadyForBinding, over the claims as the watch last showed them."""
+        for index, claim in enumerate(claims):
+            namespace, name = _key(claim)
+            current = self.manager.get_claim(namespace, name)
+            if current is None:
+                raise BindingError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            claims[index] = current
+            if not ready_for_binding(current):
+                if binding_timed_out(current, self.args.binding_timeout, self.wall_clock()):
+                    raise BindingError(f"device binding timeout: claim={name}")
+                return False
+        return True
+
+    async def _bind_extended(self, ext: _Extended, pod: PodInfo, node_name: str) -> None:
+        """Create the node's extended-resource claim, allocate and reserve it, and record it in
+        the pod's status.extendedResourceClaimStatus (upstream's bindClaim for that claim)."""
+        node_claim, mappings = ext.per_node[node_name]
+        namespace = (node_claim.get("metadata") or {}).get("namespace") or ""
+        if not ext.created and not ext.found:
+            try:
+                ext.claim = await self.handle.client.create_object(kind=RESOURCE_CLAIM,
+                                                                   obj=extended.creation_body(node_claim))
+            except ClusterError as exc:
+                raise ClaimError(f"create claim for extended resources {namespace}/: {exc}") from exc
+            ext.created = True
+        ext.claim = await self._bind_claim(ext.claim, ext.allocation, pod)
+        # The API's claim holds the devices now; the in-memory one goes, the written one counts
+        # until the watch brings it.
+        if ext.assumed_as:
+            self.manager.forget(namespace, ext.assumed_as)
+            ext.assumed_as = ""
+        self.manager.assume(ext.claim)
+        if not mappings:
+            raise ClaimError(f"nil or empty request mappings, no update of pod {pod.key} ExtendedResourceClaimStatus")
+        status = {"requestMappings": mappings, "resourceClaimName": (ext.claim.get("metadata") or {}).get("name")}
+        try:
+            await self.handle.client.patch_pod_status(pod=pod.pod, extended_resource_claim_status=status)
+        except ClusterError as exc:
+            raise ClaimError(f"update pod {pod.key} ExtendedResourceClaimStatus: {exc}") from exc
 
     async def _bind_claim(self, claim: Obj, allocation: Obj | None, pod: PodInfo) -> Obj:
         """Write the allocation (if this cycle made one) and add the pod to reservedFor; the
@@ -524,6 +848,15 @@ class DynamicResources:
             {"resource": "pods", "name": pod.name, "uid": pod.uid}]}
         if allocation is not None:
             status["allocation"] = allocation
+        # DRADeviceBindingConditions with DRAResourceClaimDeviceStatus (both on in v1.37): the
+        # allocation gets its time, from which the binding timeout counts.
+        written = allocation if allocation is not None else _allocation(current)
+        if written is None:
+            raise ClaimError(f"claim {claim_ref(current)} got deallocated elsewhere in the meantime")
+        if not written.get("allocationTimestamp"):
+            stamp = rfc3339(self.wall_clock())
+            status["allocation"] = {**allocation, "allocationTimestamp": stamp} if allocation is not None else {
+                "allocationTimestamp": stamp}
         return await client.patch_object(kind=RESOURCE_CLAIM, obj=current, patch=_versioned(current, {
             "status": status}))
 
@@ -531,8 +864,10 @@ class DynamicResources:
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [
+            # A node's labels may matter to a device's node selector, its allocatable to whether
+            # it advertises an extended resource itself (DRAExtendedResource).
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
-                                              | ActionType.UPDATE_NODE_TAINT)),
+                                              | ActionType.UPDATE_NODE_ALLOCATABLE)),
             ClusterEventWithHint(ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE),
                                  self.is_schedulable_after_claim_change),
             ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),

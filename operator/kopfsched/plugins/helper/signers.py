@@ -6,6 +6,7 @@ are JSON-dumped by Framework.sign_pod."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from kopfsched.framework.interface import SignFragment
@@ -51,10 +52,15 @@ def volumes(pod: PodInfo) -> SignFragment:
     return VOLUMES, sources
 
 
-def resources(requests: dict[str, int]) -> SignFragment:
-    """The pod's requests (upstream's computePodResourceRequest)."""
-    return RESOURCES, sorted((name, value) for name, value in requests.items()
-                             if value or name not in _RESOURCE_FIELDS)
+def resources(requests: dict[str, int], backed: Callable[[str], Any] | None = None) -> list[SignFragment] | None:
+    """The pod's requests (upstream's computePodResourceRequest); None when a DeviceClass
+    backs one of its extended resources (`backed(name)` not None: DRAExtendedResource), as
+    NodeResourcesFit's and BalancedAllocation's SignPod refuse such pods."""
+    if backed is not None and any(value and name not in _RESOURCE_FIELDS and backed(name) is not None
+                                  for name, value in requests.items()):
+        return None
+    return [(RESOURCES, sorted((name, value) for name, value in requests.items()
+                               if value or name not in _RESOURCE_FIELDS))]
 
 
 def _requirements(requirements: Any) -> list[str]:

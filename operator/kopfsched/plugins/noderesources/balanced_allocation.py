@@ -12,6 +12,8 @@ Args (`NodeResourcesBalancedAllocationArgs`): `resources` (default cpu and memor
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kopfsched.framework import (
@@ -28,20 +30,24 @@ from kopfsched.framework import (
 )
 from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.resources import pod_requests
+from kopfsched.plugins.dynamicresources.manager import DraManager, manager_for
 from kopfsched.plugins.helper import signers
 from kopfsched.plugins.noderesources.args import NodeResourcesBalancedAllocationArgs
+from kopfsched.plugins.noderesources.fit import DYNAMIC_RESOURCES, dra_backed_resources, dra_totals
 from kopfsched.plugins.noderesources.resource_allocation import Balanced, ResourceAllocationScorer
 
 NAME = "NodeResourcesBalancedAllocation"
 
 
 class PreScoreState:
-    """The pod's requests, in the order of the configured resources (immutable)."""
+    """The pod's requests, in the order of the configured resources, and the DeviceClasses
+    backing those it asks for (DRAExtendedResource) by index (immutable)."""
 
-    __slots__ = ("pod_requests",)
+    __slots__ = ("dra_backed", "pod_requests")
 
-    def __init__(self, pod_requests: tuple[int, ...]) -> None:
+    def __init__(self, pod_requests: tuple[int, ...], dra_backed: dict[int, Any] | None = None) -> None:
         self.pod_requests = pod_requests
+        self.dra_backed = dra_backed or {}
 
 
 PRE_SCORE_STATE = StateKey[PreScoreState](NAME, "preScore")
@@ -61,33 +67,48 @@ class BalancedAllocation:
         self.handle = handle
         self.scorer = ResourceAllocationScorer(
             resources=[spec.name for spec in args.resources], strategy=Balanced(), use_requested=True)
+        self.dra: DraManager | None = manager_for(handle, DYNAMIC_RESOURCES) if handle is not None else None
 
-    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
-        return [signers.resources(pod_requests(pod.pod))]
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return signers.resources(pod_requests(pod.pod), self.dra.resolver.get if self.dra is not None else None)
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         requests = tuple(self.scorer.pod_requests(pod))
         if self.scorer.is_best_effort(requests):
             return SKIP
-        state.write(PRE_SCORE_STATE, PreScoreState(requests))
+        state.write(PRE_SCORE_STATE, PreScoreState(requests, dra_backed_resources(self.scorer, self.dra, requests)))
         return None
 
-    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...] | None:
+    def _pre_score(self, state: CycleState, pod: PodInfo) -> PreScoreState | None:
         pre_score = state.get(PRE_SCORE_STATE)
         if pre_score is not None:
-            return pre_score.pod_requests
+            return pre_score
         requests = tuple(self.scorer.pod_requests(pod))  # as upstream: Score works without PreScore
-        return None if self.scorer.is_best_effort(requests) else requests
+        if self.scorer.is_best_effort(requests):
+            return None
+        return PreScoreState(requests, dra_backed_resources(self.scorer, self.dra, requests))
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...] | None:
+        pre_score = self._pre_score(state, pod)
+        return None if pre_score is None else pre_score.pod_requests
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        requests = self._pod_requests(state, pod)
-        return 0 if requests is None else self.scorer.score(node, requests)
+        pre_score = self._pre_score(state, pod)
+        if pre_score is None:
+            return 0
+        if pre_score.dra_backed and self.dra is not None:
+            return self.scorer.score_dra(node, pre_score.pod_requests, pre_score.dra_backed, dra_totals(self.dra))
+        return self.scorer.score(node, pre_score.pod_requests)
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        requests = self._pod_requests(state, pod)
-        if requests is None:
+        pre_score = self._pre_score(state, pod)
+        if pre_score is None:
             return np.zeros(len(rows), dtype=np.int64)
-        return self.scorer.score_rows(table, rows, requests)
+        if pre_score.dra_backed:  # a DRA-backed resource among the scored ones: node by node
+            nodes = table.nodes
+            return np.fromiter((self.score(state, pod, nodes[row]) for row in rows.tolist()), dtype=np.int64,
+                               count=len(rows))
+        return self.scorer.score_rows(table, rows, pre_score.pod_requests)
 
 
 PLUGIN = PluginFactory(name=NAME, factory=BalancedAllocation, args_type=NodeResourcesBalancedAllocationArgs)

@@ -13,7 +13,8 @@ Args (`NodeResourcesFitArgs`): `ignoredResources`, `ignoredResourceGroups`, `sco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,8 @@ from kopfsched.framework import (
 from kopfsched.framework.interface import SignFragment
 from kopfsched.framework.resources import Resource, pod_requests
 from kopfsched.framework.status import TalliedStatuses
-from kopfsched.plugins.helper import signers
+from kopfsched.plugins.dynamicresources.manager import DEVICE_CLASS_PREFIX, DraManager, manager_for
+from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.noderesources.args import (
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
@@ -66,6 +68,8 @@ from kopfsched.plugins.noderesources.resource_allocation import (
 )
 
 NAME = "NodeResourcesFit"
+DYNAMIC_RESOURCES = "DynamicResources"
+"""The plugin whose shared DRA state (handle.shared) Fit reads, as upstream's SharedDRAManager."""
 
 TOO_MANY_PODS = "Too many pods"
 INSUFFICIENT_CPU = "Insufficient cpu"
@@ -82,12 +86,19 @@ class PreFilterState:
     ephemeral_storage: int
     scalars: tuple[tuple[str, int], ...]
     """Non-zero scalar requests Filter checks (ignored extended resources left out), by name."""
+    dra_backed: frozenset[str] = frozenset()
+    """Those of `scalars` a DeviceClass provides (DRAExtendedResource): on a node that does not
+    advertise one (allocatable 0 or absent) DynamicResources allocates it from devices, so
+    Filter does not check it there (upstream's shouldDelegateResourceToDRA)."""
 
 
 @dataclass(frozen=True, slots=True)
 class PreScoreState:
     pod_requests: tuple[int, ...]
     """The pod's scoring requests, in the order of the strategy's resources."""
+    dra_backed: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    """Resource index -> the DeviceClass backing it, for those the pod asks for (scored by
+    devices on nodes that do not advertise them)."""
 
 
 PRE_FILTER_STATE = StateKey[PreFilterState](NAME, "preFilter")
@@ -144,6 +155,8 @@ def fits_request(request: PreFilterState, node: NodeInfo) -> list[InsufficientRe
                                                  storage > allocatable.ephemeral_storage))
     for name, quantity in request.scalars:
         offered = allocatable.scalar.get(name, 0)
+        if offered <= 0 and name in request.dra_backed:
+            continue
         used = requested.scalar.get(name, 0)
         if quantity > offered - used:
             insufficient.append(InsufficientResource(name, f"Insufficient {name}", quantity, used, offered,
@@ -179,7 +192,9 @@ def fits_rows(request: PreFilterState, table: NodeTable, rows: np.ndarray) -> np
             fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
     for name, quantity in request.scalars:
         allocatable, requested = scalar_columns(name)
-        fits &= quantity <= table.column(allocatable)[rows] - table.column(requested)[rows]
+        offered = table.column(allocatable)[rows]
+        enough = quantity <= offered - table.column(requested)[rows]
+        fits &= enough | (offered <= 0) if name in request.dra_backed else enough
     return fits
 
 
@@ -196,7 +211,10 @@ def fits_row(request: PreFilterState, table: NodeTable, row: int) -> bool:
             return False
     for name, quantity in request.scalars:
         allocatable, requested = scalar_columns(name)
-        if not quantity <= int(table.column(allocatable)[row]) - int(table.column(requested)[row]):
+        offered = int(table.column(allocatable)[row])
+        if offered <= 0 and name in request.dra_backed:
+            continue
+        if not quantity <= offered - int(table.column(requested)[row]):
             return False
     return True
 
@@ -221,15 +239,28 @@ class Fit:
             strategy=build_strategy(args),
             use_requested=False,
         )
+        self.dra: DraManager | None = manager_for(handle, DYNAMIC_RESOURCES) if handle is not None else None
+        """The scheduler's DRA state: which DeviceClass backs an extended resource, and the
+        devices a DRA-backed resource is scored by (DRAExtendedResource, GA and locked on)."""
 
     # --- PreFilter / Filter ---------------------------------------------------------------
 
-    def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
-        return [signers.resources(pod_requests(pod.pod))]
+    def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
+        return signers.resources(pod_requests(pod.pod), self.dra.resolver.get if self.dra is not None else None)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
-        state.write(PRE_FILTER_STATE, compute_pod_resource_request(
-            pod, ignored_resources=self.ignored_resources, ignored_groups=self.ignored_resource_groups))
+        request = compute_pod_resource_request(
+            pod, ignored_resources=self.ignored_resources, ignored_groups=self.ignored_resource_groups)
+        state.write(PRE_FILTER_STATE, self._with_dra(request))
+
+    def _with_dra(self, request: PreFilterState) -> PreFilterState:
+        """The request with the scalars a DeviceClass backs marked (only pods asking for an
+        extended resource look: the others cost nothing more)."""
+        if not request.scalars or self.dra is None:
+            return request
+        resolver = self.dra.resolver
+        backed = frozenset(name for name, _ in request.scalars if resolver.get(name) is not None)
+        return dataclasses.replace(request, dra_backed=backed) if backed else request
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         insufficient = fits_request(state.read(PRE_FILTER_STATE), node)
@@ -249,7 +280,8 @@ class Fit:
         # the answer of every node for requests it saw before (see NodeTable.derived).
         request = state.read(PRE_FILTER_STATE)
         # The request's fields as the key: a tuple of ints hashes and compares in C.
-        key = (FITS, request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars)
+        key = (FITS, request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars,
+               request.dra_backed)
         return table.derived(key, lambda table, rows: fits_rows(request, table, rows), rows,
                              lambda table, row: fits_row(request, table, row))
 
@@ -271,8 +303,10 @@ class Fit:
         for name, quantity in request.scalars:
             allocatable, requested = scalar_columns(name)
             offered = table.column(allocatable)[rows]
-            checks.append((f"Insufficient {name}", quantity > offered - table.column(requested)[rows],
-                           quantity > offered))
+            insufficient = quantity > offered - table.column(requested)[rows]
+            if name in request.dra_backed:
+                insufficient &= offered > 0
+            checks.append((f"Insufficient {name}", insufficient, quantity > offered))
         codes = np.zeros(len(rows), dtype=np.int64)
         unresolvable = np.zeros(len(rows), dtype=bool)
         for bit, (_, insufficient, beyond) in enumerate(checks):
@@ -295,19 +329,35 @@ class Fit:
     # --- PreScore / Score -----------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
-        state.write(PRE_SCORE_STATE, PreScoreState(tuple(self.scorer.pod_requests(pod))))
+        state.write(PRE_SCORE_STATE, self._pre_score_state(pod))
 
-    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+    def _pre_score_state(self, pod: PodInfo) -> PreScoreState:
+        requests = tuple(self.scorer.pod_requests(pod))
+        backed = dra_backed_resources(self.scorer, self.dra, requests)
+        return PreScoreState(requests, backed) if backed else PreScoreState(requests)
+
+    def _pre_score(self, state: CycleState, pod: PodInfo) -> PreScoreState:
         pre_score = state.get(PRE_SCORE_STATE)
         if pre_score is None:  # as upstream: Score works without PreScore
-            return tuple(self.scorer.pod_requests(pod))
-        return pre_score.pod_requests
+            return self._pre_score_state(pod)
+        return pre_score
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        return self._pre_score(state, pod).pod_requests
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return self.scorer.score(node, self._pod_requests(state, pod))
+        pre_score = self._pre_score(state, pod)
+        if pre_score.dra_backed and self.dra is not None:
+            return self.scorer.score_dra(node, pre_score.pod_requests, pre_score.dra_backed, dra_totals(self.dra))
+        return self.scorer.score(node, pre_score.pod_requests)
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        return self.scorer.score_rows(table, rows, self._pod_requests(state, pod))
+        pre_score = self._pre_score(state, pod)
+        if pre_score.dra_backed:  # a DRA-backed resource among the scored ones: node by node
+            nodes = table.nodes
+            return np.fromiter((self.score(state, pod, nodes[row]) for row in rows.tolist()), dtype=np.int64,
+                               count=len(rows))
+        return self.scorer.score_rows(table, rows, pre_score.pod_requests)
 
     # --- queueing hints -------------------------------------------------------------------
 
@@ -318,6 +368,9 @@ class Fit:
                                  self.is_schedulable_after_pod_event),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
                                  self.is_schedulable_after_node_change),
+            # A pod may wait for a class to provide its extended resource (DRAExtendedResource).
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                                 self.is_schedulable_after_device_class_event),
         )
 
     def is_schedulable_after_pod_event(self, pod: Any, old: Any, new: Any) -> QueueingHint:
@@ -338,7 +391,7 @@ class Fit:
         original, modified = _node_dict(old), _node_dict(new)
         target = pod if isinstance(pod, PodInfo) else PodInfo(_pod_dict(pod) or {})
         # Upstream's hint checks the bare node with no ignored resources.
-        request = compute_pod_resource_request(target)
+        request = self._with_dra(compute_pod_resource_request(target))
         if modified is None or fits_request(request, NodeInfo(modified)):
             return QueueingHint.SKIP
         if original is None:
@@ -346,6 +399,36 @@ class Fit:
         if not _requested_resources_increased(request, NodeInfo(original).allocatable, NodeInfo(modified).allocatable):
             return QueueingHint.SKIP
         return QueueingHint.QUEUE
+
+
+    def is_schedulable_after_device_class_event(self, pod: Any, old: Any, new: Any) -> QueueingHint:
+        """upstream isSchedulableAfterDeviceClassEvent: a class now provides, by its explicit
+        or (when added) its implicit name, an extended resource the pod asks for."""
+        original, modified = objects.raw(old), objects.raw(new)
+        if modified is None:
+            return QueueingHint.SKIP
+        requests = pod_requests(_pod_dict(pod) or {})
+        explicit = (modified.get("spec") or {}).get("extendedResourceName")
+        if original is not None:
+            if (original.get("spec") or {}).get("extendedResourceName") == explicit:
+                return QueueingHint.SKIP
+        elif DEVICE_CLASS_PREFIX + ((modified.get("metadata") or {}).get("name") or "") in requests:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE if explicit is not None and explicit in requests else QueueingHint.SKIP
+
+
+def dra_backed_resources(scorer: ResourceAllocationScorer, dra: DraManager | None,
+                         pod_requests: tuple[int, ...]) -> dict[int, Any]:
+    """The scored resources the pod asks for that a DeviceClass backs (none without DRA state)."""
+    if dra is None or not any(pod_requests[i] for i in range(len(pod_requests))
+                              if scorer.resources[i] not in ("cpu", "memory")):
+        return {}
+    return scorer.dra_backed(pod_requests, dra.resolver.get)
+
+
+def dra_totals(dra: DraManager) -> Callable[[NodeInfo, Any], tuple[int, int] | None]:
+    """(devices, allocated devices) of a class on a node, for ResourceAllocationScorer.score_dra."""
+    return lambda node, device_class: dra.extended_resource_totals(node.name, node.labels, device_class)
 
 
 def _pod_dict(obj: Any) -> dict[str, Any] | None:
@@ -387,7 +470,8 @@ def _requested_resources_increased(request: PreFilterState, before: Resource, af
         (request.milli_cpu > 0 and after.milli_cpu > before.milli_cpu)
         or (request.memory > 0 and after.memory > before.memory)
         or (request.ephemeral_storage > 0 and after.ephemeral_storage > before.ephemeral_storage)
-        or any(after.scalar.get(name, 0) > before.scalar.get(name, 0) for name, _ in request.scalars)
+        or any(after.scalar.get(name, 0) > before.scalar.get(name, 0)
+               or (name in request.dra_backed and after.scalar.get(name, 0) <= 0) for name, _ in request.scalars)
     )
 
 

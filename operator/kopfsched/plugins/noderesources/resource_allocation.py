@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -475,6 +475,35 @@ class ResourceAllocationScorer:
         if pod_request == 0 or not is_scalar_resource_name(name):
             return 0, 0
         return node.allocatable.scalar.get(name, 0), node.requested.scalar.get(name, 0) + pod_request
+
+    def dra_backed(self, pod_requests: Sequence[int], backing: Callable[[str], Any]) -> dict[int, Any]:
+        """Index -> the DeviceClass of each configured resource the pod asks for that a class
+        backs (`backing`: the DRA resolver), scored on nodes that do not advertise it by the
+        devices of the class (DRAExtendedResource; upstream's getDRAPreScoredParams)."""
+        out = {}
+        for i, name in enumerate(self.resources):
+            if pod_requests[i] != 0 and name not in (CPU, MEMORY, EPHEMERAL_STORAGE) and is_scalar_resource_name(name):
+                device_class = backing(name)
+                if device_class is not None:
+                    out[i] = device_class
+        return out
+
+    def score_dra(self, node: NodeInfo, pod_requests: Sequence[int], backed: Mapping[int, Any],
+                  totals: Callable[[NodeInfo, Any], tuple[int, int] | None]) -> int:
+        """`score` where a resource of `backed` that the node does not advertise counts the
+        class's devices on the node and those allocated (`totals`, upstream's
+        calculateDRAExtendedResourceAllocatableRequest); no devices: left out, as absent."""
+        requested = [0] * len(self.resources)
+        allocatable = [0] * len(self.resources)
+        for i, name in enumerate(self.resources):
+            alloc, req = self._allocatable_requested(node, name, pod_requests[i])
+            if alloc == 0 and i in backed:
+                found = totals(node, backed[i])
+                if found is not None and found[0] > 0:
+                    alloc, req = found[0], found[1] + pod_requests[i]
+            if alloc != 0:
+                allocatable[i], requested[i] = alloc, req
+        return self.strategy.score_placed(requested, allocatable, pod_requests)
 
     def score(self, node: NodeInfo, pod_requests: Sequence[int]) -> int:
         requested = [0] * len(self.resources)

@@ -38,6 +38,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -141,6 +144,18 @@ type simulation struct {
 	deletes  atomic.Int64
 	preempts []string // pods whose preemption may still run
 	deleted  int
+}
+
+// generatedSuffix is the n-th generated-name suffix: five characters of the API server's
+// alphabet (utilrand.String's), the least significant first.
+func generatedSuffix(n int) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	out := make([]byte, 5)
+	for i := range out {
+		out[i] = alphabet[n%len(alphabet)]
+		n /= len(alphabet)
+	}
+	return string(out)
 }
 
 func queued(g basemetrics.GaugeMetric) float64 {
@@ -290,10 +305,54 @@ func simulateAll(files []string) error {
 			Result: "Unschedulable", Victims: []string{}, uid: string(p.UID)}
 	}
 
+	// Resource versions as an API server keeps them: the object tracker stores none of its
+	// own on the objects, and the scheduler's assume caches (ResourceClaims, PVs, PVCs) drop
+	// an informer's update whose version they cannot compare, so that a claim allocated by
+	// one pod's PreBind would still look free to the next pod. Every object gets one, every
+	// write the next.
+	var version int64
+	for _, o := range world.objects {
+		if m, err := meta.Accessor(o); err == nil {
+			if v, err := strconv.ParseInt(m.GetResourceVersion(), 10, 64); err == nil && v > version {
+				version = v
+			}
+		}
+	}
+	nextVersion := func() string { version++; return strconv.FormatInt(version, 10) }
+	for _, o := range others {
+		if m, err := meta.Accessor(o); err == nil && m.GetResourceVersion() == "" {
+			m.SetResourceVersion(nextVersion())
+		}
+	}
 	// A plain object tracker: the field-managed one would charge server-side apply's
 	// bookkeeping to the scheduler.
 	client := fake.NewSimpleClientset(others...) //nolint:staticcheck
 	tracker := client.Tracker()
+	client.PrependReactor("*", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		var obj runtime.Object
+		switch a := action.(type) {
+		case clienttesting.CreateAction:
+			obj = a.GetObject()
+		case clienttesting.UpdateAction:
+			obj = a.GetObject()
+		case clienttesting.PatchAction:
+			// The tracker patches the object it holds: patch it here, then store it versioned.
+			handled, patched, err := clienttesting.ObjectReaction(tracker)(action)
+			if !handled || err != nil || patched == nil {
+				return handled, patched, err
+			}
+			if m, err := meta.Accessor(patched); err == nil {
+				m.SetResourceVersion(nextVersion())
+			}
+			return true, patched, tracker.Update(a.GetResource(), patched, a.GetNamespace())
+		}
+		if obj != nil {
+			if m, err := meta.Accessor(obj); err == nil {
+				m.SetResourceVersion(nextVersion())
+			}
+		}
+		return false, nil, nil
+	})
 	podsResource := v1.SchemeGroupVersion.WithResource("pods")
 	client.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		create := action.(clienttesting.CreateAction)
@@ -332,6 +391,27 @@ func simulateAll(files []string) error {
 		sim.mu.Unlock()
 		notify()
 		return true, binding, nil
+	})
+	// The API server names an object created with only a generateName (DynamicResources'
+	// PreBind creates a pod's claim for its extended resources so); the object tracker does
+	// not. Suffixes are counted, so that a run repeats, in the alphabet and form
+	// kopfsched's in-memory client uses.
+	generated := 0
+	client.PrependReactor("create", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		create, ok := action.(clienttesting.CreateAction)
+		if !ok || create.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		obj, err := meta.Accessor(create.GetObject())
+		if err != nil || obj.GetName() != "" || obj.GetGenerateName() == "" {
+			return false, nil, nil
+		}
+		generated++
+		obj.SetName(obj.GetGenerateName() + generatedSuffix(generated))
+		if obj.GetUID() == "" {
+			obj.SetUID(types.UID("uid-" + obj.GetNamespace() + "-" + obj.GetName()))
+		}
+		return false, nil, nil
 	})
 	client.PrependReactor("delete", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		del := action.(clienttesting.DeleteAction)
@@ -597,7 +677,27 @@ func simulateAll(files []string) error {
 		Pods    []*SimPod      `json:"pods"`
 		Nodes   []SimNode      `json:"nodes"`
 		Summary map[string]any `json:"summary"`
-	}{Pods: []*SimPod{}, Nodes: []SimNode{}}
+		// ResourceClaims are the claims at the end, as the API server holds them (those the
+		// scheduler created for extended resources backed by DRA among them), by namespace and name.
+		ResourceClaims []resourcev1.ResourceClaim `json:"resourceClaims"`
+		// ExtendedResourceClaimStatus is each pod's status.extendedResourceClaimStatus, when set.
+		ExtendedResourceClaimStatus map[string]*v1.PodExtendedResourceClaimStatus `json:"extendedResourceClaimStatus"`
+	}{Pods: []*SimPod{}, Nodes: []SimNode{}, ResourceClaims: []resourcev1.ResourceClaim{},
+		ExtendedResourceClaimStatus: map[string]*v1.PodExtendedResourceClaimStatus{}}
+	if claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{}); err == nil {
+		out.ResourceClaims = claims.Items
+		sort.Slice(out.ResourceClaims, func(i, j int) bool {
+			a, b := out.ResourceClaims[i], out.ResourceClaims[j]
+			return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+		})
+	}
+	for _, p := range pending {
+		if obj, err := tracker.Get(podsResource, p.Namespace, p.Name); err == nil {
+			if status := obj.(*v1.Pod).Status.ExtendedResourceClaimStatus; status != nil {
+				out.ExtendedResourceClaimStatus[podKey(p)] = status
+			}
+		}
+	}
 	counts := map[string]int{}
 	for _, k := range sim.order {
 		e := sim.pods[k]
