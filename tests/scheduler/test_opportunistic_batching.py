@@ -143,3 +143,13 @@ async def test_a_profile_with_a_plugin_that_cannot_sign_never_batches():
     h.add_pods(*pods(3))
     await h.settle()
     assert batched(h) == 0
+
+
+def test_a_pod_asking_for_a_dra_backed_extended_resource_is_not_signed():
+    """NodeResourcesFit's and BalancedAllocation's SignPod refuse it (DRAExtendedResource)."""
+    h = harness([make_node("n1")])
+    h.add_objects("DeviceClass", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                  "metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}})
+    fwk = framework(h)
+    assert fwk.sign_pod(PodInfo(make_pod("p", requests={"cpu": "1", "example.com/gpu": "1"}))) is None
+    assert fwk.sign_pod(PodInfo(make_pod("p", requests={"cpu": "1", "example.com/nic": "1"}))) is not None
