@@ -810,3 +810,16 @@ def test_binding_failure_goes_to_backoff(make_queue: MakeQueue) -> None:
     queue.done(qpi.uid)
     queue.add_unschedulable_if_not_present(qpi)  # error: no rejector plugins
     assert contents(queue) == empty(backoff=["p"])
+
+
+def test_queue_sort_rank_only_from_the_class_that_defines_less():
+    from kopfsched.plugins.prioritysort import PrioritySort
+    from kopfsched.scheduler.profile_set import _rank_of
+
+    class Reversed(PrioritySort):
+        def less(self, a, b):
+            return super().less(b, a)
+
+    plugin = PrioritySort()
+    assert _rank_of(plugin) == plugin.rank
+    assert _rank_of(Reversed()) is None

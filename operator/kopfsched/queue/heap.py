@@ -7,6 +7,12 @@ which `heapq` cannot do without a linear scan.
 Items the `less` function cannot order (neither is less than the other) come out in
 the order they were pushed, so equal pods are first-in first-out and runs are
 reproducible.
+
+With a `rank` (a function such that `less(a, b)` is exactly `rank(a) < rank(b)`, e.g.
+PrioritySort's `(-priority, timestamp)`), each item's rank is computed once, when it is
+added or updated, and the heap compares `(rank, push order)` tuples in C instead of calling
+`less` in Python: the same order, hence the same pops (the order is total: ties go by push
+order), for a fraction of the cost (activeQ compares some 27 times per pop at 8000 pods).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -22,13 +28,16 @@ T = TypeVar("T")
 class Heap(Generic[T]):
     """A min-heap by `less`, each item found by `key(item)`."""
 
-    __slots__ = ("_items", "_key", "_keys", "_less", "_pos", "_seq", "_seqs")
+    __slots__ = ("_items", "_key", "_keys", "_less", "_pos", "_rank", "_seq", "_seqs")
 
-    def __init__(self, *, less: Callable[[T, T], bool], key: Callable[[T], str]) -> None:
+    def __init__(self, *, less: Callable[[T, T], bool], key: Callable[[T], str],
+                 rank: Callable[[T], Any] | None = None) -> None:
         self._less = less
+        self._rank = rank
         self._key = key
         self._items: list[T] = []
-        self._seqs: list[int] = []
+        self._seqs: list[Any] = []
+        """Each item's push order, by position; with a rank, (rank, push order)."""
         self._keys: list[str] = []
         """key(item) of each item, by position."""
         self._pos: dict[str, int] = {}
@@ -59,15 +68,30 @@ class Heap(Generic[T]):
         key = self._key(item)
         index = self._pos.get(key)
         if index is None:
-            self._items.append(item)
-            self._seqs.append(next(self._seq))
-            self._keys.append(key)
-            index = len(self._items) - 1
-            self._pos[key] = index
-            self._up(index)
+            self._push(item, key, next(self._seq))
             return
         self._items[index] = item
+        rank = self._rank
+        if rank is not None:
+            self._seqs[index] = (rank(item), self._seqs[index][1])
         self._fix(index)
+
+    def _push(self, item: T, key: str, seq: int) -> None:
+        self._items.append(item)
+        self._seqs.append(seq if self._rank is None else (self._rank(item), seq))
+        self._keys.append(key)
+        index = len(self._items) - 1
+        self._pos[key] = index
+        self._up(index)
+
+    def set_rank(self, less: Callable[[T, T], bool], rank: Callable[[T], Any] | None) -> None:
+        """Order by `less` (and `rank`, see the module) from now on: the items are ranked again
+        and the heap rebuilt, each keeping its push order."""
+        self._less, self._rank = less, rank
+        entries = sorted(zip(self._seqs, self._items, self._keys, strict=True), key=lambda e: _push_order(e[0]))
+        self._items, self._seqs, self._keys, self._pos = [], [], [], {}
+        for seq, item, key in entries:
+            self._push(item, key, _push_order(seq))
 
     def pop(self) -> T | None:
         if not self._items:
@@ -101,6 +125,8 @@ class Heap(Generic[T]):
         return item
 
     def _before(self, i: int, j: int) -> bool:
+        if self._rank is not None:
+            return bool(self._seqs[i] < self._seqs[j])
         a, b = self._items[i], self._items[j]
         if self._less(a, b):
             return True
@@ -125,10 +151,14 @@ class Heap(Generic[T]):
         items, seqs, keys, pos, less = self._items, self._seqs, self._keys, self._pos, self._less
         item, seq, key = items[index], seqs[index], keys[index]
         start = index
+        ranked = self._rank is not None
         while index > 0:
             parent = (index - 1) // 2
             other = items[parent]
-            if not (less(item, other) or (not less(other, item) and seq < seqs[parent])):
+            if ranked:
+                if not seq < seqs[parent]:
+                    break
+            elif not (less(item, other) or (not less(other, item) and seq < seqs[parent])):
                 break
             items[index], seqs[index], keys[index] = other, seqs[parent], keys[parent]
             pos[keys[index]] = index
@@ -140,6 +170,9 @@ class Heap(Generic[T]):
         return True
 
     def _down(self, index: int) -> None:
+        if self._rank is not None:
+            self._down_ranked(index)
+            return
         items, seqs, keys, pos, less = self._items, self._seqs, self._keys, self._pos, self._less
         size = len(items)
         item, seq, key = items[index], seqs[index], keys[index]
@@ -166,3 +199,33 @@ class Heap(Generic[T]):
         if index != start:
             items[index], seqs[index], keys[index] = item, seq, key
             pos[key] = index
+
+    def _down_ranked(self, index: int) -> None:
+        """_down comparing the (rank, push order) tuples."""
+        items, seqs, keys, pos = self._items, self._seqs, self._keys, self._pos
+        size = len(items)
+        item, seq, key = items[index], seqs[index], keys[index]
+        start = index
+        while True:
+            left = 2 * index + 1
+            if left >= size:
+                break
+            best, best_seq = -1, seq
+            if seqs[left] < best_seq:
+                best, best_seq = left, seqs[left]
+            right = left + 1
+            if right < size and seqs[right] < best_seq:
+                best, best_seq = right, seqs[right]
+            if best < 0:
+                break
+            items[index], seqs[index], keys[index] = items[best], best_seq, keys[best]
+            pos[keys[index]] = index
+            index = best
+        if index != start:
+            items[index], seqs[index], keys[index] = item, seq, key
+            pos[key] = index
+
+
+def _push_order(seq: Any) -> int:
+    """The push order in a `_seqs` entry, ranked or not."""
+    return seq[1] if isinstance(seq, tuple) else seq
