@@ -37,6 +37,7 @@ class Counting:
         self.offset = offset
         self.calls: list[list[int]] = []
         self.one: list[int] = []
+        self.some: list[list[int]] = []
 
     def compute(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         self.calls.append(rows.tolist())
@@ -45,6 +46,10 @@ class Counting:
     def compute_one(self, table: NodeTable, row: int) -> int:
         self.one.append(row)
         return table.column(VALUE).item(row) + self.offset
+
+    def compute_some(self, table: NodeTable, rows: list[int]) -> list[int]:
+        self.some.append(list(rows))
+        return [table.column(VALUE).item(row) + self.offset for row in rows]
 
 
 def table_of(count: int) -> NodeTable:
@@ -123,6 +128,26 @@ def test_many_changed_rows_are_recomputed_in_one_call_and_too_many_rebuild():
         set_label(table, row, "value", -row)
     assert table.derived("k", counting.compute, rows).tolist() == (table.column(VALUE) + 100).tolist()
     assert counting.calls[-1] == list(rows.tolist())[:len(counting.calls[-1])]
+
+
+def test_up_to_sixteen_changed_rows_go_through_compute_some_in_one_call():
+    table = table_of(200)
+    counting = Counting()
+    rows = np.arange(200, dtype=np.int64)
+    table.derived("k", counting.compute, rows)
+    table.derived("k", counting.compute, rows)
+    changed = [20, 10, 10, *range(100, 113)]  # 16 refreshes, one row twice
+    for i, row in enumerate(changed):
+        set_label(table, row, "value", row + 1000 + i)
+    expected = (table.column(VALUE) + 100).tolist()
+    assert table.derived("k", counting.compute, rows, counting.compute_one,
+                         compute_some=counting.compute_some).tolist() == expected
+    assert counting.some == [changed] and not counting.one and len(counting.calls) == 2
+    for row in range(30, 47):  # 17: one numpy call
+        set_label(table, row, "value", -row)
+    assert table.derived("k", counting.compute, rows, counting.compute_one,
+                         compute_some=counting.compute_some).tolist() == (table.column(VALUE) + 100).tolist()
+    assert counting.calls[-1] == list(range(30, 47)) and len(counting.some) == 1
 
 
 def test_keys_are_kept_apart_and_the_least_recently_used_go():

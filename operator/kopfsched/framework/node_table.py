@@ -55,6 +55,9 @@ _DERIVED_KEPT = 64
 _DERIVED_ONE_BY_ONE = 8
 """Up to this many changed rows, a derived array is brought up to date row by row."""
 
+_DERIVED_FEW = 16
+"""Up to this many changed rows, a derived array with `compute_some` is brought up to date by it."""
+
 _lower_priority_specs: dict[tuple[str, int], ColumnSpec] = {}
 
 
@@ -140,7 +143,8 @@ class NodeTable:
 
     def derived(self, key: Hashable, compute: Callable[[NodeTable, np.ndarray], np.ndarray], rows: np.ndarray,
                 compute_one: Callable[[NodeTable, int], Any] | None = None, *,
-                node_static: bool = False) -> np.ndarray:
+                node_static: bool = False,
+                compute_some: Callable[[NodeTable, list[int]], list[Any]] | None = None) -> np.ndarray:
         """`compute(self, rows)`, from an array over every row that the table keeps under `key`
         and brings up to date by recomputing only the rows `refresh` touched since.
 
@@ -152,7 +156,9 @@ class NodeTable:
         row, so a key used once costs nothing more (pods of one shape repeat; a one-off pays
         nothing for the others). `compute_one(self, row)`, when given, is `compute` for one
         row (the same number, from the same columns, in Python): a few changed rows are
-        recomputed with it, without numpy's fixed cost per call. `node_static`: `compute` reads
+        recomputed with it, without numpy's fixed cost per call; `compute_some(self, rows)`, when
+        given, is `compute_one` for a list of rows at once (what it reads looked up once, not
+        per row), used for up to _DERIVED_FEW changed rows. `node_static`: `compute` reads
         node-static columns alone (or the Node objects), so a refresh of the pods alone
         (`refresh(node_static=False)`: a pod bound or gone) leaves the array current."""
         entry = self._derived.get(key)
@@ -172,7 +178,10 @@ class NodeTable:
         del self._derived[key]
         self._derived[key] = entry  # most recently used last
         if stale:
-            if compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
+            if compute_some is not None and len(stale) <= _DERIVED_FEW:
+                for row, value in zip(stale, compute_some(self, stale), strict=True):
+                    array[row] = value
+            elif compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
                 for row in stale:
                     array[row] = compute_one(self, row)
             else:

@@ -199,6 +199,22 @@ def fits_row(request: PreFilterState, table: NodeTable, row: int) -> bool:
     return True
 
 
+def fits_some(request: PreFilterState, table: NodeTable, rows: list[int]) -> list[bool]:
+    """fits_row for each of `rows`, the columns looked up once."""
+    checks = [(quantity, table.column(allocatable), table.column(requested)) for quantity, allocatable, requested in (
+        (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
+        (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+        (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
+    ) if quantity > 0]
+    for name, quantity in request.scalars:
+        allocatable, requested = scalar_columns(name)
+        checks.append((quantity, table.column(allocatable), table.column(requested)))
+    pods, allowed = table.column(POD_COUNT), table.column(ALLOCATABLE_PODS)
+    return [pods.item(row) < allowed.item(row)
+            and all(quantity <= offered.item(row) - used.item(row) for quantity, offered, used in checks)
+            for row in rows]
+
+
 class Fit:
     """The NodeResourcesFit plugin."""
 
@@ -246,7 +262,8 @@ class Fit:
         # The request's fields as the key: a tuple of ints hashes and compares in C.
         key = (FITS, request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars)
         return table.derived(key, lambda table, rows: fits_rows(request, table, rows), rows,
-                             lambda table, row: fits_row(request, table, row))
+                             lambda table, row: fits_row(request, table, row),
+                             compute_some=lambda table, rows: fits_some(request, table, rows))
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         """`filter`'s status for each of `rows` (rows it rejects), from the table's columns:

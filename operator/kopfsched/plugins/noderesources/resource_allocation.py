@@ -491,11 +491,10 @@ class ResourceAllocationScorer:
         only the nodes that changed since (the next pod of a ReplicaSet asks the same)."""
         requests = tuple(pod_requests)
         return table.derived((self, requests), lambda table, rows: self.compute_rows(table, rows, requests), rows,
-                             lambda table, row: self.compute_row(table, row, requests))
+                             lambda table, row: self.compute_row(table, row, requests),
+                             compute_some=lambda table, rows: self.compute_some(table, rows, requests))
 
-    def compute_row(self, table: NodeTable, row: int, pod_requests: tuple[int, ...]) -> int:
-        """compute_rows for one row: the same columns, read as Python ints, scored by the
-        strategy's `score` (the same arithmetic as its arrays)."""
+    def _plan(self, pod_requests: tuple[int, ...]) -> list[tuple[ColumnSpec | None, ColumnSpec | None, int]]:
         plan = self._plans.get(pod_requests)
         if plan is None:
             if len(self._plans) >= 64:
@@ -503,6 +502,33 @@ class ResourceAllocationScorer:
             plan = self._plans[pod_requests] = [
                 (*self._columns(name, pod_request), pod_request)
                 for name, pod_request in zip(self.resources, pod_requests, strict=True)]
+        return plan
+
+    def compute_some(self, table: NodeTable, rows: list[int], pod_requests: tuple[int, ...]) -> list[int]:
+        """compute_row for each of `rows`, the columns looked up once."""
+        arrays = [None if alloc_col is None or req_col is None else
+                  (table.column(alloc_col), table.column(req_col), pod_request)
+                  for alloc_col, req_col, pod_request in self._plan(pod_requests)]
+        score_placed = self.strategy.score_placed
+        out: list[int] = []
+        for row in rows:
+            requested: list[int] = []
+            allocatable: list[int] = []
+            for entry in arrays:
+                if entry is None:
+                    requested.append(0)
+                    allocatable.append(0)
+                    continue
+                alloc = entry[0].item(row)
+                allocatable.append(alloc)
+                requested.append(entry[1].item(row) + entry[2] if alloc != 0 else 0)
+            out.append(score_placed(requested, allocatable, pod_requests))
+        return out
+
+    def compute_row(self, table: NodeTable, row: int, pod_requests: tuple[int, ...]) -> int:
+        """compute_rows for one row: the same columns, read as Python ints, scored by the
+        strategy's `score` (the same arithmetic as its arrays)."""
+        plan = self._plan(pod_requests)
         requested: list[int] = []
         allocatable: list[int] = []
         for alloc_col, req_col, pod_request in plan:
