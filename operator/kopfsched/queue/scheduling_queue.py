@@ -50,7 +50,7 @@ from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.status import Status, is_success
 from kopfsched.framework.types import PodInfo
 from kopfsched.queue import events as ev
-from kopfsched.queue.heap import Heap
+from kopfsched.queue.heap import Heap, RankedHeap
 from kopfsched.queue.in_flight import InFlight
 from kopfsched.queue.nominator import Nominator, status_nominated_node
 from kopfsched.queue.pool import UnschedulablePool
@@ -141,7 +141,7 @@ class SchedulingQueue:
         self.max_in_unschedulable = max_in_unschedulable
         self.nominator = nominator or Nominator()
 
-        self._active: Heap[QueuedPodInfo] = Heap(less=less, key=lambda q: q.uid, rank=rank)
+        self._active: Heap[QueuedPodInfo] | RankedHeap[QueuedPodInfo] = _active_heap(less, rank)
         self._rank = rank
         self._backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
         self._error_backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
@@ -215,7 +215,10 @@ class SchedulingQueue:
         """activeQ's `less` as a rank from now on (the profiles' QueueSort changed; see Heap)."""
         if _order_of(rank) != _order_of(self._rank):  # a rebuilt PrioritySort orders as the old one
             self._rank = rank
-            self._active.set_rank(self._less, rank)
+            active = _active_heap(self._less, rank)
+            for qpi in self._active.in_push_order():  # ties keep their order
+                active.add_or_update(qpi)
+            self._active = active
 
     def active_pods(self) -> list[QueuedPodInfo]:
         """activeQ in pop order."""
@@ -729,6 +732,18 @@ class SchedulingQueue:
                 if not qpi.pending_plugins:
                     return strategy
         return strategy
+
+
+def _active_heap(less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+                 rank: Callable[[QueuedPodInfo], Any] | None) -> Heap[QueuedPodInfo] | RankedHeap[QueuedPodInfo]:
+    """activeQ: by rank when the order has one (the same pops, in C), else by less."""
+    if rank is not None:
+        return RankedHeap(rank=rank, key=_uid)
+    return Heap(less=less, key=_uid)
+
+
+def _uid(qpi: QueuedPodInfo) -> str:
+    return qpi.uid
 
 
 def _order_of(rank: Callable[[QueuedPodInfo], Any] | None) -> tuple[Any, Any]:
