@@ -118,12 +118,16 @@ class TalliedStatuses(list[Status]):
     objects, in order of first appearance, and how many rows each has: what the runtime
     counts a pod that fits nowhere by (FitError's histogram), with no pass over its nodes."""
 
-    __slots__ = ("counts", "distinct")
+    __slots__ = ("counts", "distinct", "of_row")
 
-    def __init__(self, statuses: list[Status], distinct: list[Status], counts: list[int]) -> None:
+    def __init__(self, statuses: list[Status], distinct: list[Status], counts: list[int],
+                 of_row: np.ndarray | None = None) -> None:
         super().__init__(statuses)
         self.distinct = distinct
         self.counts = counts
+        self.of_row = of_row
+        """Per row, the position of its status in `distinct`, when known (None: not known, or
+        one distinct status): a judgement of the distinct statuses maps to the rows in numpy."""
 
     @classmethod
     def same(cls, status: Status, count: int) -> TalliedStatuses:
@@ -140,9 +144,11 @@ class TalliedStatuses(list[Status]):
         first = int(codes[0])
         if np.count_nonzero(codes == first) == count:  # the usual case: one answer for every row
             return cls.same(status_of(first), count)
-        values, firsts, counts = np.unique(codes, return_index=True, return_counts=True)
+        values, firsts, inverse, counts = np.unique(codes, return_index=True, return_inverse=True,
+                                                    return_counts=True)
         order = np.argsort(firsts)
-        in_order = values[order].tolist()
-        distinct = [status_of(code) for code in in_order]
-        by_code = dict(zip(in_order, distinct, strict=True))
-        return cls(list(map(by_code.__getitem__, codes.tolist())), distinct, counts[order].tolist())
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))  # sorted value -> its place in first-appearance order
+        of_row = position[inverse.reshape(-1)]
+        distinct = [status_of(code) for code in values[order].tolist()]
+        return cls(list(map(distinct.__getitem__, of_row.tolist())), distinct, counts[order].tolist(), of_row)
