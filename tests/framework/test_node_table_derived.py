@@ -239,3 +239,21 @@ def test_kept_answers_are_the_answers_computed_afresh(seed: int):
             requests = plugin._pod_requests(state, pod)
             got = plugin.score_nodes(state, pod, table, rows)
             assert got.tolist() == plugin.scorer.compute_rows(fresh, rows, requests).tolist(), (step, plugin.name)
+
+
+def test_an_array_left_behind_by_the_change_log_is_rebuilt():
+    table = table_of(200)
+    often, rarely = Counting(), Counting(offset=7)
+    rows = np.arange(200, dtype=np.int64)
+    for counting in (often, rarely):
+        table.derived(("k", counting.offset), counting.compute, rows)
+        table.derived(("k", counting.offset), counting.compute, rows)
+    for step in range(300):  # one row at a time, past what the log keeps (2 x a quarter of the table, twice)
+        set_label(table, step % 200, "value", 5000 + step)
+        assert table.derived(("k", 100), often.compute, rows, often.compute_one).tolist() == \
+            (table.column(VALUE) + 100).tolist()
+    assert len(often.one) == 300 and len(often.calls) == 2  # each change recomputed once, row by row
+    assert len(table._log.rows) <= 200
+    assert table.derived(("k", 7), rarely.compute, rows, rarely.compute_one).tolist() == \
+        (table.column(VALUE) + 7).tolist()
+    assert rarely.calls[-1] == rows.tolist() and not rarely.one  # computed afresh, not from the log
