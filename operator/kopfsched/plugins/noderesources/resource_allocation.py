@@ -336,6 +336,11 @@ class Balanced(Strategy):
     `score` and the arrays are one balance; the `*_placed` methods combine two."""
 
     def score_placed(self, requested: Sequence[int], allocatable: Sequence[int], pod: Sequence[int]) -> int:
+        if len(requested) == 2 and allocatable[0] and allocatable[1]:  # the default: cpu and memory, offered
+            r0, r1 = requested
+            a0, a1 = float(allocatable[0]), float(allocatable[1])
+            return _improvement(_balance_of_two(float(r0) / a0, float(r1) / a1),
+                                _balance_of_two(float(r0 - pod[0]) / a0, float(r1 - pod[1]) / a1))
         allocated = [req - own if alloc else 0 for req, alloc, own in zip(requested, allocatable, pod, strict=True)]
         return _improvement(self.score(requested, allocatable), self.score(allocated, allocatable))
 
@@ -421,6 +426,14 @@ class Balanced(Strategy):
         std = 1 - std
         std *= float(MAX_NODE_SCORE)
         return std.astype(np.int64)  # truncates toward zero, as np.trunc then the cast
+
+
+def _balance_of_two(first: float, second: float) -> int:
+    """Balanced.score of two offered resources from their requested / allocatable quotients:
+    the same float operations in the same order."""
+    first = min(first, 1.0)
+    second = min(second, 1.0)
+    return math.trunc((1 - abs((first - second) / 2)) * float(MAX_NODE_SCORE))
 
 
 def _improvement(with_pod: Any, without_pod: Any) -> Any:
