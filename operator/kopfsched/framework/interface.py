@@ -16,7 +16,7 @@ Unreserve runs in reverse order when anything after Reserve fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -229,7 +229,7 @@ class AsyncPostFilterPlugin(PostFilterPlugin, Protocol):
 class PreScorePlugin(Plugin, Protocol):
     """Runs once before Score over the feasible nodes; SKIP skips this plugin's Score."""
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None: ...
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None: ...
 
 
 @runtime_checkable

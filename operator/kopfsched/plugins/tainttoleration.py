@@ -138,7 +138,7 @@ class TaintToleration:
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         return TalliedStatuses.same(Status.unresolvable(ERR_REASON_NOT_MATCH), len(rows))  # one reason, any taint
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE, prefer_no_schedule_tolerations(pod.tolerations))
         return None
 

@@ -12,6 +12,8 @@ Args (`NodeResourcesBalancedAllocationArgs`): `resources` (default cpu and memor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from kopfsched.framework import (
@@ -59,7 +61,7 @@ class BalancedAllocation:
         self.scorer = ResourceAllocationScorer(
             resources=[spec.name for spec in args.resources], strategy=Balanced(), use_requested=True)
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         requests = tuple(self.scorer.pod_requests(pod))
         if self.scorer.is_best_effort(requests):
             return SKIP

@@ -13,7 +13,7 @@ Args (`NodeResourcesFitArgs`): `ignoredResources`, `ignoredResourceGroups`, `sco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -306,7 +306,7 @@ class Fit:
 
     # --- PreScore / Score -----------------------------------------------------------------
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> None:
         state.write(PRE_SCORE_STATE, PreScoreState(tuple(self.scorer.pod_requests(pod))))
 
     def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
