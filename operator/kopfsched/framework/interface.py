@@ -196,6 +196,15 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
 
 
 @runtime_checkable
+class EveryNodeFilterPlugin(BatchFilterPlugin, Protocol):
+    """A batch Filter that can tell, for less than a `filter_nodes` call costs, that the pod
+    passes every node of the table (a pod without spec.nodeName for NodeName): True only when
+    `filter_nodes` would pass every row, so the runtime skips it; False says nothing."""
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool: ...
+
+
+@runtime_checkable
 class BatchFilterStatusesPlugin(BatchFilterPlugin, Protocol):
     """A batch Filter that can also give its rejections' statuses from the NodeTable.
 

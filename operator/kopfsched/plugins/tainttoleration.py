@@ -112,7 +112,28 @@ class TaintToleration:
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
-        pass
+        self._every: tuple[NodeTable, int, dict[str, bool]] | None = None
+        """(table, its node_version, tolerations key -> every node's hard taints tolerated)."""
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
+        """Every node's hard taints tolerated (the GPU pods of a cluster that taints its GPU
+        nodes): judged once per tolerations, table and Node refresh."""
+        if type(table) is not NodeTable:  # a WhatIfTable keeps no node_version of its own
+            return False
+        every = self._every
+        if every is None or every[0] is not table or every[1] != table.node_version:
+            every = self._every = (table, table.node_version, {})
+        tolerations = pod.tolerations
+        key = repr(tolerations)
+        answer = every[2].get(key)
+        if answer is None:
+            if len(every[2]) >= 256:
+                every[2].clear()
+            codes = table.column(HARD_TAINT_SET)
+            tainted = np.unique(codes[codes >= 0]).tolist()
+            answer = every[2][key] = all(
+                find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None for code in tainted)
+        return answer
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if find_matching_untolerated_taint(node.taints, pod.tolerations) is None:
