@@ -24,7 +24,7 @@ from kopfsched.plugins.noderesources.args import (
     UtilizationShapePoint,
 )
 from kopfsched.plugins.noderesources.balanced_allocation import BalancedAllocation
-from kopfsched.plugins.noderesources.fit import Fit
+from kopfsched.plugins.noderesources.fit import PRE_FILTER_STATE, Fit, fits_some
 
 VALUE = ColumnSpec("test/value", lambda n: int(n.labels.get("value", "0")))
 OTHER = ColumnSpec("test/other", lambda n: int(n.labels.get("other", "0")))
@@ -234,11 +234,15 @@ def test_kept_answers_are_the_answers_computed_afresh(seed: int):
                 plugin.pre_filter(state, pod, [])
                 expected = plugin.filter_nodes(state, pod, fresh, rows)  # a fresh table computes it
                 assert plugin.filter_nodes(state, pod, table, rows).tolist() == expected.tolist()
+                assert fits_some(state.read(PRE_FILTER_STATE), table, rows.tolist()) == expected.tolist()
             if plugin.pre_score(state, pod, []) is not None:
                 continue
             requests = plugin._pod_requests(state, pod)
             got = plugin.score_nodes(state, pod, table, rows)
-            assert got.tolist() == plugin.scorer.compute_rows(fresh, rows, requests).tolist(), (step, plugin.name)
+            expected = plugin.scorer.compute_rows(fresh, rows, requests).tolist()
+            assert got.tolist() == expected, (step, plugin.name)
+            # compute_some (the Python arithmetic for a few stale rows) on every row asked
+            assert plugin.scorer.compute_some(table, rows.tolist(), requests) == expected, (step, plugin.name)
 
 
 def test_an_array_left_behind_by_the_change_log_is_rebuilt():

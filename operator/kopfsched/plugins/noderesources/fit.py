@@ -210,9 +210,16 @@ def fits_some(request: PreFilterState, table: NodeTable, rows: list[int]) -> lis
         allocatable, requested = scalar_columns(name)
         checks.append((quantity, table.column(allocatable), table.column(requested)))
     pods, allowed = table.column(POD_COUNT), table.column(ALLOCATABLE_PODS)
-    return [pods.item(row) < allowed.item(row)
-            and all(quantity <= offered.item(row) - used.item(row) for quantity, offered, used in checks)
-            for row in rows]
+    out: list[bool] = []
+    for row in rows:
+        fits = pods.item(row) < allowed.item(row)
+        if fits:
+            for quantity, offered, used in checks:
+                if quantity > offered.item(row) - used.item(row):
+                    fits = False
+                    break
+        out.append(fits)
+    return out
 
 
 class Fit:

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -443,6 +443,44 @@ def _improvement(with_pod: Any, without_pod: Any) -> Any:
     return half + (half + with_pod - without_pod) // 2
 
 
+def _balanced_two_some(strategy: Balanced, arrays: list[tuple[np.ndarray, np.ndarray, int]],
+                       rows: list[int]) -> list[int]:
+    """Balanced.score_placed of two resources for each row, from the (allocatable, requested,
+    pod's request) columns: what compute_some would build the lists for."""
+    (alloc0, req0, own0), (alloc1, req1, own1) = arrays
+    out: list[int] = []
+    for row in rows:
+        a0, a1 = alloc0.item(row), alloc1.item(row)
+        r0, r1 = req0.item(row) + own0, req1.item(row) + own1
+        if a0 and a1:
+            f0, f1 = float(a0), float(a1)
+            out.append(_improvement(_balance_of_two(float(r0) / f0, float(r1) / f1),
+                                    _balance_of_two(float(r0 - own0) / f0, float(r1 - own1) / f1)))
+        else:
+            out.append(strategy.score_placed([r0 if a0 else 0, r1 if a1 else 0], [a0, a1], [own0, own1]))
+    return out
+
+
+def _least_allocated_some(arrays: list[tuple[np.ndarray, np.ndarray, int]], weights: list[int],
+                          rows: list[int]) -> list[int]:
+    """LeastAllocated.score for each row (weights >= 0: every division is of non-negatives, so
+    Go's is the floor)."""
+    columns = [(alloc, req, own, weight) for (alloc, req, own), weight in zip(arrays, weights, strict=True)]
+    out: list[int] = []
+    for row in rows:
+        score = weight_sum = 0
+        for alloc_column, req_column, own, weight in columns:
+            alloc = alloc_column.item(row)
+            if not alloc:
+                continue
+            requested = req_column.item(row) + own
+            if requested <= alloc:
+                score += (alloc - requested) * MAX_NODE_SCORE // alloc * weight
+            weight_sum += weight
+        out.append(score // weight_sum if weight_sum else 0)
+    return out
+
+
 # --- the scorer --------------------------------------------------------------------------
 
 class ResourceAllocationScorer:
@@ -522,7 +560,14 @@ class ResourceAllocationScorer:
         arrays = [None if alloc_col is None or req_col is None else
                   (table.column(alloc_col), table.column(req_col), pod_request)
                   for alloc_col, req_col, pod_request in self._plan(pod_requests)]
-        score_placed = self.strategy.score_placed
+        strategy = self.strategy
+        if None not in arrays:  # the usual plans, their arithmetic written out (the same numbers)
+            present = cast(list[tuple[np.ndarray, np.ndarray, int]], arrays)
+            if type(strategy) is Balanced and len(present) == 2:
+                return _balanced_two_some(strategy, present, rows)
+            if type(strategy) is LeastAllocated and min(strategy.weights, default=0) >= 0:
+                return _least_allocated_some(present, strategy.weights, rows)
+        score_placed = strategy.score_placed
         out: list[int] = []
         for row in rows:
             requested: list[int] = []
