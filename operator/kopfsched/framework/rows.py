@@ -107,11 +107,11 @@ def deferred_statuses(entry: Deferred, state: CycleState, pod: PodInfo) -> dict[
     return dict(zip(rows, statuses, strict=True))
 
 
-def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo
-                        ) -> tuple[list[int], list[Status], list[tuple[Status, int]] | None]:
+def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo, *, listed: bool = True
+                        ) -> tuple[list[int] | np.ndarray, list[Status], list[tuple[Status, int]] | None]:
     """`deferred_statuses` as (the rows, their statuses, each distinct status with how many
     rows have it in order of first appearance, or None when the plugin did not count them:
-    see TalliedStatuses)."""
+    see TalliedStatuses). `listed=False`: the rows may come as the entry's array of them."""
     plugin, with_statuses, judged, failed, on_judged = entry
     if with_statuses is None:
         nodes = judged.nodes
@@ -127,7 +127,7 @@ def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo
     except Exception as exc:
         return [int(failed[0])], [Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(
             plugin.name)], None
-    rows = failed.tolist()
+    rows: list[int] | np.ndarray = failed.tolist() if listed else failed
     if isinstance(statuses, TalliedStatuses) and sum(statuses.counts) == len(statuses) == len(rows):
         wrapped = [filter_failure(plugin, answer) for answer in statuses.distinct]
         tally = list(zip(wrapped, statuses.counts, strict=True))

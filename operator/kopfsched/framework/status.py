@@ -151,4 +151,8 @@ class TalliedStatuses(list[Status]):
         position[order] = np.arange(len(order))  # sorted value -> its place in first-appearance order
         of_row = position[inverse.reshape(-1)]
         distinct = [status_of(code) for code in values[order].tolist()]
-        return cls(list(map(distinct.__getitem__, of_row.tolist())), distinct, counts[order].tolist(), of_row)
+        objects = np.empty(len(distinct), dtype=object)
+        for i, status in enumerate(distinct):  # one by one: numpy must not look into a Status
+            objects[i] = status
+        # Each row's Status by one fancy index of an object array: a third of a map over the rows.
+        return cls(objects[of_row].tolist(), distinct, counts[order].tolist(), of_row)

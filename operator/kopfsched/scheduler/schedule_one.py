@@ -318,14 +318,14 @@ class SchedulingAlgorithm:
         tally: dict[int, list] | None = {} if as_rows else None
         nodes = self.snapshot.table.nodes
         for entry in self._deferred:
-            rows, rejected, counted = deferred_rejections(entry, state, pod)
-            if as_rows:
-                failed = entry[3]
-                row_array = failed if len(failed) == len(rows) else np.asarray(rows, dtype=np.int64)
-                node_to_status.add_rows(RowPart(nodes, names, rows, row_array, rejected,
+            rows, rejected, counted = deferred_rejections(entry, state, pod, listed=False)
+            if as_rows:  # the rows as an array: a list of them only if the name -> Status dict is built
+                row_array = rows if isinstance(rows, np.ndarray) else np.asarray(rows, dtype=np.int64)
+                node_to_status.add_rows(RowPart(nodes, names, None, row_array, rejected,
                                                 None if counted is None else [status for status, _ in counted]))
             else:
-                node_to_status.statuses.update(zip(map(names.__getitem__, rows), rejected, strict=True))
+                listed = rows.tolist() if isinstance(rows, np.ndarray) else rows
+                node_to_status.statuses.update(zip(map(names.__getitem__, listed), rejected, strict=True))
             if counted is None:
                 # Rejections share Status objects: judge each distinct one once, found in C.
                 distinct = list(dict(zip(map(id, rejected), rejected, strict=True)).values())

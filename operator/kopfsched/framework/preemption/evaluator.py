@@ -171,7 +171,7 @@ class Evaluator:
                 if rows is not None and parts is not None:  # as rows: the name -> Status dict only if read
                     rotated = np.concatenate((rows[offset:], rows[:offset]))
                     found = NodeToStatus()
-                    found.add_rows(RowPart(all_nodes, parts[0].names, rotated.tolist(), rotated,
+                    found.add_rows(RowPart(all_nodes, parts[0].names, None, rotated,
                                            [no_victims] * count, [no_victims]))
                 else:
                     assert potential is not None
