@@ -50,3 +50,19 @@ def test_helpful_rows_from_places_are_the_rows_judged_one_by_one():
         assert got.tolist() == expected
         assert _helpful_row_array(count, [RowPart(nodes, names, rows, np.array(rows), plain)], absent).tolist() \
             == expected
+
+
+def test_of_codes_counts_small_and_large_codes_alike():
+    """Codes below 4096 are counted with bincount, others sorted: the same answer either way."""
+    for offset in (0, 1 << 20):
+        codes = np.array([5, 0, 5, 2, 0, 5], dtype=np.int64) + offset
+        statuses = TalliedStatuses.of_codes(codes, lambda c: Status.unschedulable(str(c)))
+        assert [s.message for s in statuses.distinct] == [str(5 + offset), str(offset), str(2 + offset)]
+        assert statuses.counts == [3, 2, 1]
+        assert statuses.of_row is not None and statuses.of_row.tolist() == [0, 1, 0, 2, 1, 0]
+        assert [s.message for s in statuses] == [str(c) for c in codes.tolist()]
+
+
+def test_of_codes_takes_boolean_codes_as_they_are():
+    statuses = TalliedStatuses.of_codes(np.array([False, True, True]), lambda c: Status.unschedulable(repr(c)))
+    assert [s.message for s in statuses.distinct] == ["False", "True"] and statuses.counts == [1, 2]
