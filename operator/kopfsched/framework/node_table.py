@@ -167,13 +167,15 @@ class NodeTable:
         node-static columns alone (or the Node objects), so a refresh of the pods alone
         (`refresh(node_static=False)`: a pod bound or gone) leaves the array current."""
         entry = self._derived.get(key)
+        stale: list[int] | None = None
         if entry is not None:
             log: _ChangeLog = self._node_log if entry[2] else self._log
-            stale = log.since(entry[1])
-            if stale is None or len(stale) > max(len(self) // 4, 16):
-                # Recomputing would cost about what rebuilding does (or the log forgot): start over.
-                del self._derived[key]
-                entry = None
+            if entry[1] != log.base + len(log.rows):  # behind its log (else current: the usual case)
+                stale = log.since(entry[1])
+                if stale is None or len(stale) > max(len(self) // 4, 16):
+                    # Recomputing would cost about what rebuilding does (or the log forgot): start over.
+                    del self._derived[key]
+                    entry = None
         if entry is None:
             if key not in self._seen:
                 if len(self._seen) >= 4 * _DERIVED_KEPT:

@@ -112,8 +112,9 @@ class TaintToleration:
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
-        self._every: tuple[NodeTable, int, dict[str, bool]] | None = None
-        """(table, its node_version, tolerations key -> every node's hard taints tolerated)."""
+        self._every: tuple[NodeTable, int, list[int], dict[str, bool]] | None = None
+        """(table, its node_version, the codes of its nodes' distinct hard taint sets, tolerations
+        key -> every node's hard taints tolerated)."""
 
     def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
         """Every node's hard taints tolerated (the GPU pods of a cluster that taints its GPU
@@ -122,16 +123,18 @@ class TaintToleration:
             return False
         every = self._every
         if every is None or every[0] is not table or every[1] != table.node_version:
-            every = self._every = (table, table.node_version, {})
+            codes = table.column(HARD_TAINT_SET)
+            every = self._every = (table, table.node_version, np.unique(codes[codes >= 0]).tolist(), {})
+        tainted, answers = every[2], every[3]
+        if not tainted:
+            return True  # no node with a hard taint: any pod passes, no look at its tolerations
         tolerations = pod.tolerations
         key = repr(tolerations)
-        answer = every[2].get(key)
+        answer = answers.get(key)
         if answer is None:
-            if len(every[2]) >= 256:
-                every[2].clear()
-            codes = table.column(HARD_TAINT_SET)
-            tainted = np.unique(codes[codes >= 0]).tolist()
-            answer = every[2][key] = all(
+            if len(answers) >= 256:
+                answers.clear()
+            answer = answers[key] = all(
                 find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None for code in tainted)
         return answer
 
