@@ -24,7 +24,7 @@ from kopfsched.plugins.noderesources.args import (
     UtilizationShapePoint,
 )
 from kopfsched.plugins.noderesources.balanced_allocation import BalancedAllocation
-from kopfsched.plugins.noderesources.fit import Fit
+from kopfsched.plugins.noderesources.fit import PRE_FILTER_STATE, Fit, fits_some
 
 VALUE = ColumnSpec("test/value", lambda n: int(n.labels.get("value", "0")))
 OTHER = ColumnSpec("test/other", lambda n: int(n.labels.get("other", "0")))
@@ -37,6 +37,7 @@ class Counting:
         self.offset = offset
         self.calls: list[list[int]] = []
         self.one: list[int] = []
+        self.some: list[list[int]] = []
 
     def compute(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         self.calls.append(rows.tolist())
@@ -45,6 +46,10 @@ class Counting:
     def compute_one(self, table: NodeTable, row: int) -> int:
         self.one.append(row)
         return table.column(VALUE).item(row) + self.offset
+
+    def compute_some(self, table: NodeTable, rows: list[int]) -> list[int]:
+        self.some.append(list(rows))
+        return [table.column(VALUE).item(row) + self.offset for row in rows]
 
 
 def table_of(count: int) -> NodeTable:
@@ -123,6 +128,26 @@ def test_many_changed_rows_are_recomputed_in_one_call_and_too_many_rebuild():
         set_label(table, row, "value", -row)
     assert table.derived("k", counting.compute, rows).tolist() == (table.column(VALUE) + 100).tolist()
     assert counting.calls[-1] == list(rows.tolist())[:len(counting.calls[-1])]
+
+
+def test_up_to_sixteen_changed_rows_go_through_compute_some_in_one_call():
+    table = table_of(200)
+    counting = Counting()
+    rows = np.arange(200, dtype=np.int64)
+    table.derived("k", counting.compute, rows)
+    table.derived("k", counting.compute, rows)
+    changed = [20, 10, 10, *range(100, 113)]  # 16 refreshes, one row twice
+    for i, row in enumerate(changed):
+        set_label(table, row, "value", row + 1000 + i)
+    expected = (table.column(VALUE) + 100).tolist()
+    assert table.derived("k", counting.compute, rows, counting.compute_one,
+                         compute_some=counting.compute_some).tolist() == expected
+    assert counting.some == [changed] and not counting.one and len(counting.calls) == 2
+    for row in range(30, 47):  # 17: one numpy call
+        set_label(table, row, "value", -row)
+    assert table.derived("k", counting.compute, rows, counting.compute_one,
+                         compute_some=counting.compute_some).tolist() == (table.column(VALUE) + 100).tolist()
+    assert counting.calls[-1] == list(range(30, 47)) and len(counting.some) == 1
 
 
 def test_keys_are_kept_apart_and_the_least_recently_used_go():
@@ -209,8 +234,30 @@ def test_kept_answers_are_the_answers_computed_afresh(seed: int):
                 plugin.pre_filter(state, pod, [])
                 expected = plugin.filter_nodes(state, pod, fresh, rows)  # a fresh table computes it
                 assert plugin.filter_nodes(state, pod, table, rows).tolist() == expected.tolist()
+                assert fits_some(state.read(PRE_FILTER_STATE), table, rows.tolist()) == expected.tolist()
             if plugin.pre_score(state, pod, []) is not None:
                 continue
             requests = plugin._pod_requests(state, pod)
             got = plugin.score_nodes(state, pod, table, rows)
-            assert got.tolist() == plugin.scorer.compute_rows(fresh, rows, requests).tolist(), (step, plugin.name)
+            expected = plugin.scorer.compute_rows(fresh, rows, requests).tolist()
+            assert got.tolist() == expected, (step, plugin.name)
+            # compute_some (the Python arithmetic for a few stale rows) on every row asked
+            assert plugin.scorer.compute_some(table, rows.tolist(), requests) == expected, (step, plugin.name)
+
+
+def test_an_array_left_behind_by_the_change_log_is_rebuilt():
+    table = table_of(200)
+    often, rarely = Counting(), Counting(offset=7)
+    rows = np.arange(200, dtype=np.int64)
+    for counting in (often, rarely):
+        table.derived(("k", counting.offset), counting.compute, rows)
+        table.derived(("k", counting.offset), counting.compute, rows)
+    for step in range(300):  # one row at a time, past what the log keeps (2 x a quarter of the table, twice)
+        set_label(table, step % 200, "value", 5000 + step)
+        assert table.derived(("k", 100), often.compute, rows, often.compute_one).tolist() == \
+            (table.column(VALUE) + 100).tolist()
+    assert len(often.one) == 300 and len(often.calls) == 2  # each change recomputed once, row by row
+    assert len(table._log.rows) <= 200
+    assert table.derived(("k", 7), rarely.compute, rows, rarely.compute_one).tolist() == \
+        (table.column(VALUE) + 7).tolist()
+    assert rarely.calls[-1] == rows.tolist() and not rarely.one  # computed afresh, not from the log

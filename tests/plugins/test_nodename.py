@@ -48,6 +48,7 @@ def test_filter_nodes_agrees_with_filter(wanted: str | None) -> None:
     rows = np.array([4, 0, 3, 1])
     expected = [plugin.filter(state, info, nodes[r]) is None for r in rows]
     assert plugin.filter_nodes(state, info, table, rows).tolist() == expected
+    assert plugin.passes_every_node(state, info, table) is (wanted is None)  # only without a name
 
 
 def test_events_to_register() -> None:

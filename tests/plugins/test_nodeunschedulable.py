@@ -108,3 +108,19 @@ def test_pod_toleration_change_hint(same_pod: bool, tolerations: list[dict], hin
 
 def test_factory() -> None:
     assert PLUGIN.name == "NodeUnschedulable"
+
+
+@pytest.mark.parametrize("tolerations", [None, [TOLERATE_UNSCHEDULABLE]], ids=["plain-pod", "tolerating-pod"])
+def test_passes_every_node_exactly_when_every_node_passes(tolerations: list[dict] | None) -> None:
+    plugin, pod, state = NodeUnschedulable(None, None), PodInfo(make_pod(tolerations=tolerations)), CycleState()
+    for nodes in ([NodeInfo(make_node("a")), NodeInfo(make_node("b"))],
+                  [NodeInfo(make_node("a")), NodeInfo(make_node("b", unschedulable=True))],
+                  [NodeInfo(make_node("a")), ghost()]):
+        table = NodeTable(nodes)
+        every = all(plugin.filter(state, pod, node) is None for node in nodes)
+        assert plugin.passes_every_node(state, pod, table) is every
+    table = NodeTable([NodeInfo(make_node("a")), NodeInfo(make_node("b"))])
+    assert plugin.passes_every_node(state, pod, table)
+    table.nodes[1] = NodeInfo(make_node("b", unschedulable=True))  # cordoned: the next refresh tells
+    table.refresh([1])
+    assert plugin.passes_every_node(state, pod, table) is bool(tolerations)

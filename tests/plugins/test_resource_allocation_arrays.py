@@ -62,3 +62,20 @@ def test_exact_boundaries():
         assert (strategy.score_array_offered(requested, allocatable).tolist()
                 == strategy.score_array(requested, allocatable).tolist())
     assert LeastAllocated([1, 1]).score_array_offered(requested, allocatable).tolist() == [0, 0, 100, 62, 58]
+
+
+def test_balanced_two_resources_placed_is_the_general_arithmetic():
+    """Balanced.score_placed's path for two offered resources gives score()'s numbers, and the
+    placed arrays' (the pod's share taken off for the balance without it)."""
+    rng = np.random.default_rng(5)
+    strategy = Balanced()
+    for _ in range(100):
+        requested, allocatable = columns(rng, 2, 50)
+        pod = [int(rng.integers(0, 10 ** int(rng.integers(1, 12)))) for _ in range(2)]
+        requested = [r + own for r, own in zip(requested, pod, strict=True)]
+        arrays = strategy.score_array_offered_placed([r.copy() for r in requested], allocatable, pod)
+        for i in range(50):
+            req, alloc = [int(r[i]) for r in requested], [int(a[i]) for a in allocatable]
+            general = 50 + (50 + strategy.score(req, alloc)
+                            - strategy.score([r - own for r, own in zip(req, pod, strict=True)], alloc)) // 2
+            assert strategy.score_placed(req, alloc, pod) == general == arrays[i]

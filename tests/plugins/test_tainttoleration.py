@@ -197,6 +197,21 @@ def test_batch_agrees_with_per_node(tolerations: list[dict] | None) -> None:
                                                                          for r in rows]
 
 
+@pytest.mark.parametrize("tolerations", POD_TOLERATIONS, ids=lambda t: f"tolerations-{t}")
+def test_passes_every_node_exactly_when_every_node_passes(tolerations: list[dict] | None) -> None:
+    plugin, pod, state = TaintToleration(None, None), PodInfo(make_pod(tolerations=tolerations)), CycleState()
+    for taints in (NODE_TAINTS, NODE_TAINTS[:3], [[], [taint("dedicated", "gpu", "PreferNoSchedule")]]):
+        nodes = [NodeInfo(make_node(f"n{i}", taints=t)) for i, t in enumerate(taints)]
+        table = NodeTable(nodes)
+        every = all(plugin.filter(state, pod, node) is None for node in nodes)
+        assert plugin.passes_every_node(state, pod, table) is every
+        assert plugin.filter_nodes(state, pod, table, np.arange(len(nodes))).all() == every
+    nodes[1].node = {**nodes[1].node, "spec": {"taints": [taint("new")]}}  # a Node refresh changes the answer
+    nodes[1] = NodeInfo(nodes[1].node)
+    table = NodeTable(nodes)
+    assert plugin.passes_every_node(state, pod, table) is (plugin.filter(state, pod, nodes[1]) is None)
+
+
 def test_events_to_register() -> None:
     node_event, pod_event = TaintToleration(None, None).events_to_register()
     assert node_event.event.resource is EventResource.NODE

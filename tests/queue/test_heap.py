@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
 import pytest
 
-from kopfsched.queue.heap import Heap
+from kopfsched.queue.heap import Heap, RankedHeap
 from tests.waiting import drain
 
 
@@ -165,3 +166,43 @@ def test_layout_is_the_swapping_heaps():
                 assert heap.delete(key) == reference.remove(key)
             assert list(heap) == reference.items
             assert all(heap.get(item[0]) == item for item in reference.items)
+
+
+def test_ranked_heap_pops_as_heap_does():
+    """With a rank, the same pops as Heap by the equivalent less: FIFO among equals, updates
+    keeping their place among them, deletes anywhere."""
+    for seed in range(40):
+        rng = random.Random(seed)
+        plain = Heap(less=lambda a, b: a[1] > b[1] or (a[1] == b[1] and a[2] < b[2]), key=lambda x: x[0])
+        ranked = RankedHeap(rank=lambda x: (-x[1], x[2]), key=lambda x: x[0])
+        keys = [f"k{i}" for i in range(rng.randint(1, 30))]
+        popped = []
+        for _ in range(400):
+            roll = rng.random()
+            if roll < 0.5:
+                item = (rng.choice(keys), rng.randint(0, 3), rng.randint(0, 2))  # many ties
+                plain.add_or_update(item)
+                ranked.add_or_update(item)
+            elif roll < 0.75:
+                item = plain.pop()
+                assert ranked.pop() == item
+                if item is not None:
+                    popped.append(item)
+            elif roll < 0.8:
+                assert ranked.peek() == plain.peek()
+            else:
+                key = rng.choice(keys)
+                assert ranked.delete(key) == plain.delete(key)
+            assert len(ranked) == len(plain) and sorted(ranked) == sorted(plain)
+            assert all(ranked.get(item[0]) == item and item[0] in ranked for item in plain)
+        assert ranked.sorted() == plain.sorted()
+        assert ranked.in_push_order() == plain.in_push_order()
+        assert any(a[1:] == b[1:] for a, b in itertools.pairwise(popped))  # ties were popped
+
+
+def test_ranked_heap_compacts_what_updates_leave_behind():
+    heap = RankedHeap(rank=lambda i: i.value, key=lambda i: i.key)
+    for step in range(1000):
+        heap.add_or_update(Item(f"k{step % 10}", -step))
+    assert len(heap) == 10 and len(heap._entries) <= 2 * 10 + 64
+    assert keys(heap) == [f"k{i}" for i in range(9, -1, -1)]

@@ -23,8 +23,8 @@ from tests.queue.queues import HINTS, contents, empty, fail, make_profile, pod
 from tests.waiting import drain, until
 
 MakeQueue = Callable[..., SchedulingQueue]
-SWITCH = ("DRADeviceTaintRules, DRADeviceTaints, NominatedNodeNameForExpectation, SchedulerPopFromBackoffQ, "
-          "StorageCapacityScoring, VolumeLimitScaling")
+SWITCH = ("DRADeviceTaintRules, DRADeviceTaints, NominatedNodeNameForExpectation, OpportunisticBatching, "
+          "SchedulerPopFromBackoffQ, StorageCapacityScoring, VolumeLimitScaling")
 
 
 @pytest.fixture

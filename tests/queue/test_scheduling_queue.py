@@ -810,3 +810,30 @@ def test_binding_failure_goes_to_backoff(make_queue: MakeQueue) -> None:
     queue.done(qpi.uid)
     queue.add_unschedulable_if_not_present(qpi)  # error: no rejector plugins
     assert contents(queue) == empty(backoff=["p"])
+
+
+def test_queue_sort_rank_only_from_the_class_that_defines_less():
+    from kopfsched.plugins.prioritysort import PrioritySort
+    from kopfsched.scheduler.profile_set import _rank_of
+
+    class Reversed(PrioritySort):
+        def less(self, a, b):
+            return super().less(b, a)
+
+    plugin = PrioritySort()
+    assert _rank_of(plugin) == plugin.rank
+    assert _rank_of(Reversed()) is None
+
+
+def test_ranked_active_queue_pops_as_less_does_and_set_rank_keeps_ties_in_order(make_queue, clock):
+    from kopfsched.scheduler.profile_set import priority_then_timestamp_rank
+
+    plain = make_queue()
+    ranked = make_queue(rank=priority_then_timestamp_rank)
+    for i, priority in enumerate([0, 5, 0, 5, 1, 0, 5]):
+        for queue in (plain, ranked):
+            queue.add(pod(f"p{i}", priority=priority), timestamp=float(i % 2))  # ties on both keys
+    assert names(ranked.active_pods()) == names(plain.active_pods()) == ["p6", "p1", "p3", "p4", "p0", "p2", "p5"]
+    assert ranked.pop().pod_info.name == plain.pop().pod_info.name == "p6"
+    ranked.set_rank(None)  # to less alone: the pods keep their order
+    assert [ranked.pop().pod_info.name for _ in range(6)] == ["p1", "p3", "p4", "p0", "p2", "p5"]

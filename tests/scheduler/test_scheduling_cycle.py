@@ -193,3 +193,18 @@ async def test_nodes_holding_nominated_pods_are_found_wherever_they_sit_in_the_c
     result = await h.scheduler.algorithm.schedule_pod(fwk, CycleState(), pod, exhaustive=True)
     assert set(result.diagnosis.node_to_status.statuses) == rejected
     assert result.feasible_nodes == 300 - len(rejected)
+
+
+def test_pre_score_nodes_are_built_on_first_read_and_once():
+    from kopfsched.scheduler.schedule_one import LazyNodes
+
+    built: list[int] = []
+
+    def build() -> list:
+        built.append(1)
+        return ["a", "b", "c"]
+
+    nodes = LazyNodes(3, build)
+    assert len(nodes) == 3 and not built  # the length alone: nothing built
+    assert list(nodes) == ["a", "b", "c"] and nodes[1] == "b" and nodes[-1:] == ["c"]
+    assert built == [1]

@@ -16,7 +16,7 @@ Unreserve runs in reverse order when anything after Reserve fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -75,7 +75,7 @@ class NodeToStatus:
     def statuses(self) -> dict[str, Status]:
         if self._parts:
             for part in self._parts:
-                self._statuses.update(zip(map(part.names.__getitem__, part.rows), part.statuses, strict=True))
+                self._statuses.update(zip(map(part.names.__getitem__, part.row_list()), part.statuses, strict=True))
             self._parts = []
         return self._statuses
 
@@ -95,7 +95,7 @@ class NodeToStatus:
         return self.statuses.get(node_name, self.absent)
 
     def __len__(self) -> int:
-        return len(self._statuses) + sum(len(part.rows) for part in self._parts)  # parts are disjoint
+        return len(self._statuses) + sum(len(part.row_array) for part in self._parts)  # parts are disjoint
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NodeToStatus):
@@ -110,15 +110,19 @@ class NodeToStatus:
 
 @dataclass(frozen=True, slots=True)
 class RowPart:
-    """Rejected rows of a NodeTable: `statuses[i]` is the status of row `rows[i]`, whose node
-    is `nodes[rows[i]]` named `names[rows[i]]`; `distinct`, when known, its distinct statuses."""
+    """Rejected rows of a NodeTable: `statuses[i]` is the status of row `row_array[i]`, whose
+    node is `nodes[row]` named `names[row]`; `rows`, when given, the same rows as a list;
+    `distinct`, when known, its distinct statuses."""
 
     nodes: list[NodeInfo]
     names: list[str]
-    rows: list[int]
+    rows: list[int] | None
     row_array: np.ndarray
     statuses: list[Status]
     distinct: list[Status] | None = None
+
+    def row_list(self) -> list[int]:
+        return self.rows if self.rows is not None else self.row_array.tolist()
 
 
 @runtime_checkable
@@ -196,6 +200,15 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
 
 
 @runtime_checkable
+class EveryNodeFilterPlugin(BatchFilterPlugin, Protocol):
+    """A batch Filter that can tell, for less than a `filter_nodes` call costs, that the pod
+    passes every node of the table (a pod without spec.nodeName for NodeName): True only when
+    `filter_nodes` would pass every row, so the runtime skips it; False says nothing."""
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool: ...
+
+
+@runtime_checkable
 class BatchFilterStatusesPlugin(BatchFilterPlugin, Protocol):
     """A batch Filter that can also give its rejections' statuses from the NodeTable.
 
@@ -229,7 +242,7 @@ class AsyncPostFilterPlugin(PostFilterPlugin, Protocol):
 class PreScorePlugin(Plugin, Protocol):
     """Runs once before Score over the feasible nodes; SKIP skips this plugin's Score."""
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None: ...
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None: ...
 
 
 @runtime_checkable

@@ -55,6 +55,9 @@ _DERIVED_KEPT = 64
 _DERIVED_ONE_BY_ONE = 8
 """Up to this many changed rows, a derived array is brought up to date row by row."""
 
+_DERIVED_FEW = 16
+"""Up to this many changed rows, a derived array with `compute_some` is brought up to date by it."""
+
 _lower_priority_specs: dict[tuple[str, int], ColumnSpec] = {}
 
 
@@ -82,7 +85,8 @@ def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_derived", "_index", "_lower", "_nodes", "_seen", "_specs", "node_version")
+    __slots__ = ("_columns", "_derived", "_index", "_log", "_lower", "_node_log", "_nodes", "_seen", "_specs",
+                 "node_version")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
@@ -92,9 +96,13 @@ class NodeTable:
         self._specs: dict[str, ColumnSpec] = {}
         self._lower: dict[int, list[ColumnSpec]] = {}
         """priority -> its lower_priority_column specs built here, least recently used first."""
-        self._derived: dict[Hashable, tuple[np.ndarray, list[int], bool]] = {}
-        """key -> (its array over every row, rows refreshed since it was last brought up to date,
-        whether it reads node-static columns alone)."""
+        self._derived: dict[Hashable, list[Any]] = {}
+        """key -> [its array over every row, how far into its change log it is up to date,
+        whether it reads node-static columns alone (then its log is `_node_log`, else `_log`)]."""
+        self._log = _ChangeLog()
+        """The rows each refresh changed, in order: what a derived array is stale by."""
+        self._node_log = _ChangeLog()
+        """The same for the refreshes of Node objects alone (node_static=True)."""
         self._seen: set[Hashable] = set()
         """Keys `derived` was asked for once and did not keep yet."""
         self.node_version = 0
@@ -140,7 +148,8 @@ class NodeTable:
 
     def derived(self, key: Hashable, compute: Callable[[NodeTable, np.ndarray], np.ndarray], rows: np.ndarray,
                 compute_one: Callable[[NodeTable, int], Any] | None = None, *,
-                node_static: bool = False) -> np.ndarray:
+                node_static: bool = False,
+                compute_some: Callable[[NodeTable, list[int]], list[Any]] | None = None) -> np.ndarray:
         """`compute(self, rows)`, from an array over every row that the table keeps under `key`
         and brings up to date by recomputing only the rows `refresh` touched since.
 
@@ -152,10 +161,21 @@ class NodeTable:
         row, so a key used once costs nothing more (pods of one shape repeat; a one-off pays
         nothing for the others). `compute_one(self, row)`, when given, is `compute` for one
         row (the same number, from the same columns, in Python): a few changed rows are
-        recomputed with it, without numpy's fixed cost per call. `node_static`: `compute` reads
+        recomputed with it, without numpy's fixed cost per call; `compute_some(self, rows)`, when
+        given, is `compute_one` for a list of rows at once (what it reads looked up once, not
+        per row), used for up to _DERIVED_FEW changed rows. `node_static`: `compute` reads
         node-static columns alone (or the Node objects), so a refresh of the pods alone
         (`refresh(node_static=False)`: a pod bound or gone) leaves the array current."""
         entry = self._derived.get(key)
+        stale: list[int] | None = None
+        if entry is not None:
+            log: _ChangeLog = self._node_log if entry[2] else self._log
+            if entry[1] != log.base + len(log.rows):  # behind its log (else current: the usual case)
+                stale = log.since(entry[1])
+                if stale is None or len(stale) > max(len(self) // 4, 16):
+                    # Recomputing would cost about what rebuilding does (or the log forgot): start over.
+                    del self._derived[key]
+                    entry = None
         if entry is None:
             if key not in self._seen:
                 if len(self._seen) >= 4 * _DERIVED_KEPT:
@@ -166,19 +186,22 @@ class NodeTable:
             if len(self._derived) >= _DERIVED_KEPT:
                 del self._derived[next(iter(self._derived))]
             array = compute(self, np.arange(len(self), dtype=np.int64))
-            self._derived[key] = (array, [], node_static)
+            self._derived[key] = [array, (self._node_log if node_static else self._log).end, node_static]
             return array[rows]
-        array, stale, _ = entry
+        array = entry[0]
         del self._derived[key]
         self._derived[key] = entry  # most recently used last
         if stale:
-            if compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
+            if compute_some is not None and len(stale) <= _DERIVED_FEW:
+                for row, value in zip(stale, compute_some(self, stale), strict=True):
+                    array[row] = value
+            elif compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
                 for row in stale:
                     array[row] = compute_one(self, row)
             else:
                 changed = np.array(sorted(set(stale)), dtype=np.int64)
                 array[changed] = compute(self, changed)
-            stale.clear()
+            entry[1] = log.end
         return array[rows]
 
     def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:
@@ -210,13 +233,11 @@ class NodeTable:
                     array[row] = value
                     changed.add(row)
         if changed:
-            limit = max(len(self) // 4, 16)
-            for key, (_, stale, static) in list(self._derived.items()):
-                if static and not node_static:
-                    continue  # its columns were not read again
-                stale += changed
-                if len(stale) > limit:  # recomputing would cost about what rebuilding does
-                    del self._derived[key]
+            # Logged once for every derived array (each knows how far it read), not appended to
+            # each: a pod-only refresh does not concern the arrays of node-static columns.
+            self._log.add(changed, len(self))
+            if node_static:
+                self._node_log.add(changed, len(self))
 
     def drop(self, spec: ColumnSpec) -> None:
         """Forget a column (for plugins that build columns per pod group and must bound them).
@@ -224,6 +245,37 @@ class NodeTable:
         if self._columns.pop(spec.name, None) is not None:
             self._derived.clear()
         self._specs.pop(spec.name, None)
+
+class _ChangeLog:
+    """Rows in the order refreshes changed them, the oldest forgotten beyond a bound."""
+
+    __slots__ = ("base", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.base = 0
+        """The position of rows[0] among every row ever logged."""
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.rows)
+
+    def add(self, rows: Iterable[int], table_size: int) -> None:
+        self.rows += rows
+        # A derived array more than a quarter of the table behind is rebuilt anyway (see
+        # derived): what is older than that is never read.
+        keep = 2 * max(table_size // 4, 16)
+        if len(self.rows) > 2 * keep:
+            drop = len(self.rows) - keep
+            del self.rows[:drop]
+            self.base += drop
+
+    def since(self, position: int) -> list[int] | None:
+        """The rows logged from `position` on; None when some were forgotten."""
+        if position < self.base:
+            return None
+        return self.rows[position - self.base:]
+
 
 class WhatIfTable(NodeTable):
     """Hypothetical nodes: row i is row `base_rows[i]` of `base` without the pods
@@ -267,6 +319,8 @@ class WhatIfTable(NodeTable):
         self._index = None
         self._lower = {}
         self._derived = {}
+        self._log = _ChangeLog()
+        self._node_log = _ChangeLog()
         self._seen = set()
         self.node_version = 0
         self._flat: tuple[_Pods | None, _Pods | None] | None = None

@@ -27,6 +27,7 @@ from kopfsched.framework.interface import (
     BatchFilterPlugin,
     BatchFilterStatusesPlugin,
     BatchScorePlugin,
+    EveryNodeFilterPlugin,
     FilterPlugin,
     NodeStaticFilterPlugin,
     NormalizeScorePlugin,
@@ -106,11 +107,11 @@ def deferred_statuses(entry: Deferred, state: CycleState, pod: PodInfo) -> dict[
     return dict(zip(rows, statuses, strict=True))
 
 
-def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo
-                        ) -> tuple[list[int], list[Status], list[tuple[Status, int]] | None]:
+def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo, *, listed: bool = True
+                        ) -> tuple[list[int] | np.ndarray, list[Status], list[tuple[Status, int]] | None]:
     """`deferred_statuses` as (the rows, their statuses, each distinct status with how many
     rows have it in order of first appearance, or None when the plugin did not count them:
-    see TalliedStatuses)."""
+    see TalliedStatuses). `listed=False`: the rows may come as the entry's array of them."""
     plugin, with_statuses, judged, failed, on_judged = entry
     if with_statuses is None:
         nodes = judged.nodes
@@ -126,7 +127,7 @@ def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo
     except Exception as exc:
         return [int(failed[0])], [Status.as_error(f'running "{plugin.name}" filter plugin: {exc}').with_plugin(
             plugin.name)], None
-    rows = failed.tolist()
+    rows: list[int] | np.ndarray = failed.tolist() if listed else failed
     if isinstance(statuses, TalliedStatuses) and sum(statuses.counts) == len(statuses) == len(rows):
         wrapped = [filter_failure(plugin, answer) for answer in statuses.distinct]
         tally = list(zip(wrapped, statuses.counts, strict=True))
@@ -159,10 +160,23 @@ class RowRunner:
             p.name for p in self.pod_dependent_filter_plugins}
         self._batch_statuses: dict[str, BatchFilterStatusesPlugin] = {
             p.name: p for p in filter_plugins if isinstance(p, BatchFilterStatusesPlugin)}
+        self._every: dict[str, EveryNodeFilterPlugin] = {
+            p.name: p for p in filter_plugins if isinstance(p, EveryNodeFilterPlugin)}
+        # What the loop over the plugins reads, looked up once: (name, plugin, its filter_nodes
+        # or None, its passes_every_node or None, its filter_statuses plugin or None).
+        self._entries = [self._entry(p) for p in filter_plugins]
+        self._pod_dependent_entries = [self._entry(p) for p in self.pod_dependent_filter_plugins]
         self._batch_score: dict[str, BatchScorePlugin] = {
             p.name: p for p, _ in score_plugins if isinstance(p, BatchScorePlugin)}
         self._normalizers = {p.name: p.normalize_score for p, _ in score_plugins
                              if isinstance(p, NormalizeScorePlugin)}
+
+    def _entry(self, plugin: FilterPlugin) -> tuple[str, FilterPlugin, Any, Any, BatchFilterStatusesPlugin | None]:
+        name = plugin.name
+        batch = self._batch_filter.get(name)
+        every = self._every.get(name)
+        return (name, plugin, batch.filter_nodes if batch is not None else None,
+                every.passes_every_node if every is not None else None, self._batch_statuses.get(name))
 
     def filter(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray, *,
                      pod_dependent_only: bool, reasons: bool = True,
@@ -179,19 +193,21 @@ class RowRunner:
         alive_pos: np.ndarray | None = None  # their positions in `rows`; None: all of them
         skipped = state.skip_filter_plugins
         static = self._node_static_names if isinstance(table, WhatIfTable) else ()
-        for plugin in self.pod_dependent_filter_plugins if pod_dependent_only else self.filter_plugins:
+        for name, plugin, filter_nodes, every, with_statuses in (
+                self._pod_dependent_entries if pod_dependent_only else self._entries):
             if not len(alive):
                 break
-            if plugin.name in skipped:
+            if name in skipped:
                 continue
             judged: NodeTable = table
             judged_rows: np.ndarray | None = None
-            if plugin.name in static:
+            if name in static:
                 judged, judged_rows = cast(WhatIfTable, table).root, cast(WhatIfTable, table).root_rows
-            batch = self._batch_filter.get(plugin.name)
-            if batch is not None:
+            if filter_nodes is not None:
                 try:
-                    passed = np.asarray(batch.filter_nodes(
+                    if every is not None and every(state, pod, judged):
+                        continue
+                    passed = np.asarray(filter_nodes(
                         state, pod, judged, alive if judged_rows is None else judged_rows[alive]), dtype=bool)
                 except Exception as exc:
                     error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
@@ -202,7 +218,6 @@ class RowRunner:
                     continue
                 failed = alive[~passed]
                 on_judged = failed if judged_rows is None else judged_rows[failed]
-                with_statuses = self._batch_statuses.get(plugin.name)
                 if not reasons:  # the caller reads the mask alone, and maybe the reasons later
                     if deferred is not None:
                         deferred.append((plugin, with_statuses, judged, failed, on_judged))

@@ -423,7 +423,7 @@ class Framework:
     # -- PreScore / Score ------------------------------------------------------------------------
 
     @timed("PreScore")
-    def run_pre_score_plugins(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def run_pre_score_plugins(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         skipped: set[str] = set()
         result: Status | None = None
         for plugin in self.pre_score_plugins:

@@ -113,17 +113,25 @@ def is_success(status: Status | None) -> bool:
     return status is None or status.code is Code.SUCCESS
 
 
+_BINCOUNT_BELOW = 1 << 12
+"""TalliedStatuses.of_codes counts codes below this with np.bincount (no sort)."""
+
+
 class TalliedStatuses(list[Status]):
     """A batch Filter's statuses (one per rejected row) that also know their distinct Status
     objects, in order of first appearance, and how many rows each has: what the runtime
     counts a pod that fits nowhere by (FitError's histogram), with no pass over its nodes."""
 
-    __slots__ = ("counts", "distinct")
+    __slots__ = ("counts", "distinct", "of_row")
 
-    def __init__(self, statuses: list[Status], distinct: list[Status], counts: list[int]) -> None:
+    def __init__(self, statuses: list[Status], distinct: list[Status], counts: list[int],
+                 of_row: np.ndarray | None = None) -> None:
         super().__init__(statuses)
         self.distinct = distinct
         self.counts = counts
+        self.of_row = of_row
+        """Per row, the position of its status in `distinct`, when known (None: not known, or
+        one distinct status): a judgement of the distinct statuses maps to the rows in numpy."""
 
     @classmethod
     def same(cls, status: Status, count: int) -> TalliedStatuses:
@@ -140,9 +148,27 @@ class TalliedStatuses(list[Status]):
         first = int(codes[0])
         if np.count_nonzero(codes == first) == count:  # the usual case: one answer for every row
             return cls.same(status_of(first), count)
-        values, firsts, counts = np.unique(codes, return_index=True, return_counts=True)
-        order = np.argsort(firsts)
-        in_order = values[order].tolist()
+        if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and (high := int(codes.max())) < _BINCOUNT_BELOW:
+            # Small integer codes (bit sets of reasons): counted, not sorted.
+            tally = np.bincount(codes)
+            present = np.flatnonzero(tally).tolist()
+            in_order = sorted(present, key=lambda code: int((codes == code).argmax()))  # by first appearance
+            place = np.zeros(high + 1, dtype=np.int64)
+            place[in_order] = np.arange(len(in_order))
+            of_row = place[codes]
+            counts_in_order = tally[in_order].tolist()
+        else:
+            values, firsts, inverse, counts = np.unique(codes, return_index=True, return_inverse=True,
+                                                        return_counts=True)
+            order = np.argsort(firsts)
+            position = np.empty(len(order), dtype=np.int64)
+            position[order] = np.arange(len(order))  # sorted value -> its place in first-appearance order
+            of_row = position[inverse.reshape(-1)]
+            in_order = values[order].tolist()
+            counts_in_order = counts[order].tolist()
         distinct = [status_of(code) for code in in_order]
-        by_code = dict(zip(in_order, distinct, strict=True))
-        return cls(list(map(by_code.__getitem__, codes.tolist())), distinct, counts[order].tolist())
+        objects = np.empty(len(distinct), dtype=object)
+        for i, status in enumerate(distinct):  # one by one: numpy must not look into a Status
+            objects[i] = status
+        # Each row's Status by one fancy index of an object array: a third of a map over the rows.
+        return cls(objects[of_row].tolist(), distinct, counts_in_order, of_row)

@@ -355,7 +355,7 @@ class NodeAffinity:
 
     # PreScore / Score
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         try:
             preferred = _pod_preferred_terms(pod)
         except SelectorError as exc:

@@ -36,6 +36,9 @@ class NodeName:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return None if fits(pod, node) else Status.unresolvable(ERR_REASON)
 
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
+        return not pod.node_name
+
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         wanted = pod.node_name
         if not wanted:

@@ -64,7 +64,20 @@ class NodeUnschedulable:
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
-        pass
+        self._every: tuple[NodeTable, int, bool, bool] | None = None
+        """(table, its node_version, every node schedulable, every node with its Node object)."""
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
+        """No node cordoned (or, for a pod tolerating that, none without its Node object):
+        judged once per table and Node refresh."""
+        if type(table) is not NodeTable:  # a WhatIfTable keeps no node_version of its own
+            return False
+        every = self._every
+        if every is None or every[0] is not table or every[1] != table.node_version:
+            states = table.column(NODE_STATE)
+            every = self._every = (table, table.node_version, not np.count_nonzero(states != _SCHEDULABLE),
+                                   not np.count_nonzero(states == _NO_NODE))
+        return every[3] if tolerates_unschedulable(pod.tolerations) else every[2]
 
     def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
         return [signers.tolerations(pod)]

@@ -19,5 +19,9 @@ class PrioritySort:
         p1, p2 = a.pod_info.priority, b.pod_info.priority
         return p1 > p2 or (p1 == p2 and a.timestamp < b.timestamp)
 
+    def rank(self, a: QueuedPodInfo) -> tuple[int, float]:
+        """`less(a, b)` is exactly `rank(a) < rank(b)`: the queue's heap compares these, in C."""
+        return -a.pod_info.priority, a.timestamp
+
 
 PLUGIN = PluginFactory(name=PrioritySort.name, factory=PrioritySort)

@@ -112,7 +112,31 @@ class TaintToleration:
     node_static_filter = True  # reads the Node object only: checked once per node in preemption
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
-        pass
+        self._every: tuple[NodeTable, int, list[int], dict[str, bool]] | None = None
+        """(table, its node_version, the codes of its nodes' distinct hard taint sets, tolerations
+        key -> every node's hard taints tolerated)."""
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
+        """Every node's hard taints tolerated (the GPU pods of a cluster that taints its GPU
+        nodes): judged once per tolerations, table and Node refresh."""
+        if type(table) is not NodeTable:  # a WhatIfTable keeps no node_version of its own
+            return False
+        every = self._every
+        if every is None or every[0] is not table or every[1] != table.node_version:
+            codes = table.column(HARD_TAINT_SET)
+            every = self._every = (table, table.node_version, np.unique(codes[codes >= 0]).tolist(), {})
+        tainted, answers = every[2], every[3]
+        if not tainted:
+            return True  # no node with a hard taint: any pod passes, no look at its tolerations
+        tolerations = pod.tolerations
+        key = repr(tolerations)
+        answer = answers.get(key)
+        if answer is None:
+            if len(answers) >= 256:
+                answers.clear()
+            answer = answers[key] = all(
+                find_matching_untolerated_taint(_taint_set_taints[code], tolerations) is None for code in tainted)
+        return answer
 
     def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
         return [signers.tolerations(pod)]
@@ -141,7 +165,7 @@ class TaintToleration:
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         return TalliedStatuses.same(Status.unresolvable(ERR_REASON_NOT_MATCH), len(rows))  # one reason, any taint
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE, prefer_no_schedule_tolerations(pod.tolerations))
         return None
 

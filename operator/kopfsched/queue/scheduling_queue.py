@@ -50,7 +50,7 @@ from kopfsched.framework.queued import QueuedPodInfo
 from kopfsched.framework.status import Status, is_success
 from kopfsched.framework.types import PodInfo
 from kopfsched.queue import events as ev
-from kopfsched.queue.heap import Heap
+from kopfsched.queue.heap import Heap, RankedHeap
 from kopfsched.queue.in_flight import InFlight
 from kopfsched.queue.nominator import Nominator, status_nominated_node
 from kopfsched.queue.pool import UnschedulablePool
@@ -122,6 +122,7 @@ class SchedulingQueue:
         *,
         less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
         clock: Callable[[], float],
+        rank: Callable[[QueuedPodInfo], Any] | None = None,
         profile_for: Callable[[PodInfo], QueueProfile | None],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_SECONDS,
@@ -130,7 +131,8 @@ class SchedulingQueue:
     ) -> None:
         """`pop_from_backoff`: upstream's SchedulerPopFromBackoffQ (see the module's docstring).
         Off for a queue built directly, so its timing is the classic one; the Scheduler passes
-        the feature gate, which is on by default as upstream's."""
+        the feature gate, which is on by default as upstream's. `rank`: `less` as a rank
+        (see Heap), for activeQ; set_order changes both."""
         self._less = less
         self.pop_from_backoff = pop_from_backoff
         self._clock = clock
@@ -139,7 +141,8 @@ class SchedulingQueue:
         self.max_in_unschedulable = max_in_unschedulable
         self.nominator = nominator or Nominator()
 
-        self._active: Heap[QueuedPodInfo] = Heap(less=less, key=lambda q: q.uid)
+        self._active: Heap[QueuedPodInfo] | RankedHeap[QueuedPodInfo] = _active_heap(less, rank)
+        self._rank = rank
         self._backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
         self._error_backoff: Heap[_BackoffEntry] = Heap(less=self._backoff_less, key=lambda e: e.qpi.uid)
         """With pop_from_backoff, the pods that failed with an error back off here: pop() does not
@@ -207,6 +210,15 @@ class SchedulingQueue:
     def is_settled(self) -> bool:
         """Nothing to pop, nothing backing off, nothing in flight: only events can help now."""
         return not self._active and not self._backoff and not self._error_backoff and not self._in_flight
+
+    def set_rank(self, rank: Callable[[QueuedPodInfo], Any] | None) -> None:
+        """activeQ's `less` as a rank from now on (the profiles' QueueSort changed; see Heap)."""
+        if _order_of(rank) != _order_of(self._rank):  # a rebuilt PrioritySort orders as the old one
+            self._rank = rank
+            active = _active_heap(self._less, rank)
+            for qpi in self._active.in_push_order():  # ties keep their order
+                active.add_or_update(qpi)
+            self._active = active
 
     def active_pods(self) -> list[QueuedPodInfo]:
         """activeQ in pop order."""
@@ -721,3 +733,20 @@ class SchedulingQueue:
                     return strategy
         return strategy
 
+
+def _active_heap(less: Callable[[QueuedPodInfo, QueuedPodInfo], bool],
+                 rank: Callable[[QueuedPodInfo], Any] | None) -> Heap[QueuedPodInfo] | RankedHeap[QueuedPodInfo]:
+    """activeQ: by rank when the order has one (the same pops, in C), else by less."""
+    if rank is not None:
+        return RankedHeap(rank=rank, key=_uid)
+    return Heap(less=less, key=_uid)
+
+
+def _uid(qpi: QueuedPodInfo) -> str:
+    return qpi.uid
+
+
+def _order_of(rank: Callable[[QueuedPodInfo], Any] | None) -> tuple[Any, Any]:
+    """What decides a rank's order: its function and, for a plugin's method, the plugin's class
+    (a QueueSort's rank must not depend on its arguments)."""
+    return getattr(rank, "__func__", rank), type(getattr(rank, "__self__", None))

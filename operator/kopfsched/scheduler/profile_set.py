@@ -47,6 +47,20 @@ def priority_then_timestamp(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     return a.timestamp < b.timestamp
 
 
+def priority_then_timestamp_rank(a: QueuedPodInfo) -> tuple[int, float]:
+    """priority_then_timestamp as a rank: `less(a, b)` is `rank(a) < rank(b)` (see Heap)."""
+    return -a.priority, a.timestamp
+
+
+def _rank_of(plugin: Any) -> Callable[[QueuedPodInfo], Any] | None:
+    """The QueueSort plugin's `rank`, when the class that defines its `less` defines `rank` too
+    (a subclass that changes `less` alone must not be ranked by its parent's order)."""
+    for cls in type(plugin).__mro__:
+        if "less" in cls.__dict__:
+            return plugin.rank if "rank" in cls.__dict__ else None
+    return None
+
+
 class ProfileSet(Mapping[str, Profile]):
     """Scheduler name → Profile, read-only for everyone but `replace`."""
 
@@ -59,6 +73,8 @@ class ProfileSet(Mapping[str, Profile]):
         self._profiles: dict[str, Profile] = {}
         self._extenders = ExtenderPool()
         self._less: Less = priority_then_timestamp
+        self.rank: Callable[[QueuedPodInfo], Any] | None = priority_then_timestamp_rank
+        """The activeQ's order as a rank (Heap's `rank`), or None when its QueueSort has none."""
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -104,8 +120,10 @@ class ProfileSet(Mapping[str, Profile]):
         if unused:
             self._spawn(close_all(unused), "close extenders")
         self._profiles = new
-        self._less = next((less for less in (p.framework.queue_sort_less() for p in new.values()) if less),
-                          priority_then_timestamp)
+        sort = next((plugin for plugin in (p.framework.queue_sort_plugin for p in new.values())
+                     if plugin is not None), None)
+        self._less = sort.less if sort is not None else priority_then_timestamp
+        self.rank = _rank_of(sort) if sort is not None else priority_then_timestamp_rank
         return {name for name, profile in new.items() if name in old and old[name] is not profile}
 
     def _build(self, config: ProfileConfig) -> Profile:

@@ -23,9 +23,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import cast, overload
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from kopfsched.framework.node_table import WhatIfTable
 from kopfsched.framework.rows import Deferred, deferred_rejections
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
-from kopfsched.framework.types import PodInfo
+from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.scheduler.batch import OpportunisticBatch
 from kopfsched.scheduler.extender import (
     EXTENDER_NAME,
@@ -355,14 +355,14 @@ class SchedulingAlgorithm:
         tally: dict[int, list] | None = {} if as_rows else None
         nodes = self.snapshot.table.nodes
         for entry in self._deferred:
-            rows, rejected, counted = deferred_rejections(entry, state, pod)
-            if as_rows:
-                failed = entry[3]
-                row_array = failed if len(failed) == len(rows) else np.asarray(rows, dtype=np.int64)
-                node_to_status.add_rows(RowPart(nodes, names, rows, row_array, rejected,
+            rows, rejected, counted = deferred_rejections(entry, state, pod, listed=False)
+            if as_rows:  # the rows as an array: a list of them only if the name -> Status dict is built
+                row_array = rows if isinstance(rows, np.ndarray) else np.asarray(rows, dtype=np.int64)
+                node_to_status.add_rows(RowPart(nodes, names, None, row_array, rejected,
                                                 None if counted is None else [status for status, _ in counted]))
             else:
-                node_to_status.statuses.update(zip(map(names.__getitem__, rows), rejected, strict=True))
+                listed = rows.tolist() if isinstance(rows, np.ndarray) else rows
+                node_to_status.statuses.update(zip(map(names.__getitem__, listed), rejected, strict=True))
             if counted is None:
                 # Rejections share Status objects: judge each distinct one once, found in C.
                 distinct = list(dict(zip(map(id, rejected), rejected, strict=True)).values())
@@ -488,8 +488,11 @@ class SchedulingAlgorithm:
         then the interested prioritize extenders (called concurrently; one that fails
         gives no scores, as upstream)."""
         if fwk.has_score_plugins():
-            status = fwk.run_pre_score_plugins(state, pod, _nodes_of(self.snapshot.table.nodes, feasible, self._twice,
-                                                                     self._node_objects))
+            # The feasible nodes as a list only if a PreScore plugin reads them (PodTopologySpread
+            # with constraints): building it is a pass over some 600 rows per pod.
+            nodes = self.snapshot.table.nodes
+            status = fwk.run_pre_score_plugins(state, pod, LazyNodes(
+                len(feasible), lambda: _nodes_of(nodes, feasible, self._twice, self._node_objects)))
             if status is not None:
                 raise SchedulingError(status)
             totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible,
@@ -578,6 +581,37 @@ def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None,
         out += nodes[start:start + end - first]
         first = end
     return out
+
+
+class LazyNodes(Sequence[NodeInfo]):
+    """A list of nodes built on first read (its length known before)."""
+
+    __slots__ = ("_build", "_count", "_nodes")
+
+    def __init__(self, count: int, build: Callable[[], list[NodeInfo]]) -> None:
+        self._count = count
+        self._build = build
+        self._nodes: list[NodeInfo] | None = None
+
+    def _list(self) -> list[NodeInfo]:
+        if self._nodes is None:
+            self._nodes = self._build()
+        return self._nodes
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> NodeInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[NodeInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> NodeInfo | list[NodeInfo]:
+        return self._list()[index]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self._list())
 
 
 def _has_nominated_pods(nominator) -> bool:

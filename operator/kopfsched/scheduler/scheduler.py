@@ -102,7 +102,8 @@ class Scheduler:
         self._tasks = TaskSet(logger)
         self.profiles = ProfileSet(registry=registry, new_handle=self.new_handle, observer=self.observer,
                                    spawn=self.spawn)
-        self.queue = SchedulingQueue(less=self.profiles.less, clock=clock, profile_for=self.profiles.queue_profile_for,
+        self.queue = SchedulingQueue(less=self.profiles.less, rank=self.profiles.rank, clock=clock,
+                                     profile_for=self.profiles.queue_profile_for,
                                      pop_from_backoff=features.enabled(features.POP_FROM_BACKOFF_Q))
         self.nominate_for_expectation = features.enabled(features.NOMINATED_NODE_NAME_FOR_EXPECTATION)
         """NominatedNodeNameForExpectation: a pod that will wait at Permit or has PreBind work
@@ -147,6 +148,7 @@ class Scheduler:
         on the API side; pods of a changed profile are retried at once, as the new
         configuration may accept what the old one refused."""
         changed = self.profiles.replace(configs)
+        self.queue.set_rank(self.profiles.rank)
         queued = self._queued_pods()
         for pod in queued:
             if not self.profiles.responsible_for(pod):

@@ -54,7 +54,7 @@ from kopfsched.framework.preemption.candidates import (
     pick_one_node_for_preemption,
     pod_terminating_by_preemption,
 )
-from kopfsched.framework.status import Code, Status
+from kopfsched.framework.status import Code, Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo, rfc3339
 
 logger = logging.getLogger(__name__)
@@ -154,18 +154,34 @@ class Evaluator:
         all_nodes = self.handle.snapshot.node_infos()
         if not all_nodes:
             return None, Status.as_error("no nodes available")
-        potential = self.nodes_where_preemption_might_help(all_nodes, statuses)
+        # From the Filter pass's row parts, the rows alone: no node list unless a dry run runs.
+        parts = statuses.row_parts()
+        rows = _helpful_row_array(len(all_nodes), parts, statuses.absent) \
+            if parts is not None and all(part.nodes is all_nodes for part in parts) else None
+        potential = self.nodes_where_preemption_might_help(all_nodes, statuses) if rows is None else None
+        count = len(rows) if rows is not None else len(potential or ())
         no_victims: Status | None = None
-        if potential:
+        if count:
             pdbs = self.pod_disruption_budgets()
-            offset = self.handle.rng.randrange(len(potential))
-            num_candidates = self.num_candidates(len(potential))
+            offset = self.handle.rng.randrange(count)
+            num_candidates = self.num_candidates(count)
             if self._no_victims_anywhere(pod):
                 # What the dry run finds, node after node from the offset: no pod to remove anywhere.
                 no_victims = Status.unresolvable(MSG_NO_VICTIMS)
-                names = map(_node_name, potential[offset:] + potential[:offset])  # from the offset, round robin
-                dry_run = DryRunResult([], NodeToStatus(dict.fromkeys(names, no_victims)), [])
+                if rows is not None and parts is not None:  # as rows: the name -> Status dict only if read
+                    rotated = np.concatenate((rows[offset:], rows[:offset]))
+                    found = NodeToStatus()
+                    found.add_rows(RowPart(all_nodes, parts[0].names, None, rotated,
+                                           [no_victims] * count, [no_victims]))
+                else:
+                    assert potential is not None
+                    names = map(_node_name, potential[offset:] + potential[:offset])  # from the offset, round robin
+                    found = NodeToStatus(dict.fromkeys(names, no_victims))
+                dry_run = DryRunResult([], found, [])
             else:
+                if potential is None:
+                    assert rows is not None
+                    potential = [all_nodes[row] for row in rows.tolist()]
                 dry_run = self.dry_run_preemption(state, pod, potential, pdbs, offset=offset,
                                                   num_candidates=num_candidates)
         else:
@@ -532,31 +548,44 @@ def _has_condition(pod: PodInfo, condition: dict[str, Any]) -> bool:
 
 
 def _helpful_rows(nodes: list[NodeInfo], parts: list[RowPart], absent: Status | None) -> list[NodeInfo]:
-    """nodes_where_preemption_might_help from the Filter pass's rejected rows: a part whose
-    distinct statuses are all UnschedulableAndUnresolvable (or all Unschedulable) is judged
-    without a look at its rows; nodes in no part get `absent`. In node order, as the look
-    node by node."""
+    """nodes_where_preemption_might_help from the Filter pass's rejected rows (see
+    _helpful_row_array), in node order, as the look node by node."""
+    return [nodes[row] for row in _helpful_row_array(len(nodes), parts, absent).tolist()]
+
+
+def _helpful_row_array(count: int, parts: list[RowPart], absent: Status | None) -> np.ndarray:
+    """The rows of nodes_where_preemption_might_help, ascending, from the Filter pass's rejected
+    rows: a part whose distinct statuses are all UnschedulableAndUnresolvable (or all
+    Unschedulable) is judged without a look at its rows, one whose statuses know each row's
+    place among the distinct ones (TalliedStatuses.of_row) by that; nodes in no part get
+    `absent`."""
     unschedulable = Code.UNSCHEDULABLE
-    helps = np.zeros(len(nodes), dtype=bool)
-    covered = np.zeros(len(nodes), dtype=bool) if absent is not None and absent.code is unschedulable else None
+    helps = np.zeros(count, dtype=bool)
+    covered = np.zeros(count, dtype=bool) if absent is not None and absent.code is unschedulable else None
     for part in parts:
         if covered is not None:
             covered[part.row_array] = True
-        distinct = part.distinct
+        statuses = part.statuses
+        tallied = statuses if isinstance(statuses, TalliedStatuses) else None
+        of_row = tallied.of_row if tallied is not None else None
+        distinct = tallied.distinct if tallied is not None and of_row is not None else part.distinct
         if distinct is None:
-            distinct = list(dict(zip(map(id, part.statuses), part.statuses, strict=True)).values())
+            distinct = list(dict(zip(map(id, statuses), statuses, strict=True)).values())
         judged = [status.code is unschedulable for status in distinct]
         if not any(judged):
             continue
         if all(judged):
             helps[part.row_array] = True
             continue
-        each = np.fromiter((status.code is unschedulable for status in part.statuses), dtype=bool,
-                           count=len(part.statuses))
+        if of_row is not None:
+            each = np.array(judged, dtype=bool)[of_row]
+        else:
+            each = np.fromiter((status.code is unschedulable for status in statuses), dtype=bool,
+                               count=len(statuses))
         helps[part.row_array[each]] = True
     if covered is not None:
         helps |= ~covered
-    return [nodes[row] for row in np.flatnonzero(helps).tolist()]
+    return np.flatnonzero(helps)
 
 
 def _nominated_node_name(pod: PodInfo) -> str:

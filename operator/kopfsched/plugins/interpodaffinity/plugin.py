@@ -7,7 +7,7 @@ Args: hardPodAffinityWeight (0..100, default 1), ignorePreferredTermsOfExistingP
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +197,7 @@ class InterPodAffinity:
 
     # -- PreScore / Score ---------------------------------------------------------------------
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
         preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
         if pod.has_pod_affinity:

@@ -12,6 +12,7 @@ Args (`NodeResourcesBalancedAllocationArgs`): `resources` (default cpu and memor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,7 @@ class BalancedAllocation:
     def sign_pod(self, pod: PodInfo) -> list[SignFragment] | None:
         return signers.resources(pod_requests(pod.pod), self.dra.resolver.get if self.dra is not None else None)
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         requests = tuple(self.scorer.pod_requests(pod))
         if self.scorer.is_best_effort(requests):
             return SKIP

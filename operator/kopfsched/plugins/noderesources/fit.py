@@ -14,7 +14,7 @@ Args (`NodeResourcesFitArgs`): `ignoredResources`, `ignoredResourceGroups`, `sco
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,6 +219,29 @@ def fits_row(request: PreFilterState, table: NodeTable, row: int) -> bool:
     return True
 
 
+def fits_some(request: PreFilterState, table: NodeTable, rows: list[int]) -> list[bool]:
+    """fits_row for each of `rows`, the columns looked up once."""
+    checks = [(quantity, table.column(allocatable), table.column(requested)) for quantity, allocatable, requested in (
+        (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
+        (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+        (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
+    ) if quantity > 0]
+    for name, quantity in request.scalars:
+        allocatable, requested = scalar_columns(name)
+        checks.append((quantity, table.column(allocatable), table.column(requested)))
+    pods, allowed = table.column(POD_COUNT), table.column(ALLOCATABLE_PODS)
+    out: list[bool] = []
+    for row in rows:
+        fits = pods.item(row) < allowed.item(row)
+        if fits:
+            for quantity, offered, used in checks:
+                if quantity > offered.item(row) - used.item(row):
+                    fits = False
+                    break
+        out.append(fits)
+    return out
+
+
 class Fit:
     """The NodeResourcesFit plugin."""
 
@@ -283,7 +306,8 @@ class Fit:
         key = (FITS, request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars,
                request.dra_backed)
         return table.derived(key, lambda table, rows: fits_rows(request, table, rows), rows,
-                             lambda table, row: fits_row(request, table, row))
+                             lambda table, row: fits_row(request, table, row),
+                             compute_some=lambda table, rows: fits_some(request, table, rows))
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         """`filter`'s status for each of `rows` (rows it rejects), from the table's columns:
@@ -328,7 +352,7 @@ class Fit:
 
     # --- PreScore / Score -----------------------------------------------------------------
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> None:
         state.write(PRE_SCORE_STATE, self._pre_score_state(pod))
 
     def _pre_score_state(self, pod: PodInfo) -> PreScoreState:

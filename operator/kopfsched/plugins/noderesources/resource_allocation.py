@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -336,6 +336,11 @@ class Balanced(Strategy):
     `score` and the arrays are one balance; the `*_placed` methods combine two."""
 
     def score_placed(self, requested: Sequence[int], allocatable: Sequence[int], pod: Sequence[int]) -> int:
+        if len(requested) == 2 and allocatable[0] and allocatable[1]:  # the default: cpu and memory, offered
+            r0, r1 = requested
+            a0, a1 = float(allocatable[0]), float(allocatable[1])
+            return _improvement(_balance_of_two(float(r0) / a0, float(r1) / a1),
+                                _balance_of_two(float(r0 - pod[0]) / a0, float(r1 - pod[1]) / a1))
         allocated = [req - own if alloc else 0 for req, alloc, own in zip(requested, allocatable, pod, strict=True)]
         return _improvement(self.score(requested, allocatable), self.score(allocated, allocatable))
 
@@ -423,11 +428,57 @@ class Balanced(Strategy):
         return std.astype(np.int64)  # truncates toward zero, as np.trunc then the cast
 
 
+def _balance_of_two(first: float, second: float) -> int:
+    """Balanced.score of two offered resources from their requested / allocatable quotients:
+    the same float operations in the same order."""
+    first = min(first, 1.0)
+    second = min(second, 1.0)
+    return math.trunc((1 - abs((first - second) / 2)) * float(MAX_NODE_SCORE))
+
+
 def _improvement(with_pod: Any, without_pod: Any) -> Any:
     """Both balances are in [50, 100], so the numerator is never negative: Go's integer
     division is floor division here."""
     half = MAX_NODE_SCORE // 2
     return half + (half + with_pod - without_pod) // 2
+
+
+def _balanced_two_some(strategy: Balanced, arrays: list[tuple[np.ndarray, np.ndarray, int]],
+                       rows: list[int]) -> list[int]:
+    """Balanced.score_placed of two resources for each row, from the (allocatable, requested,
+    pod's request) columns: what compute_some would build the lists for."""
+    (alloc0, req0, own0), (alloc1, req1, own1) = arrays
+    out: list[int] = []
+    for row in rows:
+        a0, a1 = alloc0.item(row), alloc1.item(row)
+        r0, r1 = req0.item(row) + own0, req1.item(row) + own1
+        if a0 and a1:
+            f0, f1 = float(a0), float(a1)
+            out.append(_improvement(_balance_of_two(float(r0) / f0, float(r1) / f1),
+                                    _balance_of_two(float(r0 - own0) / f0, float(r1 - own1) / f1)))
+        else:
+            out.append(strategy.score_placed([r0 if a0 else 0, r1 if a1 else 0], [a0, a1], [own0, own1]))
+    return out
+
+
+def _least_allocated_some(arrays: list[tuple[np.ndarray, np.ndarray, int]], weights: list[int],
+                          rows: list[int]) -> list[int]:
+    """LeastAllocated.score for each row (weights >= 0: every division is of non-negatives, so
+    Go's is the floor)."""
+    columns = [(alloc, req, own, weight) for (alloc, req, own), weight in zip(arrays, weights, strict=True)]
+    out: list[int] = []
+    for row in rows:
+        score = weight_sum = 0
+        for alloc_column, req_column, own, weight in columns:
+            alloc = alloc_column.item(row)
+            if not alloc:
+                continue
+            requested = req_column.item(row) + own
+            if requested <= alloc:
+                score += (alloc - requested) * MAX_NODE_SCORE // alloc * weight
+            weight_sum += weight
+        out.append(score // weight_sum if weight_sum else 0)
+    return out
 
 
 # --- the scorer --------------------------------------------------------------------------
@@ -520,11 +571,10 @@ class ResourceAllocationScorer:
         only the nodes that changed since (the next pod of a ReplicaSet asks the same)."""
         requests = tuple(pod_requests)
         return table.derived((self, requests), lambda table, rows: self.compute_rows(table, rows, requests), rows,
-                             lambda table, row: self.compute_row(table, row, requests))
+                             lambda table, row: self.compute_row(table, row, requests),
+                             compute_some=lambda table, rows: self.compute_some(table, rows, requests))
 
-    def compute_row(self, table: NodeTable, row: int, pod_requests: tuple[int, ...]) -> int:
-        """compute_rows for one row: the same columns, read as Python ints, scored by the
-        strategy's `score` (the same arithmetic as its arrays)."""
+    def _plan(self, pod_requests: tuple[int, ...]) -> list[tuple[ColumnSpec | None, ColumnSpec | None, int]]:
         plan = self._plans.get(pod_requests)
         if plan is None:
             if len(self._plans) >= 64:
@@ -532,6 +582,40 @@ class ResourceAllocationScorer:
             plan = self._plans[pod_requests] = [
                 (*self._columns(name, pod_request), pod_request)
                 for name, pod_request in zip(self.resources, pod_requests, strict=True)]
+        return plan
+
+    def compute_some(self, table: NodeTable, rows: list[int], pod_requests: tuple[int, ...]) -> list[int]:
+        """compute_row for each of `rows`, the columns looked up once."""
+        arrays = [None if alloc_col is None or req_col is None else
+                  (table.column(alloc_col), table.column(req_col), pod_request)
+                  for alloc_col, req_col, pod_request in self._plan(pod_requests)]
+        strategy = self.strategy
+        if None not in arrays:  # the usual plans, their arithmetic written out (the same numbers)
+            present = cast(list[tuple[np.ndarray, np.ndarray, int]], arrays)
+            if type(strategy) is Balanced and len(present) == 2:
+                return _balanced_two_some(strategy, present, rows)
+            if type(strategy) is LeastAllocated and min(strategy.weights, default=0) >= 0:
+                return _least_allocated_some(present, strategy.weights, rows)
+        score_placed = strategy.score_placed
+        out: list[int] = []
+        for row in rows:
+            requested: list[int] = []
+            allocatable: list[int] = []
+            for entry in arrays:
+                if entry is None:
+                    requested.append(0)
+                    allocatable.append(0)
+                    continue
+                alloc = entry[0].item(row)
+                allocatable.append(alloc)
+                requested.append(entry[1].item(row) + entry[2] if alloc != 0 else 0)
+            out.append(score_placed(requested, allocatable, pod_requests))
+        return out
+
+    def compute_row(self, table: NodeTable, row: int, pod_requests: tuple[int, ...]) -> int:
+        """compute_rows for one row: the same columns, read as Python ints, scored by the
+        strategy's `score` (the same arithmetic as its arrays)."""
+        plan = self._plan(pod_requests)
         requested: list[int] = []
         allocatable: list[int] = []
         for alloc_col, req_col, pod_request in plan:

@@ -10,7 +10,7 @@ hostname maxSkew 3 and zone maxSkew 5, ScheduleAnyway; the default).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,7 +278,7 @@ class PodTopologySpread:
 
     # -- PreScore / Score ---------------------------------------------------------------------
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         all_nodes = self.handle.snapshot.node_infos()
         if not all_nodes:
             return SKIP

@@ -9,6 +9,7 @@ the emptiest domains score 100: `100 * (max + min - score) / max`. Nodes lacking
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +48,7 @@ def score_for_count(count: int | np.ndarray, max_skew: int, weight: float) -> fl
     return count * weight + float(max_skew - 1)
 
 
-def init_pre_score_state(state: PreScoreState, filtered_nodes: list[NodeInfo]) -> None:
+def init_pre_score_state(state: PreScoreState, filtered_nodes: Sequence[NodeInfo]) -> None:
     """Register the domains of the feasible nodes and weigh each constraint by their number."""
     constraints = state.constraints
     state.topology_value_to_pod_counts = [{} for _ in constraints]
@@ -61,7 +62,7 @@ def init_pre_score_state(state: PreScoreState, filtered_nodes: list[NodeInfo]) -
             if c.topology_key != LABEL_HOSTNAME:  # per-node counts are taken in Score
                 state.topology_value_to_pod_counts[i].setdefault(labels.get(c.topology_key, ""), 0)
     state.ignored = ignored
-    state.ignored_nodes = frozenset(filtered_nodes[n].name for n in np.flatnonzero(ignored))
+    state.ignored_nodes = frozenset(filtered_nodes[n].name for n in np.flatnonzero(ignored).tolist())
     kept = len(filtered_nodes) - int(ignored.sum())
     state.topology_normalizing_weight = [
         topology_normalizing_weight(kept if c.topology_key == LABEL_HOSTNAME else len(counts))

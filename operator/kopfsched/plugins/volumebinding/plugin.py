@@ -255,7 +255,7 @@ class VolumeBinding:
 
     # PreScore / Score
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         return SKIP if self.shape is None else None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
