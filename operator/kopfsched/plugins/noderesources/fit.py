@@ -279,7 +279,7 @@ class Fit:
     def _with_dra(self, request: PreFilterState) -> PreFilterState:
         """The request with the scalars a DeviceClass backs marked (only pods asking for an
         extended resource look: the others cost nothing more)."""
-        if not request.scalars or self.dra is None:
+        if not request.scalars or self.dra is None or not self.dra.resolver.any():
             return request
         resolver = self.dra.resolver
         backed = frozenset(name for name, _ in request.scalars if resolver.get(name) is not None)
@@ -444,8 +444,8 @@ class Fit:
 def dra_backed_resources(scorer: ResourceAllocationScorer, dra: DraManager | None,
                          pod_requests: tuple[int, ...]) -> dict[int, Any]:
     """The scored resources the pod asks for that a DeviceClass backs (none without DRA state)."""
-    if dra is None or not any(pod_requests[i] for i in range(len(pod_requests))
-                              if scorer.resources[i] not in ("cpu", "memory")):
+    if dra is None or not dra.resolver.any() or not any(
+            pod_requests[i] for i in range(len(pod_requests)) if scorer.resources[i] not in ("cpu", "memory")):
         return {}
     return scorer.dra_backed(pod_requests, dra.resolver.get)
 
