@@ -767,9 +767,11 @@ class DynamicResources:
                     return None
             except BindingError as exc:
                 return Status.as_error(str(exc))
-            if clock() >= deadline:
+            remaining = deadline - clock()
+            if remaining <= BINDING_POLL_SECONDS:  # no look at the deadline itself, as wait.PollUntilContextTimeout
+                await self.handle.sleep(max(remaining, 0.0))
                 return Status.as_error("device binding timeout: context deadline exceeded")
-            await self.handle.sleep(min(BINDING_POLL_SECONDS, max(deadline - clock(), 0.0)))
+            await self.handle.sleep(BINDING_POLL_SECONDS)
 
     def _profile_name(self, pod: PodInfo) -> str:
         framework = self.handle.framework
