@@ -370,15 +370,14 @@ class DynamicResources:
             claims = self._claims(pod)
         except ClaimError as exc:
             return Status.unresolvable(str(exc))
-        data = _StateData(claims=claims, extended=self._extended(pod))
-        state.write(STATE_KEY, data)
-        if data.empty:
+        ext = self._extended(pod)
+        if not claims and ext is None:
+            state.write(STATE_KEY, _StateData(claims=[]))
             return SKIP
-        ext = data.extended
-        if ext is not None and ext.found and _allocation(ext.claim) is not None:
-            reserved = (ext.claim.get("status") or {}).get("reservedFor") or ()
-            if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(ext.claim, pod.uid):
-                return Status.unresolvable("resourceclaim in use")
+        # Upstream keeps the claims in its state only once PreFilter passed: after a rejection
+        # here PostFilter finds none, so it neither deallocates nor deletes anything.
+        state.write(STATE_KEY, _StateData(claims=[]))
+        data = _StateData(claims=claims, extended=ext)
         for index, claim in enumerate(claims):
             allocation = _allocation(claim)
             if allocation is not None:
@@ -394,6 +393,11 @@ class DynamicResources:
             problem = self._check_requests(claim)
             if problem is not None:
                 return problem
+        if ext is not None and ext.found and _allocation(ext.claim) is not None:
+            reserved = (ext.claim.get("status") or {}).get("reservedFor") or ()
+            if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(ext.claim, pod.uid):
+                return Status.unresolvable("resourceclaim in use")
+        state.write(STATE_KEY, data)
         if data.pending or (ext is not None and _allocation(ext.claim) is None):
             data.allocator = self._allocator([claims[i] for i in data.pending])
             if len(data.pending) == len(claims) and ext is None:
