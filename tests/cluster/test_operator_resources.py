@@ -190,6 +190,42 @@ def test_an_extended_resource_backed_by_a_device_class_gets_its_claim_through_th
     assert refused_requests(cluster) == []
 
 
+def test_a_leftover_extended_resource_claim_is_deleted_through_the_api(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    """A claim an earlier cycle created for the pod's extended resources (its binding failed
+    since): every node refuses it and PostFilter drops the scheduler's finalizer and deletes
+    it, as upstream's deleteClaim; the pod's condition says so."""
+    nodes(make_node('left-gpu', cpu='4'))
+    device_class, resource = f'{namespace}-left', f'{namespace}.example.com/left'
+    create(cluster, f'{DRA}/deviceclasses', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': device_class},
+        'spec': {'extendedResourceName': resource,
+                 'selectors': [{'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    trainer = make_pod('trainer', namespace, scheduler_name='kopfsched')
+    trainer['spec']['containers'][0]['resources'] = {'limits': {resource: '1'}}
+    uid = cluster.post(f'/api/v1/namespaces/{namespace}/pods', trainer)['metadata']['uid']
+    claims = f'{DRA}/namespaces/{namespace}/resourceclaims'
+    create(cluster, claims, {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceClaim', 'metadata': {
+            'name': 'trainer-extended-resources-old12', 'finalizers': ['resource.kubernetes.io/delete-protection'],
+            'annotations': {'resource.kubernetes.io/extended-resource-claim': 'true'},
+            'ownerReferences': [{'apiVersion': 'v1', 'kind': 'Pod', 'name': 'trainer', 'uid': uid,
+                                 'controller': True}]},
+        'spec': {'devices': {'requests': [{'name': 'container-0-request-0', 'exactly': {
+            'deviceClassName': device_class, 'allocationMode': 'ExactCount', 'count': 1}}]}}})
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            cluster.wait_for(lambda: not cluster.get(claims)['items'], timeout=30, what='the leftover claim deleted')
+            waiting = cluster.wait_for(lambda: pod_condition(cluster, namespace, 'trainer').get('reason')
+                                       == 'Unschedulable' and pod_condition(cluster, namespace, 'trainer'),
+                                       timeout=30, what='trainer reported')
+    finally:
+        cluster.delete(f'{DRA}/deviceclasses/{device_class}')
+    assert 'cannot schedule extended resource claim. deletion of ResourceClaim completed' in waiting['message'], \
+        waiting['message']
+    assert refused_requests(cluster) == []
+
+
 def test_a_device_with_binding_conditions_is_bound_once_attached_through_the_api(
         cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
     """DRADeviceBindingConditions through the real API server: the server accepts the
