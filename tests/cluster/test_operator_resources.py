@@ -190,6 +190,90 @@ def test_an_extended_resource_backed_by_a_device_class_gets_its_claim_through_th
     assert refused_requests(cluster) == []
 
 
+def test_a_leftover_extended_resource_claim_is_deleted_through_the_api(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    """A claim an earlier cycle created for the pod's extended resources (its binding failed
+    since): every node refuses it and PostFilter drops the scheduler's finalizer and deletes
+    it, as upstream's deleteClaim; the pod's condition says so."""
+    nodes(make_node('left-gpu', cpu='4'))
+    device_class, resource = f'{namespace}-left', f'{namespace}.example.com/left'
+    create(cluster, f'{DRA}/deviceclasses', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': device_class},
+        'spec': {'extendedResourceName': resource,
+                 'selectors': [{'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    trainer = make_pod('trainer', namespace, scheduler_name='kopfsched')
+    trainer['spec']['containers'][0]['resources'] = {'limits': {resource: '1'}}
+    uid = cluster.post(f'/api/v1/namespaces/{namespace}/pods', trainer)['metadata']['uid']
+    claims = f'{DRA}/namespaces/{namespace}/resourceclaims'
+    create(cluster, claims, {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceClaim', 'metadata': {
+            'name': 'trainer-extended-resources-old12', 'finalizers': ['resource.kubernetes.io/delete-protection'],
+            'annotations': {'resource.kubernetes.io/extended-resource-claim': 'true'},
+            'ownerReferences': [{'apiVersion': 'v1', 'kind': 'Pod', 'name': 'trainer', 'uid': uid,
+                                 'controller': True}]},
+        'spec': {'devices': {'requests': [{'name': 'container-0-request-0', 'exactly': {
+            'deviceClassName': device_class, 'allocationMode': 'ExactCount', 'count': 1}}]}}})
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            cluster.wait_for(lambda: not cluster.get(claims)['items'], timeout=30, what='the leftover claim deleted')
+            waiting = cluster.wait_for(lambda: pod_condition(cluster, namespace, 'trainer').get('reason')
+                                       == 'Unschedulable' and pod_condition(cluster, namespace, 'trainer'),
+                                       timeout=30, what='trainer reported')
+    finally:
+        cluster.delete(f'{DRA}/deviceclasses/{device_class}')
+    assert 'cannot schedule extended resource claim. deletion of ResourceClaim completed' in waiting['message'], \
+        waiting['message']
+    assert refused_requests(cluster) == []
+
+
+def test_a_device_with_binding_conditions_is_bound_once_attached_through_the_api(
+        cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
+    """DRADeviceBindingConditions through the real API server: the server accepts the
+    allocation with the device's binding conditions and its allocationTimestamp; the operator
+    holds the pod at PreBind until the test, as the device's controller, sets the condition in
+    the claim's status.devices, then binds it."""
+    nodes(make_node('bind-gpu', cpu='4'))
+    device_class = f'{namespace}-bound'
+    attached, failed = f'{DRIVER}/attached', f'{DRIVER}/failed'
+    create(cluster, f'{DRA}/deviceclasses', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': device_class},
+        'spec': {'selectors': [{'cel': {'expression': f'device.driver == "{DRIVER}"'}}]}})
+    create(cluster, f'{DRA}/resourceslices', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceSlice', 'metadata': {'name': f'{namespace}-bind-gpu'},
+        'spec': {'driver': DRIVER, 'nodeName': 'bind-gpu',
+                 'pool': {'name': f'{namespace}-bind-gpu', 'generation': 1, 'resourceSliceCount': 1},
+                 'devices': [{'name': 'gpu-0', 'bindingConditions': [attached],
+                              'bindingFailureConditions': [failed]}]}})
+    create(cluster, f'{DRA}/namespaces/{namespace}/resourceclaims', {
+        'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceClaim', 'metadata': {'name': 'fabric'},
+        'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {'deviceClassName': device_class}}]}}})
+    claim_path = f'{DRA}/namespaces/{namespace}/resourceclaims/fabric'
+    try:
+        with running_operator(cluster, operator_kubeconfig):
+            cluster.post(f'/api/v1/namespaces/{namespace}/pods', make_pod(
+                'trainer', namespace, scheduler_name='kopfsched',
+                resourceClaims=[{'name': 'gpu', 'resourceClaimName': 'fabric'}]))
+            cluster.wait_for(lambda: 'allocation' in (cluster.get(claim_path).get('status') or {}), timeout=30,
+                             what='the claim allocated')
+            assert node_of(cluster, namespace, 'trainer') is None  # held at PreBind
+            cluster.patch(f'{claim_path}/status', {'status': {'devices': [{
+                'driver': DRIVER, 'pool': f'{namespace}-bind-gpu', 'device': 'gpu-0', 'conditions': [{
+                    'type': attached, 'status': 'True', 'reason': 'Attached', 'message': 'fabric port 7',
+                    'lastTransitionTime': '2026-01-01T00:00:00Z'}]}]}})
+            cluster.wait_for(lambda: node_of(cluster, namespace, 'trainer'), timeout=30, what='trainer bound')
+        claim = cluster.get(claim_path)
+    finally:
+        cluster.delete(f'{DRA}/resourceslices/{namespace}-bind-gpu')
+        cluster.delete(f'{DRA}/deviceclasses/{device_class}')
+    assert node_of(cluster, namespace, 'trainer') == 'bind-gpu'
+    allocation = claim['status']['allocation']
+    assert allocation['devices']['results'] == [{
+        'request': 'gpu', 'driver': DRIVER, 'pool': f'{namespace}-bind-gpu', 'device': 'gpu-0',
+        'bindingConditions': [attached], 'bindingFailureConditions': [failed]}]
+    assert allocation['allocationTimestamp'].endswith('Z')
+    assert refused_requests(cluster) == []
+
+
 def test_a_device_taint_rule_keeps_a_claim_off_its_pool_until_it_is_deleted(
         cluster: ControlPlane, namespace: str, nodes, operator_kubeconfig: pathlib.Path) -> None:
     """DeviceTaintRules through the real API (resource.k8s.io/v1, served by default in v1.37):

@@ -302,6 +302,19 @@ CASES = [
                        "for scheduling."},
         id="a-leftover-extended-resource-claim-is-deleted"),
     pytest.param(
+        # Found by benchmarks/differential_scan.py: PreFilter rejects the pod (a class that does
+        # not exist) before it keeps its claims, so PostFilter deletes no leftover claim;
+        # kopfsched deleted it and said so.
+        [node("node-0", "4", "2Gi"), gpu_class(), gpus("node-0", 1), LEFTOVER,
+         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+          "metadata": {"name": "rc-0", "namespace": "default"},
+          "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "no-such-class"}}]}}},
+         claimant(extended(pod("pod", "100m", "64Mi")), {"name": "dev-0", "resourceClaimName": "rc-0"})],
+        "default/pod", {"result": "Unschedulable", "message": "0/1 nodes are available: request req-0: device class "
+                        "no-such-class does not exist. preemption: 0/1 nodes are available: 1 Preemption is not "
+                        "helpful for scheduling."},
+        id="a-prefilter-rejection-leaves-the-leftover-claim"),
+    pytest.param(
         # MostAllocated over example.com/gpu: node-0 scores it by its class's devices (2, one the
         # pod takes: 50), node-1 by what it advertises (4: 25).
         [node("node-0", "4", "2Gi"), advertising("node-1", "4"), gpu_class(), gpus("node-0", 2),

@@ -88,6 +88,12 @@ POD = make_pod("p", uid="u", labels={"app": "a"}, requests={"cpu": "2", "memory"
                      A.UPDATE_POD_TOLERATION, id="toleration-added"),
         pytest.param(lambda p: (p["metadata"]["labels"].update(app="b"), p["spec"].update(schedulingGates=[])),
                      A.UPDATE_POD_LABEL | A.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, id="label-and-gates"),
+        pytest.param(lambda p: p.setdefault("status", {}).update(resourceClaimStatuses=[
+            {"name": "gpu", "resourceClaimName": "p-gpu-x"}]), A.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+                     id="generated-claim"),
+        pytest.param(lambda p: p.setdefault("status", {}).update(extendedResourceClaimStatus={
+            "resourceClaimName": "p-extended-resources-x", "requestMappings": []}),
+                     A.UPDATE_POD_GENERATED_RESOURCE_CLAIM, id="extended-resource-claim"),
     ],
 )
 def test_pod_update_actions(change: Callable[[Obj], Any], expected: ActionType) -> None:

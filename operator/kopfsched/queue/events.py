@@ -131,7 +131,8 @@ def pod_update_actions(old: Obj, new: Obj) -> ActionType:
     # The API only lets tolerations be added, so a different count is a change.
     if len(_spec(old).get("tolerations") or ()) != len(_spec(new).get("tolerations") or ()):
         actions |= ActionType.UPDATE_POD_TOLERATION
-    if _status(old).get("resourceClaimStatuses") != _status(new).get("resourceClaimStatuses"):
+    if (_status(old).get("resourceClaimStatuses") != _status(new).get("resourceClaimStatuses")
+            or _status(old).get("extendedResourceClaimStatus") != _status(new).get("extendedResourceClaimStatus")):
         actions |= ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM
     return actions or ActionType.UPDATE_OTHER
 

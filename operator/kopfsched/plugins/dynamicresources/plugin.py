@@ -379,15 +379,14 @@ class DynamicResources:
         except ClaimError as exc:
             state.write(STATE_KEY, _NO_CLAIMS)  # upstream writes its state before it looks at claims
             return Status.unresolvable(str(exc))
-        data = _StateData(claims=claims, extended=self._extended(pod))
-        state.write(STATE_KEY, data)
-        if data.empty:
+        ext = self._extended(pod)
+        if not claims and ext is None:
+            state.write(STATE_KEY, _StateData(claims=[]))
             return SKIP
-        ext = data.extended
-        if ext is not None and ext.found and _allocation(ext.claim) is not None:
-            reserved = (ext.claim.get("status") or {}).get("reservedFor") or ()
-            if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(ext.claim, pod.uid):
-                return Status.unresolvable("resourceclaim in use")
+        # Upstream keeps the claims in its state only once PreFilter passed: after a rejection
+        # here PostFilter finds none, so it neither deallocates nor deletes anything.
+        state.write(STATE_KEY, _StateData(claims=[]))
+        data = _StateData(claims=claims, extended=ext)
         for index, claim in enumerate(claims):
             allocation = _allocation(claim)
             if allocation is not None:
@@ -403,6 +402,11 @@ class DynamicResources:
             problem = self._check_requests(claim)
             if problem is not None:
                 return problem
+        if ext is not None and ext.found and _allocation(ext.claim) is not None:
+            reserved = (ext.claim.get("status") or {}).get("reservedFor") or ()
+            if len(reserved) >= RESERVED_FOR_MAX_SIZE and not reserved_for(ext.claim, pod.uid):
+                return Status.unresolvable("resourceclaim in use")
+        state.write(STATE_KEY, data)
         if data.pending or (ext is not None and _allocation(ext.claim) is None):
             data.allocator = self._allocator([claims[i] for i in data.pending])
             if len(data.pending) == len(claims) and ext is None:
@@ -781,9 +785,11 @@ class DynamicResources:
                     return None
             except BindingError as exc:
                 return Status.as_error(str(exc))
-            if clock() >= deadline:
+            remaining = deadline - clock()
+            if remaining <= BINDING_POLL_SECONDS:  # no look at the deadline itself, as wait.PollUntilContextTimeout
+                await self.handle.sleep(max(remaining, 0.0))
                 return Status.as_error("device binding timeout: context deadline exceeded")
-            await self.handle.sleep(min(BINDING_POLL_SECONDS, max(deadline - clock(), 0.0)))
+            await self.handle.sleep(BINDING_POLL_SECONDS)
 
     def _profile_name(self, pod: PodInfo) -> str:
         framework = self.handle.framework
