@@ -381,11 +381,11 @@ class DynamicResources:
             return Status.unresolvable(str(exc))
         ext = self._extended(pod)
         if not claims and ext is None:
-            state.write(STATE_KEY, _StateData(claims=[]))
+            state.write(STATE_KEY, _NO_CLAIMS)
             return SKIP
         # Upstream keeps the claims in its state only once PreFilter passed: after a rejection
         # here PostFilter finds none, so it neither deallocates nor deletes anything.
-        state.write(STATE_KEY, _StateData(claims=[]))
+        state.write(STATE_KEY, _NO_CLAIMS)
         data = _StateData(claims=claims, extended=ext)
         for index, claim in enumerate(claims):
             allocation = _allocation(claim)
