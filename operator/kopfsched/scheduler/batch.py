@@ -93,8 +93,9 @@ class OpportunisticBatch:
                                 {name: scores[rest] for name, scores in raw.items()}, self.clock())
 
     def _best_first(self, totals: np.ndarray) -> np.ndarray:
-        """Positions of `totals` from the highest, ties in a random order (upstream's heap
-        breaks them by a random number per node)."""
+        """Positions of `totals` from the highest, ties in a random order: upstream's heap
+        leaves ties to its own layout (its per-node random number is set only with
+        extenders), for which a random order stands in, as in select_host."""
         randomizer = np.array([self.rng.random() for _ in range(len(totals))])
         return np.lexsort((randomizer, -totals))
 
