@@ -53,12 +53,15 @@ class OpportunisticBatch:
         self.ranking: _Ranking | None = None
         self.last_cycle = -2
         self.last_chosen = ""
+        self.hint = ""
+        """The hint of the cycle under way ("" none), which `store` compares with the chosen node."""
         self.batched_pods = 0
         """Pods placed on a hint (upstream counts them for its tests)."""
 
     def node_hint(self, fwk: Framework, state: CycleState, pod: PodInfo, signature: str | None,
                   cycle: int, snapshot: Snapshot) -> str:
-        """The node to try alone first, or "" (upstream's GetNodeHint)."""
+        """The node to try alone first, or "" (upstream's GetNodeHint); kept as `hint`."""
+        self.hint = ""
         ranking = self.ranking
         if ranking is None or not ranking.names or cycle != self.last_cycle + 1:
             return ""
@@ -67,19 +70,19 @@ class OpportunisticBatch:
             return ""
         if not self._refresh(fwk, state, pod, ranking, snapshot):
             return ""
-        hint = ranking.names.pop(0)
+        self.hint = ranking.names.pop(0)
         for name, scores in ranking.raw.items():
             ranking.raw[name] = scores[1:]
-        return hint
+        return self.hint
 
-    def store(self, signature: str | None, hint: str, chosen: str, cycle: int, *,
+    def store(self, signature: str | None, chosen: str, cycle: int, *,
               names: list[str] | None = None, totals: np.ndarray | None = None,
               raw: dict[str, np.ndarray] | None = None, best: int = -1) -> None:
         """After a cycle that chose `chosen` (upstream's StoreScheduleResults): with a full
         ranking (`names`, their `totals` and `raw` scores, `best` the chosen one's index) it
         is kept for the next pod unless the hint was taken."""
         self.last_cycle, self.last_chosen = cycle, chosen
-        if hint and hint == chosen:
+        if self.hint and self.hint == chosen:
             self.batched_pods += 1
             return
         if signature is None or names is None or totals is None or raw is None or len(names) < 2:

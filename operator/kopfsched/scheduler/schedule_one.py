@@ -97,7 +97,6 @@ class SchedulingAlgorithm:
         """OpportunisticBatching: a signed pod may take the previous pod's next node (batch.py)."""
         self.clock = clock
         self._batches: dict[str, OpportunisticBatch] = {}
-        self._hint = ""
         self.snapshot = snapshot
         self.rng = rng
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
@@ -143,7 +142,6 @@ class SchedulingAlgorithm:
             if batch is None:
                 batch = self._batches[fwk.profile_name] = OpportunisticBatch(clock=self.clock, rng=self.rng)
             signature = fwk.sign_pod(pod)
-        self._hint = ""
         feasible, diagnosis = await self.find_nodes_that_fit_pod(fwk, state, pod, extenders=extenders,
                                                                  exhaustive=exhaustive, batch=batch,
                                                                  signature=signature, cycle=cycle)
@@ -154,7 +152,7 @@ class SchedulingAlgorithm:
         if len(feasible) == 1 and not exhaustive:
             chosen = nodes[int(feasible[0])].name
             if batch is not None:
-                batch.store(signature, self._hint, chosen, cast(int, cycle))
+                batch.store(signature, chosen, cast(int, cycle))
             return ScheduleResult(chosen, evaluated, 1, diagnosis)
         raw: dict[str, np.ndarray] | None = {} if batch is not None and signature is not None else None
         totals, per_plugin = await self.prioritize_nodes(fwk, state, pod, feasible, extenders=extenders, raw=raw)
@@ -162,7 +160,7 @@ class SchedulingAlgorithm:
         result = ScheduleResult(nodes[int(feasible[best])].name, evaluated, len(feasible), diagnosis)
         if batch is not None:
             names = self._row_names()
-            batch.store(signature, self._hint, result.suggested_host, cast(int, cycle),
+            batch.store(signature, result.suggested_host, cast(int, cycle),
                         names=[names[row] for row in feasible.tolist()], totals=totals, raw=raw, best=best)
         if self.explain or exhaustive:
             result.scores = _explain_scores(nodes, feasible, totals, per_plugin)
@@ -187,11 +185,11 @@ class SchedulingAlgorithm:
             return np.empty(0, dtype=np.int64), diagnosis
         index = self.snapshot.table.index
         nominated = (pod.pod.get("status") or {}).get("nominatedNodeName")
-        if batch is not None:
-            self._hint = batch.node_hint(fwk, state, pod, signature, cast(int, cycle), self.snapshot)
+        hint = batch.node_hint(fwk, state, pod, signature, cast(int, cycle), self.snapshot) \
+            if batch is not None else ""
         # The nominated node, else the batch's hint, is tried alone first (upstream's
         # evaluateNominatedNode).
-        first = nominated or self._hint
+        first = nominated or hint
         if first and first in index and not exhaustive:
             feasible, _ = self.find_nodes_that_pass_filters(
                 fwk, state, pod, diagnosis, np.array([index[first]], dtype=np.int64), extenders=extenders)
