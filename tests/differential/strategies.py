@@ -363,26 +363,37 @@ RESIZE_CONDITIONS = (
 )
 
 
+def _allocated(draw: st.DrawFn, requests: dict[str, Any]) -> dict[str, Any]:
+    """What the kubelet allocated: the requests, now and then another cpu or memory."""
+    allocated = dict(requests)
+    if draw(st.booleans()):
+        allocated.update(cpu=draw(cpu))
+    if draw(st.integers(0, 2)) == 0:
+        allocated.update(memory=draw(memory))
+    return allocated
+
+
+def _resize_conditions(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Now and then one of RESIZE_CONDITIONS, as the kubelet writes it."""
+    return [{**c, "lastTransitionTime": "2025-12-31T00:01:00Z"}
+            for c in draw(st.lists(st.sampled_from(RESIZE_CONDITIONS), max_size=1))]
+
+
 @st.composite
 def _pod_level_resize_status(draw: st.DrawFn, requests: dict[str, Any]) -> dict[str, Any]:
     """A pod-level resize: what the kubelet allocated to the pod and what it runs with, each
     the spec's requests or another cpu or memory, now and then a resize condition."""
     status: dict[str, Any] = {}
     if draw(st.integers(0, 2)):
-        allocated = dict(requests)
-        if draw(st.booleans()):
-            allocated.update(cpu=draw(cpu))
-        if draw(st.integers(0, 2)) == 0:
-            allocated.update(memory=draw(memory))
-        status["allocatedResources"] = allocated
+        status["allocatedResources"] = _allocated(draw, requests)
     if draw(st.integers(0, 2)):
         actual = dict(status.get("allocatedResources") or requests)
         if draw(st.booleans()):
             actual.update(cpu=draw(cpu))
         status["resources"] = {"requests": actual}
-    conditions = draw(st.lists(st.sampled_from(RESIZE_CONDITIONS), max_size=1))
+    conditions = _resize_conditions(draw)
     if conditions:
-        status["conditions"] = [{**c, "lastTransitionTime": "2025-12-31T00:01:00Z"} for c in conditions]
+        status["conditions"] = conditions
     return status
 
 
@@ -405,11 +416,7 @@ def resize_status(draw: st.DrawFn, running: dict[str, Any]) -> dict[str, Any]:
                                "state": {"running": {"startedAt": "2025-12-31T00:00:00Z"}}}
         requests = (container.get("resources") or {}).get("requests") or {}
         if draw(st.integers(0, 3)):
-            allocated = dict(requests)
-            if draw(st.booleans()):
-                allocated.update(cpu=draw(cpu))
-            if draw(st.integers(0, 2)) == 0:
-                allocated.update(memory=draw(memory))
+            allocated = _allocated(draw, requests)
             if allocated:  # never an empty map: the API server stores none
                 out["allocatedResources"] = allocated
         if draw(st.integers(0, 3)):
@@ -423,9 +430,9 @@ def resize_status(draw: st.DrawFn, running: dict[str, Any]) -> dict[str, Any]:
     sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
     if sidecars:
         status["initContainerStatuses"] = [container_status(c) for c in sidecars]
-    conditions = draw(st.lists(st.sampled_from(RESIZE_CONDITIONS), max_size=1))
+    conditions = _resize_conditions(draw)
     if conditions:
-        status["conditions"] = [{**c, "lastTransitionTime": "2025-12-31T00:01:00Z"} for c in conditions]
+        status["conditions"] = conditions
     if draw(st.integers(0, 5)) == 0:
         status["resize"] = draw(st.sampled_from(["Proposed", "InProgress", "Deferred", "Infeasible"]))
     return status
