@@ -108,24 +108,26 @@ class DynamicResourcesArgs:
     def from_dict(cls, raw: Mapping[str, Any]) -> DynamicResourcesArgs:
         problems: list[tuple[str, str]] = []
         check_known_fields(raw, {"filterTimeout", "bindingTimeout"}, problems)
-        timeout, binding = 10.0, 600.0
-        if raw.get("filterTimeout") is not None:
-            parsed = parse_duration(raw["filterTimeout"])
-            if parsed is None or parsed < 0:
-                problems.append(("filterTimeout", f"Invalid value: {raw['filterTimeout']!r}: must be a non-negative "
-                                                  'duration such as "10s"'))
-            else:
-                timeout = parsed
-        if raw.get("bindingTimeout") is not None:
-            parsed = parse_duration(raw["bindingTimeout"])
-            if parsed is None or parsed < 1:
-                problems.append(("bindingTimeout", f"Invalid value: {raw['bindingTimeout']!r}: must be at least "
-                                                   "1 second"))
-            else:
-                binding = parsed
+        timeout = _duration_arg(raw, "filterTimeout", 10.0, 0.0, 'must be a non-negative duration such as "10s"',
+                                problems)
+        binding = _duration_arg(raw, "bindingTimeout", 600.0, 1.0, "must be at least 1 second", problems)
         if problems:
             raise ArgsError(problems)
         return cls(filter_timeout=timeout, binding_timeout=binding)
+
+
+def _duration_arg(raw: Mapping[str, Any], field_name: str, default: float, minimum: float, rule: str,
+                  problems: list[tuple[str, str]]) -> float:
+    """A duration argument in seconds: `default` when absent; below `minimum` or not a
+    duration, a problem saying `rule` (and the default)."""
+    value = raw.get(field_name)
+    if value is None:
+        return default
+    parsed = parse_duration(value)
+    if parsed is None or parsed < minimum:
+        problems.append((field_name, f"Invalid value: {value!r}: {rule}"))
+        return default
+    return parsed
 
 
 class ClaimError(Exception):
