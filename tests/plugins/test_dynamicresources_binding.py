@@ -196,3 +196,13 @@ def test_binding_timeout_below_a_second_is_refused():
     with pytest.raises(ArgsError) as caught:
         DynamicResourcesArgs.from_dict({"bindingTimeout": "500ms"})
     assert caught.value.problems == [("bindingTimeout", "Invalid value: '500ms': must be at least 1 second")]
+
+
+def test_both_timeouts_are_checked_and_reported_together():
+    with pytest.raises(ArgsError) as caught:
+        DynamicResourcesArgs.from_dict({"filterTimeout": "soon", "bindingTimeout": "0s"})
+    assert caught.value.problems == [
+        ("filterTimeout", "Invalid value: 'soon': must be a non-negative duration such as \"10s\""),
+        ("bindingTimeout", "Invalid value: '0s': must be at least 1 second")]
+    args = DynamicResourcesArgs.from_dict({"filterTimeout": "0s"})
+    assert (args.filter_timeout, args.binding_timeout) == (0.0, 600.0)
