@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kopfsched.bench import runner
-from kopfsched.bench.workloads import gpu_trace, gpu_trace_affinity
+from kopfsched.bench.workloads import gpu_trace, gpu_trace_affinity, gpu_trace_workloads
 from kopfsched.framework.diagnosis import rejection_counts, tallied_rejection_counts
 from kopfsched.scheduler.observer import Attempt, NullObserver
 from kopfsched.simulate.explain import explain_pod
@@ -56,7 +56,14 @@ def _digest(value: Any) -> str:
         "0/150 nodes are available: 150 node(s) didn't match Pod's node affinity/selector. preemption: "
         "0/150 nodes are available: 150 Preemption is not helpful for scheduling.": 5,
     }),
-], ids=["gpu-trace", "gpu-trace-affinity"])
+    (gpu_trace_workloads, 674, 126, "ad3d35fe1c696c4b353e18dff09bd7c44345c5467e9b7933668e61ab7c475da7", {
+        "0/150 nodes are available: 146 node(s) didn't match Pod's node affinity/selector, 4 Insufficient "
+        "nvidia.com/gpu. preemption: 0/150 nodes are available: 146 Preemption is not helpful for scheduling, "
+        "4 No preemption victims found for incoming pod.": 18,
+        "0/150 nodes are available: 124 node(s) had untolerated taint(s), 26 Insufficient cpu. preemption: "
+        "0/150 nodes are available: 150 Preemption is not helpful for scheduling.": 11,
+    }),
+], ids=["gpu-trace", "gpu-trace-affinity", "gpu-trace-workloads"])
 def test_bench_attempts_unchanged(workload: Any, scheduled: int, unschedulable: int, digest: str,
                                   messages: dict[str, int]) -> None:
     recorder = _Recorder()
@@ -89,11 +96,14 @@ class _TallyChecker(NullObserver):
             self.differ.append(attempt.pod.key)
 
 
-@pytest.mark.parametrize("workload", [gpu_trace, gpu_trace_affinity], ids=["gpu-trace", "gpu-trace-affinity"])
-def test_tallied_counts_are_the_counted_ones(workload: Any) -> None:
+@pytest.mark.parametrize(("workload", "untallied"), [(gpu_trace, 0), (gpu_trace_affinity, 0),
+                                                    # pod-151: InterPodAffinity rejects node by node
+                                                    (gpu_trace_workloads, 1)],
+                         ids=["gpu-trace", "gpu-trace-affinity", "gpu-trace-workloads"])
+def test_tallied_counts_are_the_counted_ones(workload: Any, untallied: int) -> None:
     checker = _TallyChecker()
     result = asyncio.run(runner.run_workload(workload(150, 0, 800), also_observe=checker))
-    assert checker.tallied == result["unschedulable"] and not checker.differ
+    assert checker.tallied == result["unschedulable"] - untallied and not checker.differ
 
 
 def _without_seconds(out: dict[str, Any]) -> dict[str, Any]:
@@ -102,24 +112,30 @@ def _without_seconds(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize(("explain", "digest"), [
-    (False, "31b2d5207022e9e4704dbe9ef0b467cef0074ff7190dc9c7cf45b4de69ee0aaf"),
-    (True, "7c88418a0505d2a170eeb2694540b48829de4cc6b80add981d17f42736d63af9"),
-], ids=["simulate", "simulate-explain"])
-def test_simulate_unchanged(explain: bool, digest: str) -> None:
-    workload = gpu_trace_affinity(150, 0, 400)
-    inputs = load_objects(workload.nodes + workload.pods, "test")
+@pytest.mark.parametrize(("workload", "explain", "scheduled", "digest"), [
+    (gpu_trace_affinity, False, 375, "31b2d5207022e9e4704dbe9ef0b467cef0074ff7190dc9c7cf45b4de69ee0aaf"),
+    (gpu_trace_affinity, True, 375, "7c88418a0505d2a170eeb2694540b48829de4cc6b80add981d17f42736d63af9"),
+    (gpu_trace_workloads, False, 376, "ef1adf3541d72142966cbc2e6793d22c0932d84a2f157b7cf10ac3bcbcdb7fab"),
+    (gpu_trace_workloads, True, 376, "4dd19c844acc18f03978e91a102c1e90a2fa1f92ca9eafec20cce9fe42a9b5d3"),
+], ids=["simulate", "simulate-explain", "workloads-simulate", "workloads-simulate-explain"])
+def test_simulate_unchanged(workload: Any, explain: bool, scheduled: int, digest: str) -> None:
+    built = workload(150, 0, 400)
+    inputs = load_objects(built.objects + built.nodes + built.pods, "test")
     out = _without_seconds(to_json(asyncio.run(simulate(inputs, seed=7, explain=explain)), explain=explain))
-    assert (out["summary"]["scheduled"], out["summary"]["unschedulable"]) == (375, 25)
+    assert (out["summary"]["scheduled"], out["summary"]["unschedulable"]) == (scheduled, 400 - scheduled)
     assert _digest(out) == digest
 
 
-@pytest.mark.parametrize(("ref", "result", "digest"), [
-    ("trace/pod-399", "Unschedulable", "fc7699327549643722a3a2fca6b74afb1816362f1760a5c5d1b41bfa4618080f"),
-    ("trace/pod-390", "Scheduled", "563c079cbd084e4fbc2e82b06a7989c58974c28a15fb9e6653f1bd49775c45fc"),
+@pytest.mark.parametrize(("workload", "ref", "result", "digest"), [
+    (gpu_trace_affinity, "trace/pod-399", "Unschedulable",
+     "fc7699327549643722a3a2fca6b74afb1816362f1760a5c5d1b41bfa4618080f"),
+    (gpu_trace_affinity, "trace/pod-390", "Scheduled",
+     "563c079cbd084e4fbc2e82b06a7989c58974c28a15fb9e6653f1bd49775c45fc"),
+    (gpu_trace_workloads, "trace/pod-390", "Scheduled",
+     "a0b81c2180369fd9f4492f2705b366fb3c3f08261801ada61b05dc539d973296"),
 ])
-def test_explain_unchanged(ref: str, result: str, digest: str) -> None:
-    workload = gpu_trace_affinity(150, 0, 400)
-    entry = asyncio.run(explain_pod(load_objects(workload.nodes + workload.pods, "test"), ref)).entry
+def test_explain_unchanged(workload: Any, ref: str, result: str, digest: str) -> None:
+    built = workload(150, 0, 400)
+    entry = asyncio.run(explain_pod(load_objects(built.objects + built.nodes + built.pods, "test"), ref)).entry
     assert entry["result"] == result
     assert _digest(entry) == digest

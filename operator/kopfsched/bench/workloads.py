@@ -314,6 +314,83 @@ def gpu_trace_affinity(nodes: int, init_pods: int, pods: int) -> Workload:
     return _gpu_trace(nodes, init_pods, pods, 1 / 3)
 
 
+GPU_TRACE_REPLICA_SETS = 400
+GPU_TRACE_STORAGE_CLASS = "standard"
+
+
+def _gpu_trace_replica_set(app: str, replicas: int) -> Obj:
+    """Its replicas are its pods in the workload, so that no controller (simulate's) adds any."""
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": app, "namespace": "trace", "uid": f"trace-rs-{app}"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}}}}
+
+
+def _gpu_trace_claim(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": "trace", "uid": f"trace-pvc-{name}"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": GPU_TRACE_STORAGE_CLASS,
+                     "resources": {"requests": {"storage": "10Gi"}}},
+            "status": {"phase": "Pending"}}
+
+
+def _with_workload_inputs(pod: Obj, app: str, draw: float, objects: list[Obj]) -> None:
+    """Give a trace pod what a Deployment's pod of a real cluster carries: its ReplicaSet as
+    owner (so the system default spread constraints apply to it) and, by `draw`, one of
+    required or preferred pod anti-affinity by hostname, required pod affinity by zone, a zone
+    spread constraint (ScheduleAnyway or DoNotSchedule), or a claim of a WaitForFirstConsumer
+    class that the provisioner fills."""
+    meta, spec = pod["metadata"], pod["spec"]
+    meta["labels"] = {"app": app}
+    meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": app,
+                                "uid": f"trace-rs-{app}", "controller": True}]
+    own = {"labelSelector": {"matchLabels": {"app": app}}}
+    hostname = "kubernetes.io/hostname"
+    zone = "topology.kubernetes.io/zone"
+    affinity = spec.setdefault("affinity", {})
+    if draw < 0.10:
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**own, "topologyKey": hostname}]}
+    elif draw < 0.25:
+        affinity["podAntiAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {**own, "topologyKey": hostname}}]}
+    elif draw < 0.30:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**own, "topologyKey": zone}]}
+    elif draw < 0.40:
+        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": zone,
+                                              "whenUnsatisfiable": "ScheduleAnyway", **own}]
+    elif draw < 0.45:
+        spec["topologySpreadConstraints"] = [{"maxSkew": 2, "topologyKey": zone,
+                                              "whenUnsatisfiable": "DoNotSchedule", **own}]
+    elif draw < 0.60:
+        claim = _gpu_trace_claim(f"data-{meta['name']}")
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}]
+        objects.append(claim)
+    if not affinity:
+        del spec["affinity"]
+
+
+def gpu_trace_workloads(nodes: int, init_pods: int, pods: int) -> Workload:
+    """AlibabaGPUTraceWorkloads: gpu-trace-affinity's nodes in three zones, its pods the
+    replicas of 400 ReplicaSets, each carrying the inputs of a real cluster's pods (see
+    _with_workload_inputs): the common inputs of every default plugin at once."""
+    workload = _gpu_trace(nodes, init_pods, pods, 1 / 3)
+    for i, node in enumerate(workload.nodes):
+        node["metadata"]["labels"]["topology.kubernetes.io/zone"] = ZONES[i % len(ZONES)]
+    rng = random.Random(GPU_TRACE_SEED + 2)
+    objects: list[Obj] = [{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                           "metadata": {"name": GPU_TRACE_STORAGE_CLASS}, "provisioner": "ebs.csi.aws.com",
+                           "volumeBindingMode": "WaitForFirstConsumer"}]
+    replicas = [0] * GPU_TRACE_REPLICA_SETS
+    for pod in workload.init_pods + workload.pods:
+        app, draw = rng.randrange(GPU_TRACE_REPLICA_SETS), rng.random()
+        replicas[app] += 1
+        _with_workload_inputs(pod, f"app-{app}", draw, objects)
+    workload.objects = [_gpu_trace_replica_set(f"app-{a}", n) for a, n in enumerate(replicas)] + objects
+    return workload
+
+
 WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "basic": basic,
     "pod-anti-affinity": pod_anti_affinity,
@@ -324,6 +401,7 @@ WORKLOADS: dict[str, Callable[[int, int, int], Workload]] = {
     "dra": dra,
     "gpu-trace": gpu_trace,
     "gpu-trace-affinity": gpu_trace_affinity,
+    "gpu-trace-workloads": gpu_trace_workloads,
 }
 
 DEFAULT_SIZE = (500, 500, 2000)
@@ -335,5 +413,6 @@ SIZES: dict[str, tuple[int, int, int]] = {
     "dra": (500, 2500, 2500),
     "gpu-trace": (1523, 0, 8000),
     "gpu-trace-affinity": (1523, 0, 8000),
+    "gpu-trace-workloads": (1523, 0, 8000),
 }
 """Workloads whose own size is scheduler_perf's performance case rather than DEFAULT_SIZE."""
