@@ -2,7 +2,7 @@
 
 Seeded random heterogeneous clusters (GPU models and counts as labels, numeric labels, hard and
 soft taints, cordoned nodes, low-priority pods running) and pods with node selectors, required
-node affinity of every operator (invalid and empty terms, matchFields), tolerations, GPU
+node affinity of every operator (invalid and empty terms, matchFields), preferred node affinity, tolerations, GPU
 requests and priorities are simulated three times: as the scheduler runs (batch methods, masks
 alone for pods that land), with every batch method hidden so that each plugin is asked node by
 node with every rejection recorded, and with the batch methods and `--explain`'s statuses.
@@ -129,6 +129,20 @@ def _affinity(rng: random.Random, nodes: int) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
+def _preferred(rng: random.Random, nodes: int) -> list[dict[str, Any]]:
+    """Weighted preferences: weight 0 and empty ones are ignored, matchFields name a node."""
+    terms: list[dict[str, Any]] = []
+    for _ in range(rng.choice((1, 2, 3))):
+        preference: dict[str, Any] = {}
+        if rng.random() < 0.9:
+            preference["matchExpressions"] = [_expression(rng) for _ in range(rng.choice((1, 1, 2)))]
+        if rng.random() < 0.1:
+            preference["matchFields"] = [{"key": "metadata.name", "operator": "In",
+                                          "values": [f"node-{rng.randrange(nodes)}"]}]
+        terms.append({"weight": rng.choice((0, 1, 20, 50, 100)), "preference": preference})
+    return terms
+
+
 def _pod(rng: random.Random, name: str, nodes: int, *, node_name: str | None = None) -> dict[str, Any]:
     requests = {"cpu": rng.choice(("100m", "500m", "1", "2", "4")), "memory": rng.choice(("256Mi", "1Gi", "8Gi"))}
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "pause",
@@ -142,6 +156,11 @@ def _pod(rng: random.Random, name: str, nodes: int, *, node_name: str | None = N
                                            {"nvidia.com/gpu.product": rng.choice(MODELS)}))
     if rng.random() < 0.4:
         spec["affinity"] = _affinity(rng, nodes)
+    if rng.random() < 0.3:
+        preferred = [term for term in _preferred(rng, nodes)
+                     if "Bogus" not in str(term) and "'x'" not in str(term)]  # a bad preference is an Error
+        spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
+            "preferredDuringSchedulingIgnoredDuringExecution"] = preferred
     if node_name is not None:
         spec["nodeName"] = node_name
         spec["priority"] = 0
@@ -157,7 +176,9 @@ ENFORCED_PROFILE = {
     "apiVersion": "kopfsched.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "enforced"},
     "spec": {"pluginConfig": [{"name": "NodeAffinity", "args": {"addedAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}]}]}}}}]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 30, "preference": {"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["batch"]}]}}]}}}]},
 }
 
 
@@ -197,3 +218,5 @@ def test_vectorised_path_decides_as_node_by_node(seed: int, nodes: int) -> None:
     messages = " ".join(pod["message"] or "" for pod in slow["pods"])
     assert "didn't match Pod's node affinity/selector" in messages
     assert "untolerated taint(s)" in messages
+    affinity_scores = {scores.get("NodeAffinity") for pod in slow["pods"] for scores in (pod["scores"] or {}).values()}
+    assert len(affinity_scores - {None}) >= 3  # preferred node affinity ranks the nodes

@@ -166,6 +166,9 @@ class PreferredSchedulingTerms:
 
     def __init__(self, terms: Sequence[Mapping[str, Any]]) -> None:
         self.terms: list[tuple[int, TermMatcher]] = []
+        self.parsed: list[tuple[int, Mapping[str, Any]]] = []
+        """`terms` as written, with their weights: what `score_rows` reads."""
+        self._key: str | None = None
         errors: list[str] = []
         for i, term in enumerate(terms):
             weight = term.get("weight") or 0
@@ -174,6 +177,7 @@ class PreferredSchedulingTerms:
                 continue
             try:
                 self.terms.append((weight, compile_term(preference)))
+                self.parsed.append((weight, preference))
             except SelectorError as exc:
                 errors.append(f"[{i}].preference: {exc}")
         if errors:
@@ -181,6 +185,21 @@ class PreferredSchedulingTerms:
 
     def score(self, labels: Labels, name: str) -> int:
         return sum(weight for weight, match in self.terms if match(labels, name))
+
+    def score_rows(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """`score` for each of `rows`, as mask operations on the table's label columns."""
+        total = np.zeros(len(rows), dtype=np.int64)
+        for weight, term in self.parsed:
+            total += np.where(_term_rows(table, rows, term), weight, 0)
+        return total
+
+    def key(self) -> str | None:
+        """NodeTable.derived's key for `score_rows` (None when a term names nodes by field)."""
+        if self._key is None:
+            if any(term.get("matchFields") for _, term in self.parsed):
+                return None
+            self._key = json.dumps(self.parsed, sort_keys=True, default=str)
+        return self._key
 
 
 class RequiredNodeAffinity:
@@ -377,6 +396,24 @@ class NodeAffinity:
             count += preferred.score(node.labels, node.name)
         return count
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """`score` for each of `rows`: each term set's weighted matches, kept per term set."""
+        try:
+            preferred = state.read(PRE_SCORE_STATE)
+        except KeyError:  # PreScore disabled: compute here.
+            preferred = _pod_preferred_terms(pod)
+        total = np.zeros(len(rows), dtype=np.int64)
+        for terms in (self.added_pref_terms, preferred):
+            if terms is None:
+                continue
+            key = terms.key()  # the scores depend on the terms and the labels alone
+            if key is None:
+                total += terms.score_rows(table, rows)
+            else:
+                total += table.derived(("NodeAffinity/preferred", key), terms.score_rows, rows, _score_one(terms),
+                                       node_static=True)
+        return total
+
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
         return default_normalize_score(scores, max_priority=MAX_NODE_SCORE, reverse=False)
 
@@ -408,6 +445,14 @@ def _match_one(selector: NodeSelector | RequiredNodeAffinity) -> Callable[[NodeT
         node = table.nodes[row]
         return selector.match(node.labels, node.name)
     return match_one
+
+
+def _score_one(terms: PreferredSchedulingTerms) -> Callable[[NodeTable, int], int]:
+    """NodeTable.derived's `compute_one`: the terms' `score` on one row's node."""
+    def score_one(table: NodeTable, row: int) -> int:
+        node = table.nodes[row]
+        return terms.score(node.labels, node.name)
+    return score_one
 
 
 def _pod_preferred_terms(pod: PodInfo) -> PreferredSchedulingTerms | None:
