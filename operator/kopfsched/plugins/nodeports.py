@@ -2,12 +2,15 @@
 
 PreFilter collects the ports once (Skip when there are none); Filter checks them against
 NodeInfo.used_ports. Rejections are Unschedulable: evicting the pod holding a port helps.
+The batch Filter looks only at the nodes where some port is in use (a table column).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import (
@@ -19,8 +22,9 @@ from kopfsched.framework.events import (
     QueueingHint,
 )
 from kopfsched.framework.interface import PreFilterResult, SignFragment
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
 from kopfsched.framework.registry import PluginFactory
-from kopfsched.framework.status import SKIP, Status
+from kopfsched.framework.status import SKIP, Status, TalliedStatuses
 from kopfsched.framework.types import HostPortInfo, NodeInfo, PodInfo
 from kopfsched.plugins.helper import objects, signers
 
@@ -28,6 +32,9 @@ ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 HostPort = tuple[str, str, int]
 """(hostIP, protocol, hostPort), with upstream's defaults 0.0.0.0 and TCP filled in."""
+
+USED_PORTS = ColumnSpec("NodePorts/usedPorts", lambda n: len(n.used_ports), np.int64)
+"""Per node: how many host ports its pods hold (0 on most nodes: no conflict there)."""
 
 PRE_FILTER_STATE = StateKey[tuple[HostPort, ...]]("NodePorts", "PreFilterNodePorts")
 
@@ -73,6 +80,21 @@ class NodePorts:
         if want is None:  # PreFilter disabled: compute here.
             want = host_ports(pod.pod)
         return None if fits_ports(want, node.used_ports) else Status.unschedulable(ERR_REASON)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        want = state.get(PRE_FILTER_STATE)
+        if want is None:  # PreFilter disabled: compute here.
+            want = host_ports(pod.pod)
+        rows = np.asarray(rows)
+        passed = table.column(USED_PORTS)[rows] == 0
+        busy = np.flatnonzero(~passed)
+        if len(busy):
+            nodes = table.nodes
+            passed[busy] = [fits_ports(want, nodes[row].used_ports) for row in rows[busy].tolist()]
+        return passed
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return TalliedStatuses.same(Status.unschedulable(ERR_REASON), len(rows))
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [
