@@ -57,6 +57,40 @@ def _hard_taint_set(node: NodeInfo) -> int:
     return code
 
 
+_soft_taint_sets: dict[tuple[tuple[Any, Any], ...], int] = {}
+"""Every distinct list of PreferNoSchedule taints ever seen on a node -> its code (>= 0)."""
+_soft_taint_set_taints: list[list[Obj]] = []
+"""Code -> that list, as taints `count_intolerable_prefer_no_schedule` reads (key, value, effect)."""
+
+
+def _soft_taint_set(node: NodeInfo) -> int:
+    """The code of the node's PreferNoSchedule taints, in order; -1 when it has none."""
+    soft = tuple((t.get("key"), t.get("value")) for t in node.taints if t.get("effect") == PREFER_NO_SCHEDULE)
+    if not soft:
+        return -1
+    code = _soft_taint_sets.get(soft)
+    if code is None:
+        code = _soft_taint_sets[soft] = len(_soft_taint_set_taints)
+        _soft_taint_set_taints.append([{"key": k, "value": v, "effect": PREFER_NO_SCHEDULE} for k, v in soft])
+    return code
+
+
+SOFT_TAINT_SET = ColumnSpec("TaintToleration/softTaintSet", _soft_taint_set, node_static=True)
+"""Nodes with the same PreferNoSchedule taints score alike: Score counts each distinct set once."""
+
+_INTOLERABLE = "TaintToleration/intolerablePreferNoSchedule"
+"""NodeTable.derived's key (with the pod's PreferNoSchedule tolerations): Score's raw count."""
+
+
+def _intolerable_rows(table: NodeTable, rows: np.ndarray, tolerations: Sequence[Obj]) -> np.ndarray:
+    """Per row: the node's PreferNoSchedule taints no toleration tolerates, counted per set."""
+    codes = table.column(SOFT_TAINT_SET)[rows]
+    counts = np.zeros(len(_soft_taint_set_taints) + 1, dtype=np.int64)  # the trailing slot: none (-1)
+    for code in np.unique(codes[codes >= 0]).tolist():
+        counts[code] = count_intolerable_prefer_no_schedule(_soft_taint_set_taints[code], tolerations)
+    return counts[codes]
+
+
 _JUDGE_ALL_SETS = 16
 """Up to this many distinct taint sets seen, Filter judges every one of them for each pod."""
 
@@ -178,13 +212,13 @@ class TaintToleration:
         column = table.column(HAS_PREFER_NO_SCHEDULE_TAINTS)
         if not count_nonzero(column):  # no node has such a taint: no per-row look
             return scores
-        tainted = column[rows].nonzero()[0]
-        if len(tainted):
-            tolerations = self._tolerations(state, pod)
-            nodes = table.nodes
-            for i in tainted:
-                scores[i] = count_intolerable_prefer_no_schedule(nodes[rows[i]].taints, tolerations)
-        return scores
+        tolerations = self._tolerations(state, pod)
+        # Pods of one shape tolerate alike: the table keeps each node's count per tolerations.
+        return table.derived((_INTOLERABLE, repr(tolerations)),
+                             lambda table, rows: _intolerable_rows(table, rows, tolerations), rows,
+                             lambda table, row: count_intolerable_prefer_no_schedule(table.nodes[row].taints,
+                                                                                     tolerations),
+                             node_static=True)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
         return default_normalize_score(scores, max_priority=MAX_NODE_SCORE, reverse=True)
