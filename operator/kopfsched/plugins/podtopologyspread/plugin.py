@@ -349,6 +349,9 @@ class PodTopologySpread:
         table = self.handle.snapshot.table
         if type(table) is not NodeTable or not nodes:
             return None
+        rows_of = getattr(nodes, "rows_of", None)  # the scheduler's LazyNodes: rows, no list built
+        if rows_of is not None and rows_of[0] is table:
+            return np.asarray(rows_of[1], dtype=np.int64)
         index, table_nodes = table.index, table.nodes
         rows = np.fromiter((index.get(n.name, -1) for n in nodes), dtype=np.int64, count=len(nodes))
         if (rows < 0).any() or any(table_nodes[r] is not n for r, n in zip(rows.tolist(), nodes, strict=True)):
