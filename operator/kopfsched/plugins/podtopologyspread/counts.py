@@ -4,11 +4,13 @@ Pods are grouped by (namespace, labels): a selector matches a whole group or non
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
 nodes whose generation changed since it last looked (one numpy comparison per call), and each
 selector's array is brought up to date on those rows alone; a selector seen for the first time
-costs one match per group and one addition per matching pod, not a scan of every node's pods.
+costs one match per group that has a label it requires (or per group of the namespace) and
+one addition per matching pod, not a scan of every node's pods.
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 
 import numpy as np
@@ -27,13 +29,15 @@ GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
 
 class _Entry:
-    __slots__ = ("array", "checked", "matched", "position")
+    __slots__ = ("array", "candidates", "checked", "matched", "position")
 
-    def __init__(self, array: np.ndarray, matched: set[int], checked: int, position: int) -> None:
+    def __init__(self, array: np.ndarray, candidates: list[int], position: int) -> None:
         self.array = array
-        self.matched = matched
-        self.checked = checked
-        """Groups [0, checked) were matched against the selector."""
+        self.matched: set[int] = set()
+        self.candidates = candidates
+        """The groups that may match (a list the index appends new groups to)."""
+        self.checked = 0
+        """candidates[:checked] were matched against the selector."""
         self.position = position
         """How far into the change log the array is current."""
 
@@ -55,6 +59,9 @@ class MatchCounts:
         self._log: list[int] = []
         self._log_base = 0
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._by_namespace: dict[str, list[int]] = {}
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        """(namespace, key, value) -> the groups with that label, in the order they appeared."""
 
     def counts(self, table: NodeTable, selector: Selector, namespace: str) -> np.ndarray:
         """Matching non-terminating pods of `namespace` per row (read-only: do not modify)."""
@@ -82,13 +89,14 @@ class MatchCounts:
 
     def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
         matches = selector.matches
-        for g in range(entry.checked, len(self._groups)):
-            if self._groups[g][0] == namespace and matches(self._group_labels[g]):
+        candidates = entry.candidates
+        for g in candidates[entry.checked:]:
+            if matches(self._group_labels[g]):
                 entry.matched.add(g)
-        entry.checked = len(self._groups)
+        entry.checked = len(candidates)
 
     def _build(self, key: tuple[str, str], selector: Selector, namespace: str, end: int) -> np.ndarray:
-        entry = _Entry(np.zeros(self._size, dtype=np.int64), set(), 0, end)
+        entry = _Entry(np.zeros(self._size, dtype=np.int64), self._candidates(selector, namespace), end)
         self._match_new_groups(entry, selector, namespace)
         array = entry.array
         for g in entry.matched:
@@ -98,6 +106,18 @@ class MatchCounts:
         if len(self._entries) > _SELECTORS_KEPT:
             self._entries.popitem(last=False)
         return array
+
+    def _candidates(self, selector: Selector, namespace: str) -> list[int]:
+        """The groups of the namespace, or of one label the selector requires (a matchLabels
+        pair or an In with one value): a superset of those it matches."""
+        raw = json.loads(selector.signature)
+        pairs = list(((raw or {}).get("matchLabels") or {}).items())
+        pairs += [(e.get("key"), e["values"][0]) for e in (raw or {}).get("matchExpressions") or ()
+                  if e.get("operator") == "In" and len(e.get("values") or ()) == 1]
+        if not pairs:
+            return self._by_namespace.setdefault(namespace, [])
+        lists = [self._by_label.setdefault((namespace, str(k), str(v)), []) for k, v in pairs]
+        return min(lists, key=len)
 
     def _sync(self, table: NodeTable) -> None:
         generations = table.column(_GENERATION)
@@ -129,6 +149,8 @@ class MatchCounts:
         self._log = []
         self._log_base = 0
         self._entries.clear()
+        self._by_namespace = {}
+        self._by_label = {}
 
     def _reindex(self, row: int, node: NodeInfo) -> None:
         old = self._row_groups[row]
@@ -144,6 +166,9 @@ class MatchCounts:
                 self._groups.append(key)
                 self._group_labels.append(dict(labels))
                 self._group_rows.append({})
+                self._by_namespace.setdefault(p.namespace, []).append(g)
+                for k, v in labels.items():
+                    self._by_label.setdefault((p.namespace, k, v), []).append(g)
             new[g] = new.get(g, 0) + 1
         for g in old.keys() - new.keys():
             del self._group_rows[g][row]
