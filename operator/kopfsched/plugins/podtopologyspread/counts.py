@@ -3,7 +3,7 @@
 Pods are grouped by (namespace, labels): a selector matches a whole group or none of it, so a
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
 nodes whose generation changed since it last looked (one numpy comparison per call), and each
-selector's array is brought up to date on those rows alone; a selector seen for the first time
+selector's array is brought up to date by the changes of its groups' counts alone; a selector seen for the first time
 costs one match per group that has a label it requires (or per group of the namespace) and
 one addition per matching pod, not a scan of every node's pods.
 """
@@ -56,7 +56,8 @@ class MatchCounts:
         """Per group: row -> its pods there (non-terminating)."""
         self._row_groups: list[dict[int, int]] = []
         """Per row: group -> its pods there."""
-        self._log: list[int] = []
+        self._log: list[tuple[int, int, int]] = []
+        """(row, group, change of its pods there), in the order the index saw them."""
         self._log_base = 0
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._by_namespace: dict[str, list[int]] = {}
@@ -82,8 +83,9 @@ class MatchCounts:
         if entry.position != end:
             matched = entry.matched
             array = entry.array
-            for row in set(self._log[entry.position - self._log_base:]):
-                array[row] = sum(n for g, n in self._row_groups[row].items() if g in matched)
+            for row, g, delta in self._log[entry.position - self._log_base:]:
+                if g in matched:
+                    array[row] += delta
             entry.position = end
         return entry.array
 
@@ -131,7 +133,6 @@ class MatchCounts:
         for row in rows:
             self._reindex(row, nodes[row])
         self._generations = generations.copy()
-        self._log += rows
         if len(self._log) > 4 * max(self._size, 16):
             drop = len(self._log) - 2 * max(self._size, 16)
             del self._log[:drop]
@@ -170,8 +171,14 @@ class MatchCounts:
                 for k, v in labels.items():
                     self._by_label.setdefault((p.namespace, k, v), []).append(g)
             new[g] = new.get(g, 0) + 1
-        for g in old.keys() - new.keys():
-            del self._group_rows[g][row]
+        log = self._log
+        for g, n in old.items():
+            if g not in new:
+                del self._group_rows[g][row]
+                log.append((row, g, -n))
         for g, n in new.items():
-            self._group_rows[g][row] = n
+            was = old.get(g, 0)
+            if n != was:
+                self._group_rows[g][row] = n
+                log.append((row, g, n - was))
         self._row_groups[row] = new
