@@ -224,3 +224,91 @@ def test_vectorised_path_decides_as_node_by_node(seed: int, nodes: int) -> None:
     assert any("didn't have free ports" in str(pod["filter"]) for pod in slow["pods"])
     affinity_scores = {scores.get("NodeAffinity") for pod in slow["pods"] for scores in (pod["scores"] or {}).values()}
     assert len(affinity_scores - {None}) >= 2  # preferred node affinity ranks the nodes
+
+
+APPS = ("web", "db", "cache", "batch")
+
+
+def _spread_constraint(rng: random.Random, app: str) -> dict[str, Any]:
+    constraint: dict[str, Any] = {
+        "maxSkew": rng.choice((1, 1, 2)),
+        "topologyKey": rng.choice(("topology.kubernetes.io/zone", "kubernetes.io/hostname", "pool")),
+        "whenUnsatisfiable": rng.choice(("DoNotSchedule", "ScheduleAnyway")),
+        "labelSelector": rng.choice(({"matchLabels": {"app": app}},
+                                     {"matchExpressions": [{"key": "app", "operator": "In", "values": [app, "db"]}]},
+                                     {"matchExpressions": [{"key": "tier", "operator": "Exists"}]})),
+    }
+    if rng.random() < 0.3:
+        constraint["nodeAffinityPolicy"] = rng.choice(("Honor", "Ignore"))
+    if rng.random() < 0.3:
+        constraint["nodeTaintsPolicy"] = rng.choice(("Honor", "Ignore"))
+    if rng.random() < 0.2:
+        constraint["matchLabelKeys"] = ["tier"]
+    if rng.random() < 0.2 and constraint["whenUnsatisfiable"] == "DoNotSchedule":
+        constraint["minDomains"] = rng.choice((2, 4))
+    return constraint
+
+
+def spread_cluster(seed: int, *, nodes: int = 40) -> list[dict[str, Any]]:
+    """random_cluster's pods labelled as the replicas of a few ReplicaSets (so the system default
+    constraints apply to them), a third with spread constraints of their own."""
+    objects = random_cluster(seed, nodes=nodes, running=nodes * 3 // 4)
+    rng = random.Random(1000 + seed)
+    for app in APPS:
+        objects.append({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "metadata": {"name": app, "namespace": "default", "uid": f"rs-{app}"},
+                        "spec": {"selector": {"matchLabels": {"app": app}}, "replicas": 1}})
+    for obj in objects:
+        if obj.get("kind") != "Pod":
+            continue
+        app = rng.choice(APPS)
+        meta = obj["metadata"]
+        meta["labels"] = {"app": app, **({"tier": rng.choice(("a", "b"))} if rng.random() < 0.5 else {})}
+        if rng.random() < 0.8:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": app,
+                                        "uid": f"rs-{app}", "controller": True}]
+        if not obj["spec"].get("nodeName") and rng.random() < 0.35:
+            obj["spec"]["topologySpreadConstraints"] = [_spread_constraint(rng, app)
+                                                        for _ in range(rng.choice((1, 2)))]
+    return objects
+
+
+def _reference_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PodTopologySpread without its incremental counts, cached masks and row-wise PreScore:
+    counts from every node's pods, masks and domains node by node."""
+    from kopfsched.plugins.podtopologyspread import common
+    from kopfsched.plugins.podtopologyspread.counts import MatchCounts
+    from kopfsched.plugins.podtopologyspread.plugin import PodTopologySpread
+
+    def counts(self: Any, table: Any, selector: Any, namespace: str) -> Any:
+        import numpy as np
+        return np.fromiter((common.count_pods_match_selector(n, selector, namespace) for n in table.nodes),
+                           dtype=np.int64, count=len(table))
+
+    def inclusion(self: Any, c: Any, pod: Any, table: Any, affinity: Any) -> Any:
+        import numpy as np
+        return np.fromiter((common.match_node_inclusion_policies(c, pod, n, affinity) for n in table.nodes),
+                           dtype=bool, count=len(table))
+
+    monkeypatch.setattr(MatchCounts, "counts", counts)
+    monkeypatch.setattr(PodTopologySpread, "_inclusion_mask", inclusion)
+    monkeypatch.setattr(PodTopologySpread, "_snapshot_rows", lambda self, nodes: None)
+
+
+@pytest.mark.parametrize(("seed", "nodes"), [*((seed, 40) for seed in range(4)), (4, 300)])
+def test_spread_fast_paths_decide_as_reference(seed: int, nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = spread_cluster(seed, nodes=nodes)
+    fast = run(objects, registry=full_registry(), explain=True)
+    slow = run(objects, registry=node_by_node_registry(), explain=True)
+    _reference_spread(monkeypatch)
+    reference = run(objects, registry=node_by_node_registry(), explain=True)
+    outcome = [{key: pod[key] for key in OUTCOME} for pod in reference["pods"]]
+    assert [{key: pod[key] for key in OUTCOME} for pod in fast["pods"]] == outcome
+    assert [{key: pod[key] for key in OUTCOME} for pod in slow["pods"]] == outcome
+    assert [(pod["filter"], pod["scores"]) for pod in fast["pods"]] == [
+        (pod["filter"], pod["scores"]) for pod in reference["pods"]]
+    messages = " ".join(pod["message"] or "" for pod in reference["pods"])
+    assert "didn't match pod topology spread constraints" in messages
+    spread_scores = {scores["PodTopologySpread"] for pod in reference["pods"]
+                     for scores in (pod["scores"] or {}).values() if "PodTopologySpread" in scores}
+    assert len(spread_scores) > 2, spread_scores  # the soft constraints and defaults score nodes apart

@@ -39,7 +39,7 @@ from kopfsched.cache.snapshot import Snapshot
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.diagnosis import ERR_NO_NODES_AVAILABLE, Diagnosis, FitError
 from kopfsched.framework.interface import RowPart
-from kopfsched.framework.node_table import WhatIfTable
+from kopfsched.framework.node_table import NodeTable, WhatIfTable
 from kopfsched.framework.rows import Deferred, deferred_rejections
 from kopfsched.framework.runtime import Framework
 from kopfsched.framework.status import Code, Status
@@ -490,7 +490,8 @@ class SchedulingAlgorithm:
             # with constraints): building it is a pass over some 600 rows per pod.
             nodes = self.snapshot.table.nodes
             status = fwk.run_pre_score_plugins(state, pod, LazyNodes(
-                len(feasible), lambda: _nodes_of(nodes, feasible, self._twice, self._node_objects)))
+                len(feasible), lambda: _nodes_of(nodes, feasible, self._twice, self._node_objects),
+                rows_of=(self.snapshot.table, feasible)))
             if status is not None:
                 raise SchedulingError(status)
             totals, per_plugin, status = fwk.run_score_plugins_on_rows(state, pod, self.snapshot.table, feasible,
@@ -584,12 +585,16 @@ def _nodes_of(nodes: list, rows: np.ndarray, twice: np.ndarray | None = None,
 class LazyNodes(Sequence[NodeInfo]):
     """A list of nodes built on first read (its length known before)."""
 
-    __slots__ = ("_build", "_count", "_nodes")
+    __slots__ = ("_build", "_count", "_nodes", "rows_of")
 
-    def __init__(self, count: int, build: Callable[[], list[NodeInfo]]) -> None:
+    def __init__(self, count: int, build: Callable[[], list[NodeInfo]], *,
+                 rows_of: tuple[NodeTable, np.ndarray] | None = None) -> None:
         self._count = count
         self._build = build
         self._nodes: list[NodeInfo] | None = None
+        self.rows_of = rows_of
+        """(table, rows) when the nodes are `table.nodes[rows]`: lets a plugin read columns
+        instead of building the list."""
 
     def _list(self) -> list[NodeInfo]:
         if self._nodes is None:

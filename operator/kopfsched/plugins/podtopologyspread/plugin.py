@@ -9,6 +9,7 @@ hostname maxSkew 3 and zone maxSkew 5, ScheduleAnyway; the default).
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from kopfsched.plugins.podtopologyspread.common import (
     SCHEDULE_ANYWAY,
     TopologySpreadConstraint,
 )
+from kopfsched.plugins.podtopologyspread.counts import MatchCounts
 
 NAME = "PodTopologySpread"
 SYSTEM_DEFAULTING = "System"
@@ -49,6 +51,9 @@ PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
 
 _MAX_COUNT_COLUMNS = 64
 """Per-selector pod-count columns kept on the NodeTable (least recently used are dropped)."""
+
+_MAX_INCLUSION_MASKS = 256
+"""Node inclusion masks kept (the oldest go)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,10 @@ class PodTopologySpreadArgs:
         return cls(default_constraints=tuple(constraints), defaulting_type=defaulting)
 
 
+def _json_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
 def _pod_info(obj: Any) -> PodInfo | None:
     if obj is None or isinstance(obj, PodInfo):
         return obj
@@ -129,6 +138,12 @@ class PodTopologySpread:
         self.signs_no_pod = bool(self.default_constraints)
         """OpportunisticBatching: with default constraints no pod is signed, as upstream."""
         self._count_columns: OrderedDict[str, ColumnSpec] = OrderedDict()
+        self._match_counts = MatchCounts()
+        """The snapshot table's per-selector counts (other tables use `_count_columns`)."""
+        self._inclusion: dict[tuple[str, str, str | None, str | None], np.ndarray] = {}
+        """Node inclusion masks over the table below, by policies, node affinity and tolerations."""
+        self._inclusion_table: NodeTable | None = None
+        self._inclusion_version = -1
         # Whether some default constraint is hard / soft: asked for every pod without its own.
         self._hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
         self._soft_defaults = any(c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY for c in self.default_constraints)
@@ -168,6 +183,8 @@ class PodTopologySpread:
     # -- per-node pod counts, cached as NodeTable columns ---------------------------------------
 
     def _count_column(self, table: NodeTable, selector: common.Selector, namespace: str) -> np.ndarray:
+        if type(table) is NodeTable and table is self.handle.snapshot.table:
+            return self._match_counts.counts(table, selector, namespace)
         name = f"{NAME}:{namespace}:{selector.signature}"
         spec = self._count_columns.get(name)
         if spec is None:
@@ -180,14 +197,39 @@ class PodTopologySpread:
             self._count_columns.move_to_end(name)
         return table.column(spec)
 
-    def _inclusion_mask(self, c: TopologySpreadConstraint, pod: PodInfo, nodes: list[NodeInfo],
+    def _inclusion_mask(self, c: TopologySpreadConstraint, pod: PodInfo, table: NodeTable,
                         affinity: NodePredicate | None) -> np.ndarray | None:
         """Rows excluded by the node inclusion policies; None when every node is included."""
-        if not ((c.node_affinity_policy == HONOR and affinity is not None)
-                or (c.node_taints_policy == HONOR and any(n.taints for n in nodes))):
+        nodes = table.nodes
+        honor_affinity = c.node_affinity_policy == HONOR and affinity is not None
+        honor_taints = c.node_taints_policy == HONOR and any(n.taints for n in nodes)
+        if not (honor_affinity or honor_taints):
             return None
-        return np.fromiter((common.match_node_inclusion_policies(c, pod, n, affinity) for n in nodes),
-                           dtype=bool, count=len(nodes))
+        rows = np.arange(len(table), dtype=np.int64)
+
+        def compute(table: NodeTable, rows: np.ndarray) -> np.ndarray:
+            nodes = table.nodes
+            return np.fromiter((common.match_node_inclusion_policies(c, pod, nodes[r], affinity)
+                                for r in rows.tolist()), dtype=bool, count=len(rows))
+
+        if type(table) is not NodeTable:
+            return compute(table, rows)
+        # The policies read the Node objects alone (labels, name, taints): the mask holds while
+        # the table and its Node objects do, for every pod with this node affinity and these
+        # tolerations.
+        if self._inclusion_table is not table or self._inclusion_version != table.node_version:
+            self._inclusion.clear()
+            self._inclusion_table, self._inclusion_version = table, table.node_version
+        required = (pod.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        key = (c.node_affinity_policy, c.node_taints_policy,
+               _json_key([pod.spec.get("nodeSelector"), required]) if honor_affinity else None,
+               _json_key(pod.tolerations) if honor_taints else None)
+        mask = self._inclusion.get(key)
+        if mask is None:
+            mask = self._inclusion[key] = compute(table, rows)
+            if len(self._inclusion) > _MAX_INCLUSION_MASKS:
+                del self._inclusion[next(iter(self._inclusion))]
+        return mask
 
     def _domain_counts(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, nodes: list[NodeInfo],
                        affinity: NodePredicate | None, *, required_keys: Iterable[str]) -> list[dict[str, int]]:
@@ -219,7 +261,7 @@ class PodTopologySpread:
         result: list[dict[str, int]] = []
         for c in constraints:
             mask = eligible
-            included = self._inclusion_mask(c, pod, table.nodes, affinity)
+            included = self._inclusion_mask(c, pod, table, affinity)
             if included is not None:
                 mask = mask & included
             counts = self._count_column(table, c.selector, pod.namespace)[mask]
@@ -293,10 +335,28 @@ class PodTopologySpread:
             return SKIP
         # Nodes without a zone label may still be spread by hostname under the system defaults.
         pre_score = scoring.PreScoreState(constraints, require_all_topologies=bool(own) or not self.system_defaulted)
-        scoring.init_pre_score_state(pre_score, nodes)
+        rows = self._snapshot_rows(nodes)
+        if rows is None:
+            scoring.init_pre_score_state(pre_score, nodes)
+        else:
+            scoring.init_pre_score_state_rows(pre_score, self.handle.snapshot.table, rows)
         self._count_pre_score_domains(pre_score, pod, all_nodes)
         state.write(PRE_SCORE_STATE, pre_score)
         return None
+
+    def _snapshot_rows(self, nodes: Sequence[NodeInfo]) -> np.ndarray | None:
+        """The snapshot table's rows of `nodes`, None when some node is not one of its rows."""
+        table = self.handle.snapshot.table
+        if type(table) is not NodeTable or not nodes:
+            return None
+        rows_of = getattr(nodes, "rows_of", None)  # the scheduler's LazyNodes: rows, no list built
+        if rows_of is not None and rows_of[0] is table:
+            return np.asarray(rows_of[1], dtype=np.int64)
+        index, table_nodes = table.index, table.nodes
+        rows = np.fromiter((index.get(n.name, -1) for n in nodes), dtype=np.int64, count=len(nodes))
+        if (rows < 0).any() or any(table_nodes[r] is not n for r, n in zip(rows.tolist(), nodes, strict=True)):
+            return None
+        return rows
 
     def _count_pre_score_domains(self, s: scoring.PreScoreState, pod: PodInfo, all_nodes: list[NodeInfo]) -> None:
         """Add the matching pods of every node to the domains registered from the feasible nodes."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kopfsched.framework.interface import MAX_NODE_SCORE
-from kopfsched.framework.node_table import NodeTable, label_column, lookup_by_label
+from kopfsched.framework.node_table import NodeTable, label_column, label_value_codes, lookup_by_label
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.podtopologyspread.common import (
     LABEL_HOSTNAME,
@@ -66,6 +66,36 @@ def init_pre_score_state(state: PreScoreState, filtered_nodes: Sequence[NodeInfo
     kept = len(filtered_nodes) - int(ignored.sum())
     state.topology_normalizing_weight = [
         topology_normalizing_weight(kept if c.topology_key == LABEL_HOSTNAME else len(counts))
+        for c, counts in zip(constraints, state.topology_value_to_pod_counts, strict=True)
+    ]
+
+
+def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.ndarray) -> None:
+    """`init_pre_score_state` for the nodes `table.nodes[rows]`, with label columns."""
+    constraints = state.constraints
+    has = [table.column(label_column(c.topology_key))[rows] for c in constraints]
+    ignored = np.zeros(len(rows), dtype=bool)
+    if state.require_all_topologies:
+        for codes in has:
+            ignored |= codes < 0
+    kept = ~ignored
+    state.topology_value_to_pod_counts = []
+    for c, codes in zip(constraints, has, strict=True):
+        counts: dict[str, int] = {}
+        if c.topology_key != LABEL_HOSTNAME:
+            codes = codes[kept]
+            values = list(label_value_codes(c.topology_key))
+            # In the order of the nodes' first appearance, as the loop over nodes registers them.
+            present, first = np.unique(codes, return_index=True)
+            for code in present[np.argsort(first, kind="stable")].tolist():
+                counts[values[code] if code >= 0 else ""] = 0
+        state.topology_value_to_pod_counts.append(counts)
+    state.ignored = ignored
+    nodes = table.nodes
+    state.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist())
+    n_kept = len(rows) - int(ignored.sum())
+    state.topology_normalizing_weight = [
+        topology_normalizing_weight(n_kept if c.topology_key == LABEL_HOSTNAME else len(counts))
         for c, counts in zip(constraints, state.topology_value_to_pod_counts, strict=True)
     ]
 

@@ -1,0 +1,184 @@
+"""Per-node counts of the pods a (namespace, selector) matches, kept current incrementally.
+
+Pods are grouped by (namespace, labels): a selector matches a whole group or none of it, so a
+selector's counts are the sums of its groups' per-node counts. The index re-reads only the
+nodes whose generation changed since it last looked (one numpy comparison per call), and each
+selector's array is brought up to date by the changes of its groups' counts alone; a selector seen for the first time
+costs one match per group that has a label it requires (or per group of the namespace) and
+one addition per matching pod, not a scan of every node's pods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+import numpy as np
+
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.types import NodeInfo
+from kopfsched.plugins.podtopologyspread.common import Selector
+
+_GENERATION = ColumnSpec("PodTopologySpread:generation", lambda n: n.generation)
+"""A row changes when anything on its node does: what the index is stale by."""
+
+_SELECTORS_KEPT = 1024
+"""Selector arrays kept (the least recently used go)."""
+
+GroupKey = tuple[str, frozenset[tuple[str, str]]]
+
+
+class _Entry:
+    __slots__ = ("array", "candidates", "checked", "matched", "position")
+
+    def __init__(self, array: np.ndarray, candidates: list[int], position: int) -> None:
+        self.array = array
+        self.matched: set[int] = set()
+        self.candidates = candidates
+        """The groups that may match (a list the index appends new groups to)."""
+        self.checked = 0
+        """candidates[:checked] were matched against the selector."""
+        self.position = position
+        """How far into the change log the array is current."""
+
+
+class MatchCounts:
+    """Counts for the snapshot's NodeTable; any other table starts the index over."""
+
+    def __init__(self) -> None:
+        self._table: NodeTable | None = None
+        self._size = 0
+        self._generations = np.zeros(0, dtype=np.int64)
+        self._group_ids: dict[GroupKey, int] = {}
+        self._groups: list[GroupKey] = []
+        self._group_labels: list[dict[str, str]] = []
+        self._group_rows: list[dict[int, int]] = []
+        """Per group: row -> its pods there (non-terminating)."""
+        self._row_groups: list[dict[int, int]] = []
+        """Per row: group -> its pods there."""
+        self._log: list[tuple[int, int, int]] = []
+        """(row, group, change of its pods there), in the order the index saw them."""
+        self._log_base = 0
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._by_namespace: dict[str, list[int]] = {}
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        """(namespace, key, value) -> the groups with that label, in the order they appeared."""
+
+    def counts(self, table: NodeTable, selector: Selector, namespace: str) -> np.ndarray:
+        """Matching non-terminating pods of `namespace` per row (read-only: do not modify)."""
+        self._sync(table)
+        if selector.empty:
+            return np.zeros(self._size, dtype=np.int64)
+        key = (namespace, selector.signature)
+        entry = self._entries.get(key)
+        end = self._log_base + len(self._log)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            if entry.position < self._log_base or end - entry.position > max(self._size // 4, 16):
+                del self._entries[key]
+                entry = None
+        if entry is None:
+            return self._build(key, selector, namespace, end)
+        self._match_new_groups(entry, selector, namespace)
+        if entry.position != end:
+            matched = entry.matched
+            array = entry.array
+            for row, g, delta in self._log[entry.position - self._log_base:]:
+                if g in matched:
+                    array[row] += delta
+            entry.position = end
+        return entry.array
+
+    def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
+        matches = selector.matches
+        candidates = entry.candidates
+        for g in candidates[entry.checked:]:
+            if matches(self._group_labels[g]):
+                entry.matched.add(g)
+        entry.checked = len(candidates)
+
+    def _build(self, key: tuple[str, str], selector: Selector, namespace: str, end: int) -> np.ndarray:
+        entry = _Entry(np.zeros(self._size, dtype=np.int64), self._candidates(selector, namespace), end)
+        self._match_new_groups(entry, selector, namespace)
+        array = entry.array
+        for g in entry.matched:
+            for row, n in self._group_rows[g].items():
+                array[row] += n
+        self._entries[key] = entry
+        if len(self._entries) > _SELECTORS_KEPT:
+            self._entries.popitem(last=False)
+        return array
+
+    def _candidates(self, selector: Selector, namespace: str) -> list[int]:
+        """The groups of the namespace, or of one label the selector requires (a matchLabels
+        pair or an In with one value): a superset of those it matches."""
+        raw = json.loads(selector.signature)
+        pairs = list(((raw or {}).get("matchLabels") or {}).items())
+        pairs += [(e.get("key"), e["values"][0]) for e in (raw or {}).get("matchExpressions") or ()
+                  if e.get("operator") == "In" and len(e.get("values") or ()) == 1]
+        if not pairs:
+            return self._by_namespace.setdefault(namespace, [])
+        lists = [self._by_label.setdefault((namespace, str(k), str(v)), []) for k, v in pairs]
+        return min(lists, key=len)
+
+    def _sync(self, table: NodeTable) -> None:
+        generations = table.column(_GENERATION)
+        if table is not self._table or len(table) != self._size:
+            self._reset(table)
+        stale = np.flatnonzero(generations != self._generations)
+        if len(stale) == 0:
+            return
+        nodes = table.nodes
+        rows = stale.tolist()
+        for row in rows:
+            self._reindex(row, nodes[row])
+        self._generations = generations.copy()
+        if len(self._log) > 4 * max(self._size, 16):
+            drop = len(self._log) - 2 * max(self._size, 16)
+            del self._log[:drop]
+            self._log_base += drop
+
+    def _reset(self, table: NodeTable) -> None:
+        self._table = table
+        self._size = len(table)
+        self._generations = np.full(self._size, -1, dtype=np.int64)
+        self._group_ids = {}
+        self._groups = []
+        self._group_labels = []
+        self._group_rows = []
+        self._row_groups = [{} for _ in range(self._size)]
+        self._log = []
+        self._log_base = 0
+        self._entries.clear()
+        self._by_namespace = {}
+        self._by_label = {}
+
+    def _reindex(self, row: int, node: NodeInfo) -> None:
+        old = self._row_groups[row]
+        new: dict[int, int] = {}
+        for p in node.pods.values():
+            if p.is_terminating:
+                continue
+            labels = p.labels
+            key: GroupKey = (p.namespace, frozenset(labels.items()))
+            g = self._group_ids.get(key)
+            if g is None:
+                g = self._group_ids[key] = len(self._groups)
+                self._groups.append(key)
+                self._group_labels.append(dict(labels))
+                self._group_rows.append({})
+                self._by_namespace.setdefault(p.namespace, []).append(g)
+                for k, v in labels.items():
+                    self._by_label.setdefault((p.namespace, k, v), []).append(g)
+            new[g] = new.get(g, 0) + 1
+        log = self._log
+        for g, n in old.items():
+            if g not in new:
+                del self._group_rows[g][row]
+                log.append((row, g, -n))
+        for g, n in new.items():
+            was = old.get(g, 0)
+            if n != was:
+                self._group_rows[g][row] = n
+                log.append((row, g, n - was))
+        self._row_groups[row] = new
