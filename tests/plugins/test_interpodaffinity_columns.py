@@ -1,5 +1,5 @@
-"""InterPodAffinity's column-based PreFilter counts: equal to the pod walk, kept current as
-nodes change, and the batched Filter's cached lookups dropped when AddPod/RemovePod run."""
+"""InterPodAffinity's PreFilter counts from its index of alike pods and terms: equal to the pod
+walk, kept current as nodes change, and the batched Filter's cached lookups dropped when AddPod/RemovePod run."""
 
 from __future__ import annotations
 
