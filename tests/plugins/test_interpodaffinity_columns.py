@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.status import Code
+from kopfsched.framework.status import Code, TalliedStatuses
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.interpodaffinity import filtering
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE
 from kopfsched.testing import FakeObjects
 from tests.builders import make_node, make_pod
 from tests.plugins.affinity import (
+    AFF,
     ANTI,
     EXISTING,
     HOST,
@@ -132,3 +133,24 @@ def test_pre_score_looks_only_at_pods_that_can_score(existing: dict[str, list[di
     raw = np.array([plugin.score(state, pod, n) for n in infos], dtype=np.int64)
     got = plugin.normalize_score(state, pod, raw).tolist()
     assert dict(zip([n.name for n in infos], got, strict=True)) == expected
+
+
+def test_filter_statuses_are_tallied_by_first_failed_check() -> None:
+    web_anti = required("podAntiAffinity", term({"app": "web"}))
+    plugin, infos = build({"n0": [make_pod("a", labels={"app": "db"}), make_pod("c", affinity=web_anti)],
+                           "n2": [make_pod("b", labels={"app": "cache"})]}, nodes=zoned_cluster())
+    pod = PodInfo(make_pod("p", labels={"app": "web"}, affinity={
+        **required("podAffinity", term({"app": "db"}, ZONE)),
+        **required("podAntiAffinity", term({"app": "cache"}))}))
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, infos) is None
+    table = plugin.handle.snapshot.table
+    rows = np.arange(len(table))
+    assert not plugin.filter_nodes(state, pod, table, rows).any()
+    statuses = plugin.filter_statuses(state, pod, table, rows)
+    assert [s.reasons for s in statuses] == [(EXISTING,), (AFF,), (ANTI,), (AFF,)]
+    assert [s.reasons for s in statuses] == [plugin.filter(state, pod, n).reasons for n in infos]
+    assert isinstance(statuses, TalliedStatuses)
+    assert [(s.reasons, s.plugin) for s in statuses.distinct] == [
+        ((EXISTING,), "InterPodAffinity"), ((AFF,), "InterPodAffinity"), ((ANTI,), "InterPodAffinity")]
+    assert statuses.counts == [1, 2, 1]

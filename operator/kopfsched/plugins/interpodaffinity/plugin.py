@@ -1,6 +1,6 @@
 """InterPodAffinity: required and preferred pod affinity / anti-affinity (upstream's plugin of that name).
 
-Extension points: PreFilter (+ AddPod/RemovePod), Filter (also batched), PreScore, Score (also
+Extension points: PreFilter (+ AddPod/RemovePod), Filter (also batched, with tallied statuses), PreScore, Score (also
 batched), NormalizeScore, EnqueueExtensions.
 Args: hardPodAffinityWeight (0..100, default 1), ignorePreferredTermsOfExistingPods (default false).
 """
@@ -184,6 +184,9 @@ class InterPodAffinity:
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return filtering.filter_rows(state.read(PRE_FILTER_STATE), table, rows)
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return filtering.rejection_statuses(state.read(PRE_FILTER_STATE), table, np.asarray(rows))
 
     # -- PreScore / Score ---------------------------------------------------------------------
 
