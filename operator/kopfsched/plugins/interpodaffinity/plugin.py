@@ -213,11 +213,23 @@ class InterPodAffinity:
         if not all_nodes:
             return SKIP
         namespace_labels = self.namespace_labels(pod.namespace)
+        scores = self._scores_by_walk(all_nodes, pod, namespace_labels, preferred_affinity, preferred_anti_affinity)
+        if not scores:
+            return SKIP
+        state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
+        return None
+
+    def _scores_by_walk(self, nodes: Sequence[NodeInfo], pod: PodInfo, namespace_labels: Mapping[str, str],
+                        preferred_affinity: tuple[WeightedAffinityTerm, ...],
+                        preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]) -> scoring.ScoreMap:
+        """PreScore's topology scores from a walk over the pods of `nodes` (when the snapshot's
+        table does not cover them)."""
+        has_constraints = bool(preferred_affinity or preferred_anti_affinity)
         preferred_affinity = self._resolve_weighted(preferred_affinity)
         preferred_anti_affinity = self._resolve_weighted(preferred_anti_affinity)
         weight = self.args.hard_pod_affinity_weight
-        scores = {}
-        for node in all_nodes:
+        scores: scoring.ScoreMap = {}
+        for node in nodes:
             if node.node is None:
                 continue
             existing_pods = node.pods if has_constraints else node.pods_with_affinity
@@ -226,10 +238,7 @@ class InterPodAffinity:
                     scores, incoming=pod, preferred_affinity=preferred_affinity,
                     preferred_anti_affinity=preferred_anti_affinity, namespace_labels=namespace_labels,
                     existing=existing, node=node, hard_pod_affinity_weight=weight)
-        if not scores:
-            return SKIP
-        state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
-        return None
+        return scores
 
     def _scores_by_index(self, table: NodeTable, pod: PodInfo,
                          preferred_affinity: tuple[WeightedAffinityTerm, ...],
