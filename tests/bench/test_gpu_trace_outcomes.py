@@ -97,8 +97,7 @@ class _TallyChecker(NullObserver):
 
 
 @pytest.mark.parametrize(("workload", "untallied"), [(gpu_trace, 0), (gpu_trace_affinity, 0),
-                                                    # pod-151: InterPodAffinity rejects node by node
-                                                    (gpu_trace_workloads, 1)],
+                                                    (gpu_trace_workloads, 0)],
                          ids=["gpu-trace", "gpu-trace-affinity", "gpu-trace-workloads"])
 def test_tallied_counts_are_the_counted_ones(workload: Any, untallied: int) -> None:
     checker = _TallyChecker()

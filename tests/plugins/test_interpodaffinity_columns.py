@@ -1,21 +1,23 @@
-"""InterPodAffinity's column-based PreFilter counts: equal to the pod walk, kept current as
-nodes change, and the batched Filter's cached lookups dropped when AddPod/RemovePod run."""
+"""InterPodAffinity's PreFilter counts from its index of alike pods and terms: equal to the pod
+walk, kept current as nodes change, and the batched Filter's cached lookups dropped when AddPod/RemovePod run."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
 import pytest
 
 from kopfsched.framework.cycle_state import CycleState
-from kopfsched.framework.status import Code
+from kopfsched.framework.status import Code, TalliedStatuses
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.interpodaffinity import filtering
-from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE
+from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE, PRE_SCORE_STATE
 from kopfsched.testing import FakeObjects
 from tests.builders import make_node, make_pod
 from tests.plugins.affinity import (
+    AFF,
     ANTI,
     EXISTING,
     HOST,
@@ -132,3 +134,105 @@ def test_pre_score_looks_only_at_pods_that_can_score(existing: dict[str, list[di
     raw = np.array([plugin.score(state, pod, n) for n in infos], dtype=np.int64)
     got = plugin.normalize_score(state, pod, raw).tolist()
     assert dict(zip([n.name for n in infos], got, strict=True)) == expected
+
+
+def test_filter_statuses_are_tallied_by_first_failed_check() -> None:
+    web_anti = required("podAntiAffinity", term({"app": "web"}))
+    plugin, infos = build({"n0": [make_pod("a", labels={"app": "db"}), make_pod("c", affinity=web_anti)],
+                           "n2": [make_pod("b", labels={"app": "cache"})]}, nodes=zoned_cluster())
+    pod = PodInfo(make_pod("p", labels={"app": "web"}, affinity={
+        **required("podAffinity", term({"app": "db"}, ZONE)),
+        **required("podAntiAffinity", term({"app": "cache"}))}))
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, infos) is None
+    table = plugin.handle.snapshot.table
+    rows = np.arange(len(table))
+    assert not plugin.filter_nodes(state, pod, table, rows).any()
+    statuses = plugin.filter_statuses(state, pod, table, rows)
+    assert [s.reasons for s in statuses] == [(EXISTING,), (AFF,), (ANTI,), (AFF,)]
+    assert [s.reasons for s in statuses] == [plugin.filter(state, pod, n).reasons for n in infos]
+    assert isinstance(statuses, TalliedStatuses)
+    assert [(s.reasons, s.plugin) for s in statuses.distinct] == [
+        ((EXISTING,), "InterPodAffinity"), ((AFF,), "InterPodAffinity"), ((ANTI,), "InterPodAffinity")]
+    assert statuses.counts == [1, 2, 1]
+
+
+def _random_term(rng: random.Random) -> dict[str, Any]:
+    labels = {"app": rng.choice("abc")}
+    if rng.random() < 0.3:
+        labels["tier"] = rng.choice("xy")
+    raw = term(labels, rng.choice((HOST, ZONE, ZONE)))
+    if rng.random() < 0.2:  # no matchLabels pair to index it by
+        raw["labelSelector"] = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]}
+    choice = rng.random()
+    if choice < 0.15:
+        raw["namespaces"] = ["ns-a", "ns-b"]
+    elif choice < 0.3:
+        raw["namespaceSelector"] = rng.choice(({"matchLabels": {"team": "a"}}, {}))
+    if rng.random() < 0.15:
+        raw["matchLabelKeys"] = ["tier"]
+    return raw
+
+
+def _random_pod(rng: random.Random, name: str) -> dict[str, Any]:
+    labels = {"app": rng.choice("abc")}
+    if rng.random() < 0.5:
+        labels["tier"] = rng.choice("xy")
+    affinity: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.2:
+            affinity.setdefault(kind, {}).update(required(kind, _random_term(rng))[kind])
+        if rng.random() < 0.3:
+            affinity.setdefault(kind, {}).update(preferred(kind, *(
+                (rng.randint(1, 100), _random_term(rng)) for _ in range(rng.choice((1, 2)))))[kind])
+    return make_pod(name, rng.choice(("ns-a", "ns-b")), labels=labels, affinity=affinity or None)
+
+
+def _walk_counts(plugin: Any, pod: PodInfo, infos: list[Any]) -> tuple[Any, ...]:
+    ns_labels = plugin.namespace_labels(pod.namespace)
+    existing = filtering.existing_anti_affinity_counts(pod, ns_labels, [n for n in infos
+                                                                        if n.pods_with_required_anti_affinity])
+    affinity, anti = filtering.incoming_affinity_counts(plugin._resolve(pod.required_affinity_terms),
+                                                        plugin._resolve(pod.required_anti_affinity_terms), infos)
+    scores = plugin._scores_by_walk(infos, pod, ns_labels, pod.preferred_affinity_terms,
+                                    pod.preferred_anti_affinity_terms)
+    return existing, affinity, anti, scores
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_index_counts_equal_the_pod_walk_as_nodes_change(seed: int) -> None:
+    """Random pods and terms of every kind (namespaces, namespaceSelector, matchLabelKeys,
+    selectors without a pair), then pods added and removed and a node relabelled: PreFilter's
+    counts and PreScore's scores from the index are the walk's."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", **({ZONE: f"z{i % 3}"} if i % 5 else {})}) for i in range(8)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(8)}
+    plugin, infos = build(existing, nodes=nodes, objects=FakeObjects([namespace("ns-a", team="a"),
+                                                                      namespace("ns-b")]))
+    table = plugin.handle.snapshot.table
+    for step in range(12):
+        for i in range(6):
+            pod = PodInfo(_random_pod(rng, f"p{step}-{i}"))
+            state = CycleState()
+            walk_existing, walk_affinity, walk_anti, walk_scores = _walk_counts(plugin, pod, infos)
+            if plugin.pre_filter(state, pod, infos) is None:
+                got = state.read(PRE_FILTER_STATE)
+                assert (got.existing_anti_affinity_counts, got.affinity_counts, got.anti_affinity_counts) == (
+                    walk_existing, walk_affinity, walk_anti)
+            else:
+                assert not walk_existing and not pod.required_affinity_terms and not pod.required_anti_affinity_terms
+            plugin.pre_score(state, pod, infos)
+            scored = state.get(PRE_SCORE_STATE)
+            assert (scored.topology_score if scored is not None else {}) == walk_scores
+        row = rng.randrange(len(infos))
+        node = infos[row]
+        if node.pods and rng.random() < 0.4:
+            node.remove_pod(next(iter(node.pods.values())))
+        elif step == 6:
+            node.set_node({**node.node, "metadata": {**node.node["metadata"], "labels": {HOST: node.name,
+                                                                                           ZONE: "z9"}}})
+        else:
+            added = _random_pod(rng, f"added-{step}")
+            added["spec"]["nodeName"] = node.name
+            node.add_pod(PodInfo(added))
+        table.refresh([row])

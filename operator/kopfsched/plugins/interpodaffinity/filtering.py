@@ -16,7 +16,7 @@ import numpy as np
 
 from kopfsched.framework.affinity import AffinityTerm
 from kopfsched.framework.node_table import NodeTable, label_column, label_value_codes
-from kopfsched.framework.status import Status
+from kopfsched.framework.status import Status, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -204,9 +204,11 @@ def _positive_rows(state: PreFilterState, which: str, counts: TopologyCounts, ke
     return lookup[codes]
 
 
-def filter_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-    """`filter_node` over many rows at once: True where the pod passes."""
-    ok = np.ones(len(rows), dtype=bool)
+def _passing_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, whether it passes the pod's affinity, its anti-affinity, and the existing pods'
+    anti-affinity: `filter_node`'s three checks, in its order."""
+    affinity_ok = np.ones(len(rows), dtype=bool)
     if state.affinity_terms:
         has_all = np.ones(len(rows), dtype=bool)
         pods_exist = np.ones(len(rows), dtype=bool)
@@ -214,10 +216,36 @@ def filter_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> np
             key = term.topology_key
             has_all &= table.column(label_column(key))[rows] >= 0
             pods_exist &= _positive_rows(state, "affinity", state.affinity_counts, key, table, rows)
-        ok &= has_all & (pods_exist | _first_of_group(state))
+        affinity_ok = has_all & (pods_exist | _first_of_group(state))
+    anti_ok = np.ones(len(rows), dtype=bool)
     if state.anti_affinity_counts:
         for term in state.anti_affinity_terms:
-            ok &= ~_positive_rows(state, "anti", state.anti_affinity_counts, term.topology_key, table, rows)
+            anti_ok &= ~_positive_rows(state, "anti", state.anti_affinity_counts, term.topology_key, table, rows)
+    existing_ok = np.ones(len(rows), dtype=bool)
     for key in state.existing_anti_affinity_counts:
-        ok &= ~_positive_rows(state, "existing", state.existing_anti_affinity_counts, key, table, rows)
-    return ok
+        existing_ok &= ~_positive_rows(state, "existing", state.existing_anti_affinity_counts, key, table, rows)
+    return affinity_ok, anti_ok, existing_ok
+
+
+def filter_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    """`filter_node` over many rows at once: True where the pod passes."""
+    affinity_ok, anti_ok, existing_ok = _passing_rows(state, table, rows)
+    return affinity_ok & anti_ok & existing_ok
+
+
+_REJECTIONS = (_AFFINITY_REJECTION, _ANTI_AFFINITY_REJECTION, _EXISTING_ANTI_AFFINITY_REJECTION)
+
+
+def rejection_statuses(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> TalliedStatuses:
+    """`filter_node`'s status for each of `rows` (rows `filter_rows` rejected), tallied: the
+    first check each row fails names its reason."""
+    affinity_ok, anti_ok, existing_ok = _passing_rows(state, table, rows)
+    codes = np.where(~affinity_ok, 0, np.where(~anti_ok, 1, np.where(~existing_ok, 2, 3)))
+
+    def status_of(code: int) -> Status:
+        if code < len(_REJECTIONS):
+            return _REJECTIONS[code]
+        return Status.as_error("InterPodAffinity: filter_statuses asked about a node that passes").with_plugin(
+            "InterPodAffinity")
+
+    return TalliedStatuses.of_codes(codes, status_of)

@@ -1,6 +1,6 @@
 """InterPodAffinity: required and preferred pod affinity / anti-affinity (upstream's plugin of that name).
 
-Extension points: PreFilter (+ AddPod/RemovePod), Filter (also batched), PreScore, Score (also
+Extension points: PreFilter (+ AddPod/RemovePod), Filter (also batched, with tallied statuses), PreScore, Score (also
 batched), NormalizeScore, EnqueueExtensions.
 Args: hardPodAffinityWeight (0..100, default 1), ignorePreferredTermsOfExistingPods (default false).
 """
@@ -30,11 +30,15 @@ from kopfsched.framework.registry import ArgsError, check_known_fields, int_fiel
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.helper import signers
-from kopfsched.plugins.interpodaffinity import columns, filtering, scoring
+from kopfsched.plugins.interpodaffinity import filtering, scoring
+from kopfsched.plugins.interpodaffinity import index as pod_index
 
 NAME = "InterPodAffinity"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_REQUIRED_ANTI = frozenset((pod_index.REQUIRED_ANTI,))
+_SCORING_KINDS = frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI))
+_SCORING_KINDS_WITH_REQUIRED = _SCORING_KINDS | {pod_index.REQUIRED_AFFINITY}
 
 PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
 PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
@@ -63,14 +67,6 @@ class InterPodAffinityArgs:
         return cls(hard_pod_affinity_weight=weight, ignore_preferred_terms_of_existing_pods=ignore)
 
 
-def _add_counts(counts: filtering.TopologyCounts, key: str, per_value: Mapping[str, int]) -> None:
-    if not per_value:
-        return
-    target = counts.setdefault(key, {})
-    for value, n in per_value.items():
-        target[value] = target.get(value, 0) + n
-
-
 def _pod_info(obj: Any) -> PodInfo | None:
     if obj is None or isinstance(obj, PodInfo):
         return obj
@@ -89,7 +85,7 @@ class InterPodAffinity:
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
         self.args = args or InterPodAffinityArgs()
         self.handle = handle
-        self._columns = columns.CountColumns()
+        self._index = pod_index.AffinityIndex()
 
     # -- namespaces ---------------------------------------------------------------------------
 
@@ -130,19 +126,17 @@ class InterPodAffinity:
             return SKIP  # nothing can reject this pod: don't even look at the namespace
         namespace_labels = self.namespace_labels(pod.namespace)
         table = self.handle.snapshot.table
-        by_columns = len(table) == len(nodes) > 0
-        keys = columns.topology_keys(table) if by_columns and with_anti_affinity else []
-        if keys is None:
-            existing = filtering.existing_anti_affinity_counts(pod, namespace_labels, with_anti_affinity)
-        else:
-            existing = self._existing_counts_by_columns(table, pod, namespace_labels, keys)
         affinity_terms = self._resolve(pod.required_affinity_terms)
         anti_affinity_terms = self._resolve(pod.required_anti_affinity_terms)
-        if not existing and not affinity_terms and not anti_affinity_terms:
-            return SKIP
-        if by_columns:
-            affinity, anti = self._incoming_counts_by_columns(table, pod, affinity_terms, anti_affinity_terms)
+        if len(table) == len(nodes) > 0:
+            existing, affinity, anti = self._counts_by_index(table, pod, namespace_labels, affinity_terms,
+                                                             anti_affinity_terms, with_anti_affinity)
+            if not existing and not affinity_terms and not anti_affinity_terms:
+                return SKIP
         else:
+            existing = filtering.existing_anti_affinity_counts(pod, namespace_labels, with_anti_affinity)
+            if not existing and not affinity_terms and not anti_affinity_terms:
+                return SKIP
             affinity, anti = filtering.incoming_affinity_counts(affinity_terms, anti_affinity_terms, nodes)
         state.write(PRE_FILTER_STATE, filtering.PreFilterState(
             pod=pod, affinity_terms=affinity_terms, anti_affinity_terms=anti_affinity_terms,
@@ -151,35 +145,31 @@ class InterPodAffinity:
         ))
         return None
 
-    def _existing_counts_by_columns(self, table: NodeTable, pod: PodInfo, namespace_labels: Mapping[str, str],
-                                    keys: list[str]) -> filtering.TopologyCounts:
-        counts: filtering.TopologyCounts = {}
-        for key in keys:
-            per_node = columns.existing_anti_affinity_column(self._columns, table, pod, namespace_labels, key)
-            per_value = columns.domain_counts(table, key, per_node)
-            if per_value:
-                counts[key] = per_value
-        return counts
-
-    def _incoming_counts_by_columns(
-        self, table: NodeTable, pod: PodInfo, affinity_terms: tuple[AffinityTerm, ...],
-        anti_affinity_terms: tuple[AffinityTerm, ...],
-    ) -> tuple[filtering.TopologyCounts, filtering.TopologyCounts]:
+    def _counts_by_index(
+        self, table: NodeTable, pod: PodInfo, namespace_labels: Mapping[str, str],
+        affinity_terms: tuple[AffinityTerm, ...], anti_affinity_terms: tuple[AffinityTerm, ...],
+        with_anti_affinity: list[NodeInfo],
+    ) -> tuple[filtering.TopologyCounts, filtering.TopologyCounts, filtering.TopologyCounts]:
+        """PreFilter's three counts from the index of alike pods and terms."""
+        index = self._index
+        index.update(table)
+        nodes = table.nodes
+        existing: filtering.TopologyCounts = {}
+        if with_anti_affinity:
+            for group in index.matching_term_groups(pod, namespace_labels, _REQUIRED_ANTI):
+                pod_index.per_value(nodes, group.representative.topology_key, group.rows, 1, existing)
         affinity: filtering.TopologyCounts = {}
-        anti: filtering.TopologyCounts = {}
         if affinity_terms:
-            raw = (pod.affinity.get("podAffinity") or {}).get(_REQUIRED) or ()
-            signature = "|".join(columns.term_signature(r, t, pod)
-                                 for r, t in zip(raw, affinity_terms, strict=True))
-            per_node = columns.matching_pods_column(self._columns, table, affinity_terms, signature)
-            for term in affinity_terms:
-                _add_counts(affinity, term.topology_key, columns.domain_counts(table, term.topology_key, per_node))
-        raw_anti = (pod.affinity.get("podAntiAffinity") or {}).get(_REQUIRED) or ()
-        for r, term in zip(raw_anti, anti_affinity_terms, strict=True):
-            per_node = columns.matching_pods_column(self._columns, table, (term,),
-                                                    columns.term_signature(r, term, pod))
-            _add_counts(anti, term.topology_key, columns.domain_counts(table, term.topology_key, per_node))
-        return affinity, anti
+            raw = pod_index.raw_terms(pod, pod_index.REQUIRED_AFFINITY)
+            for group in index.matching_pod_groups(raw, affinity_terms):
+                for term in affinity_terms:
+                    pod_index.per_value(nodes, term.topology_key, group.rows, 1, affinity)
+        anti: filtering.TopologyCounts = {}
+        for raw_term, term in zip(pod_index.raw_terms(pod, pod_index.REQUIRED_ANTI), anti_affinity_terms,
+                                  strict=True):
+            for group in index.matching_pod_groups((raw_term,), (term,)):
+                pod_index.per_value(nodes, term.topology_key, group.rows, 1, anti)
+        return existing, affinity, anti
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
         state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, node, 1)
@@ -195,6 +185,9 @@ class InterPodAffinity:
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return filtering.filter_rows(state.read(PRE_FILTER_STATE), table, rows)
 
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        return filtering.rejection_statuses(state.read(PRE_FILTER_STATE), table, np.asarray(rows))
+
     # -- PreScore / Score ---------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
@@ -207,16 +200,36 @@ class InterPodAffinity:
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return SKIP
         snapshot = self.handle.snapshot
+        table = snapshot.table
+        if len(table) == len(snapshot.node_infos()) > 0:
+            scores = self._scores_by_index(table, pod, preferred_affinity, preferred_anti_affinity)
+            if not scores:
+                return SKIP
+            namespace_labels = self.namespace_labels(pod.namespace)
+            state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
+            return None
         # Without preferred terms of its own, only existing pods with affinity can score the pod.
         all_nodes = snapshot.node_infos() if has_constraints else self._nodes_with_scoring_pods()
         if not all_nodes:
             return SKIP
         namespace_labels = self.namespace_labels(pod.namespace)
+        scores = self._scores_by_walk(all_nodes, pod, namespace_labels, preferred_affinity, preferred_anti_affinity)
+        if not scores:
+            return SKIP
+        state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
+        return None
+
+    def _scores_by_walk(self, nodes: Sequence[NodeInfo], pod: PodInfo, namespace_labels: Mapping[str, str],
+                        preferred_affinity: tuple[WeightedAffinityTerm, ...],
+                        preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]) -> scoring.ScoreMap:
+        """PreScore's topology scores from a walk over the pods of `nodes` (when the snapshot's
+        table does not cover them)."""
+        has_constraints = bool(preferred_affinity or preferred_anti_affinity)
         preferred_affinity = self._resolve_weighted(preferred_affinity)
         preferred_anti_affinity = self._resolve_weighted(preferred_anti_affinity)
         weight = self.args.hard_pod_affinity_weight
         scores: scoring.ScoreMap = {}
-        for node in all_nodes:
+        for node in nodes:
             if node.node is None:
                 continue
             existing_pods = node.pods if has_constraints else node.pods_with_affinity
@@ -225,10 +238,40 @@ class InterPodAffinity:
                     scores, incoming=pod, preferred_affinity=preferred_affinity,
                     preferred_anti_affinity=preferred_anti_affinity, namespace_labels=namespace_labels,
                     existing=existing, node=node, hard_pod_affinity_weight=weight)
-        if not scores:
-            return SKIP
-        state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
-        return None
+        return scores
+
+    def _scores_by_index(self, table: NodeTable, pod: PodInfo,
+                         preferred_affinity: tuple[WeightedAffinityTerm, ...],
+                         preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]) -> scoring.ScoreMap:
+        """PreScore's topology scores from the index of alike pods and terms."""
+        index = self._index
+        index.update(table)
+        nodes = table.nodes
+        scores: scoring.ScoreMap = {}
+        if not index.terms.by_key and not preferred_affinity and not preferred_anti_affinity:
+            return scores
+        for kind, terms, sign in ((pod_index.PREFERRED_AFFINITY, preferred_affinity, 1),
+                                  (pod_index.PREFERRED_ANTI, preferred_anti_affinity, -1)):
+            if not terms:
+                continue
+            resolved = self._resolve_weighted(terms)
+            for raw_term, weighted in zip(pod_index.raw_terms(pod, kind), resolved, strict=True):
+                term = weighted.term
+                for group in index.matching_pod_groups((raw_term,), (term,)):
+                    pod_index.per_value(nodes, term.topology_key, group.rows, sign * weighted.weight, scores)
+        if index.terms.by_key:
+            hard = self.args.hard_pod_affinity_weight
+            namespace_labels = self.namespace_labels(pod.namespace)
+            for group in index.matching_term_groups(pod, namespace_labels,
+                                                    _SCORING_KINDS_WITH_REQUIRED if hard > 0 else _SCORING_KINDS):
+                if group.kind == pod_index.REQUIRED_AFFINITY:
+                    scale = hard
+                elif group.kind == pod_index.PREFERRED_AFFINITY:
+                    scale = group.weight
+                else:
+                    scale = -group.weight
+                pod_index.per_value(nodes, group.representative.topology_key, group.rows, scale, scores)
+        return scores
 
     def _nodes_with_scoring_pods(self) -> list[NodeInfo]:
         """Nodes hosting pods whose terms can score another pod: required affinity (weighted by

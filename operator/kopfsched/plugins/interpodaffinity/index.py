@@ -1,0 +1,214 @@
+"""The snapshot's pods and terms grouped by content, kept up to date node by node.
+
+PreFilter and PreScore need, for each incoming pod, which existing pods match its terms and
+which existing pods' terms match it. Walking every pod of every node each cycle costs
+O(pods); but the pods of one workload are alike, so the index keeps
+- pod groups: existing pods by (namespace, labels), all a term can see of a pod, each with
+  how many of its pods every node row hosts;
+- term groups: existing pods' terms by content (kind, weight, the term as written with the
+  owner's merged label values), each with how many such terms every row hosts.
+A term is then evaluated once per group instead of once per pod, and only against the groups
+that can match it: a selector's first matchLabels pair must be among a pod's labels, so
+both kinds of group are found through a (label key, value) index.
+
+Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
+nodes that changed) differs from the one indexed; a new table rebuilds everything. Label
+values of the topology keys are read from the nodes when counting, so a relabelled node needs
+nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kopfsched.framework.affinity import AffinityTerm
+from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.types import NodeInfo, PodInfo
+
+GENERATION = ColumnSpec("InterPodAffinity:generation", lambda node: node.generation)
+"""Per node, its NodeInfo generation: what the index compares to find the rows to redo."""
+
+REQUIRED_ANTI = "required-anti"
+"""Existing pods' required anti-affinity terms (PreFilter)."""
+REQUIRED_AFFINITY = "required-affinity"
+"""Existing pods' required affinity terms (PreScore, hardPodAffinityWeight)."""
+PREFERRED_AFFINITY = "preferred-affinity"
+PREFERRED_ANTI = "preferred-anti"
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+Pair = tuple[str, str] | None
+"""A (label key, value) every matching pod carries; None when the selector names none."""
+
+
+def required_pair(raw_term: Mapping[str, Any] | None) -> Pair:
+    """The first matchLabels pair of a term as written (merged label keys only add
+    expressions, which narrow it further)."""
+    selector = (raw_term or {}).get("labelSelector")
+    if not isinstance(selector, Mapping):
+        return None
+    for key, value in (selector.get("matchLabels") or {}).items():
+        return (key, value) if isinstance(key, str) and isinstance(value, str) else None
+    return None
+
+
+def _term_key(raw: Mapping[str, Any], term: AffinityTerm, pod: PodInfo) -> str:
+    keys = [*(raw.get("matchLabelKeys") or ()), *(raw.get("mismatchLabelKeys") or ())]
+    return json.dumps([raw, [pod.labels.get(k) for k in keys], sorted(term.namespaces)], sort_keys=True,
+                      default=str)
+
+
+@dataclass(slots=True)
+class Group:
+    """Alike pods (or alike terms) and how many each row hosts."""
+
+    representative: Any
+    """A PodInfo (pod groups) or an AffinityTerm (term groups)."""
+    pairs: tuple[Pair, ...]
+    """Listed under these: a pod group under its labels, a term group under its required pair."""
+    kind: str = ""
+    weight: int = 0
+    rows: dict[int, int] = field(default_factory=dict)
+
+
+def raw_terms(pod: PodInfo, kind: str) -> list[Mapping[str, Any]]:
+    affinity = pod.affinity or {}
+    if kind == REQUIRED_ANTI:
+        return list((affinity.get("podAntiAffinity") or {}).get(_REQUIRED) or ())
+    if kind == REQUIRED_AFFINITY:
+        return list((affinity.get("podAffinity") or {}).get(_REQUIRED) or ())
+    side = "podAffinity" if kind == PREFERRED_AFFINITY else "podAntiAffinity"
+    return [t.get("podAffinityTerm") or {} for t in (affinity.get(side) or {}).get(_PREFERRED) or ()]
+
+
+def _terms_of(pod: PodInfo) -> Iterator[tuple[str, int, AffinityTerm, Mapping[str, Any]]]:
+    """(kind, weight, parsed term, term as written) of every term of an existing pod."""
+    for kind, parsed in ((REQUIRED_ANTI, pod.required_anti_affinity_terms),
+                         (REQUIRED_AFFINITY, pod.required_affinity_terms)):
+        for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
+            yield kind, 0, term, raw
+    for kind, weighted in ((PREFERRED_AFFINITY, pod.preferred_affinity_terms),
+                           (PREFERRED_ANTI, pod.preferred_anti_affinity_terms)):
+        for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
+            yield kind, w.weight, w.term, raw
+
+
+class _Groups:
+    """Groups by key, each also listed under its required pair."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[Any, Group] = {}
+        self.by_pair: dict[Pair, dict[Any, Group]] = {}
+
+    def add(self, key: Any, row: int, make: Any) -> None:
+        group = self.by_key.get(key)
+        if group is None:
+            group = self.by_key[key] = make()
+            for pair in group.pairs:
+                self.by_pair.setdefault(pair, {})[key] = group
+        group.rows[row] = group.rows.get(row, 0) + 1
+
+    def remove(self, key: Any, row: int) -> None:
+        group = self.by_key[key]
+        n = group.rows[row] - 1
+        if n:
+            group.rows[row] = n
+            return
+        del group.rows[row]
+        if not group.rows:
+            del self.by_key[key]
+            for pair in group.pairs:
+                same_pair = self.by_pair[pair]
+                del same_pair[key]
+                if not same_pair:
+                    del self.by_pair[pair]
+
+    def candidates(self, pairs: Iterable[Pair]) -> Iterator[Group]:
+        """The groups listed under any of `pairs`."""
+        for pair in pairs:
+            yield from (self.by_pair.get(pair) or {}).values()
+
+
+class AffinityIndex:
+    """Pod groups and term groups over one NodeTable's rows."""
+
+    def __init__(self) -> None:
+        self._table: NodeTable | None = None
+        self._generations = np.zeros(0, dtype=np.int64)
+        self._row_keys: list[tuple[list[Any], list[Any]]] = []
+        """Per row: the pod-group keys and term-group keys of its pods (one per pod / term)."""
+        self.pods = _Groups()
+        self.terms = _Groups()
+
+    def update(self, table: NodeTable) -> None:
+        generations = table.column(GENERATION)
+        if table is not self._table or len(generations) != len(self._generations):
+            self._table = table
+            self._row_keys = [([], []) for _ in range(len(table))]
+            self.pods = _Groups()
+            self.terms = _Groups()
+            changed: Iterable[int] = range(len(table))
+        else:
+            changed = np.flatnonzero(generations != self._generations).tolist()
+        nodes = table.nodes
+        for row in changed:
+            self._reindex(row, nodes[row])
+        self._generations = generations.copy()
+
+    def _reindex(self, row: int, node: NodeInfo) -> None:
+        pod_keys, term_keys = self._row_keys[row]
+        for key in pod_keys:
+            self.pods.remove(key, row)
+        for key in term_keys:
+            self.terms.remove(key, row)
+        pod_keys, term_keys = [], []
+        self._row_keys[row] = (pod_keys, term_keys)
+        if node.node is None:
+            return
+        for pod in node.pods.values():
+            key = (pod.namespace, frozenset(pod.labels.items()))
+            self.pods.add(key, row, lambda pod=pod: Group(pod, tuple(pod.labels.items())))
+            pod_keys.append(key)
+        for pod in node.pods_with_affinity.values():
+            for kind, weight, term, raw in _terms_of(pod):
+                key = (kind, weight, _term_key(raw, term, pod))
+                self.terms.add(key, row, lambda kind=kind, weight=weight, term=term, raw=raw: Group(
+                    term, (required_pair(raw),), kind, weight))
+                term_keys.append(key)
+
+    def matching_pod_groups(self, raw_terms: Iterable[Mapping[str, Any] | None],
+                            terms: tuple[AffinityTerm, ...]) -> list[Group]:
+        """Pod groups matching every one of `terms` (namespaces resolved), found through the
+        required pair of any of them."""
+        pairs = [required_pair(raw) for raw in raw_terms]
+        known = [p for p in pairs if p is not None]
+        candidates: Iterable[Group] = (
+            (self.pods.by_pair.get(known[0]) or {}).values() if known else self.pods.by_key.values())
+        return [g for g in candidates if all(t.matches(g.representative) for t in terms)]
+
+    def matching_term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str],
+                             kinds: frozenset[str]) -> list[Group]:
+        """Term groups of `kinds` whose term matches `pod`."""
+        pairs: list[Pair] = [None, *pod.labels.items()]
+        return [g for g in self.terms.candidates(pairs)
+                if g.kind in kinds and g.representative.matches(pod, namespace_labels)]
+
+
+def per_value(nodes: list[NodeInfo], key: str, rows: Mapping[int, int], scale: int,
+              into: dict[str, dict[str, int]]) -> None:
+    """Add `scale` x each row's count to into[key][its value of label key] (rows without the
+    label add nothing; an entry is created even when it sums to zero)."""
+    target: dict[str, int] | None = None
+    for row, n in rows.items():
+        value = nodes[row].labels.get(key)
+        if value is None:
+            continue
+        if target is None:
+            target = into.setdefault(key, {})
+        target[value] = target.get(value, 0) + n * scale
