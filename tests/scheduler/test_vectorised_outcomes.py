@@ -230,6 +230,13 @@ def cluster_with_claims(seed: int, *, nodes: int) -> list[dict[str, Any]]:
         if rng.random() < 0.7:
             objects.append(_local_pv(f"local-{i}", rng.choice(("5Gi", "10Gi", "50Gi")), {"matchExpressions": [
                 {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"node-{i}"]}]}))
+    limits = random.Random(-seed)
+    for i in range(nodes):
+        if limits.random() < 0.5:  # NodeVolumeLimits: a limit on some nodes, none on the others
+            drivers = [{"name": "ebs.csi.aws.com", "nodeID": f"node-{i}", **(
+                {"allocatable": {"count": limits.choice((0, 1, 2))}} if limits.random() < 0.8 else {})}]
+            objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": f"node-{i}"},
+                            "spec": {"drivers": drivers}})
     for i in range(4):
         objects.append(_local_pv(f"zonal-{i}", "20Gi", {"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [rng.choice(ZONES)]}]}))
@@ -272,4 +279,5 @@ def test_vectorised_volume_filters_decide_as_node_by_node(seed: int, nodes: int)
     messages = " ".join(pod["message"] or "" for pod in slow["pods"])
     assert "didn't find available persistent volumes to bind" in messages
     assert "error creating internal label selector" in messages
+    assert "exceed max volume count" in " ".join(str(pod["filter"]) for pod in slow["pods"])
     assert sum(pod["result"] == "Scheduled" for pod in slow["pods"]) >= 20
