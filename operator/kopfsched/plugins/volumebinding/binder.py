@@ -33,6 +33,7 @@ from kopfsched.plugins.volumebinding.volumes import (
     ANN_SELECTED_NODE,
     NOT_SUPPORTED_PROVISIONER,
     ClaimCandidates,
+    VolumeFacts,
     annotations_of,
     bind_volume_to_claim,
     check_node_affinity,
@@ -119,13 +120,17 @@ class PodVolumeClaims:
     """Claim key → its candidate PVs (or why its selector is invalid), filled at the first
     Filter that matches it: the node-independent part of the matching, once per cycle."""
 
+    facts: VolumeFacts | None = None
+    """The binder's parsed PVs, shared by its cycles."""
+
     def candidates_of(self, pvc: Obj) -> ClaimCandidates:
         """Raises SelectorError for a claim selector the API would reject."""
         key = claim_key(pvc)
         found = self.candidates.get(key)
         if found is None:
             try:
-                found = matching_candidates(pvc, self.unbound_volumes_delay_binding.get(claim_class(pvc), ()))
+                found = matching_candidates(pvc, self.unbound_volumes_delay_binding.get(claim_class(pvc), ()),
+                                            self.facts)
             except SelectorError as exc:
                 found = exc
             self.candidates[key] = found
@@ -152,12 +157,13 @@ class VolumeBinder:
         self.sleep = sleep
         self.pv_cache = PVAssumeCache(objects=objects)
         self.pvc_cache = PVCAssumeCache(objects=objects)
+        self.volume_facts = VolumeFacts()
 
     # -- PreFilter -------------------------------------------------------------------------
 
     def get_pod_volume_claims(self, pod: Obj) -> PodVolumeClaims:
         namespace = (pod.get("metadata") or {}).get("namespace") or "default"
-        claims = PodVolumeClaims()
+        claims = PodVolumeClaims(facts=self.volume_facts)
         for claim_name, _ in pod_claims(pod):
             pvc = self.pvc_cache.get(f"{namespace}/{claim_name}")
             if pvc is None:

@@ -163,6 +163,9 @@ def _volume_mode(spec: Obj) -> str:
     return spec.get("volumeMode") or "Filesystem"
 
 
+IndexKeys = list[tuple[str, list[str]]]
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A PV that passes every check of FindMatchingVolume that does not depend on the node."""
@@ -174,6 +177,8 @@ class Candidate:
     """Bound to the claim already (claimRef): this volume or none, where the iteration reaches it."""
     affinity: NodeSelector | None
     """The PV's required node affinity, parsed; None: every node."""
+    index_keys: IndexKeys | None = None
+    """(key, values) of each required term when each is one `key In values` expression."""
 
 
 class ClaimCandidates:
@@ -189,7 +194,7 @@ class ClaimCandidates:
         self.everywhere: list[int] = []
         self.by_label: dict[str, dict[str, list[int]]] = {}
         for i, candidate in enumerate(candidates):
-            keys = None if candidate.pre_bound or candidate.affinity is None else _single_in_terms(candidate.pv)
+            keys = None if candidate.pre_bound else candidate.index_keys
             if keys is None:
                 self.everywhere.append(i)
                 continue
@@ -213,7 +218,7 @@ class ClaimCandidates:
         return any(candidate.affinity is not None for candidate in self.candidates)
 
 
-def _single_in_terms(pv: Obj) -> list[tuple[str, list[str]]] | None:
+def _single_in_terms(pv: Obj) -> IndexKeys | None:
     """(key, values) of each required term when each is exactly one `key In values` (a
     necessary condition for the term to match: the full check still runs); else None."""
     terms = ((_spec(pv).get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or []
@@ -229,7 +234,34 @@ def _single_in_terms(pv: Obj) -> list[tuple[str, list[str]]] | None:
     return keys or None
 
 
-def matching_candidates(pvc: Obj, volumes: Iterable[Obj]) -> ClaimCandidates:
+class VolumeFacts:
+    """What matching parses of a PV (its capacity, its required node affinity and the index's
+    terms), kept per PV object across cycles: objects are replaced, not changed, on updates,
+    and the capacity and affinity values are checked by identity too."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Obj, Any, Any, Fraction, NodeSelector | None, IndexKeys | None]] = {}
+
+    def of(self, pv: Obj) -> tuple[Fraction, NodeSelector | None, IndexKeys | None]:
+        """(capacity, required node affinity or None, its `key In values` terms or None)."""
+        spec = _spec(pv)
+        raw_size = (spec.get("capacity") or {}).get("storage")
+        affinity = spec.get("nodeAffinity")
+        found = self._by_id.get(id(pv))
+        if found is None or found[0] is not pv or found[1] is not raw_size or found[2] is not affinity:
+            if len(self._by_id) > 100_000:
+                self._by_id.clear()
+            required = (affinity or {}).get("required")
+            found = (pv, raw_size, affinity, volume_capacity(pv),
+                     None if required is None else NodeSelector(required),
+                     None if required is None else _single_in_terms(pv))
+            self._by_id[id(pv)] = found
+        return found[3], found[4], found[5]
+
+
+def matching_candidates(pvc: Obj, volumes: Iterable[Obj], facts: VolumeFacts | None = None) -> ClaimCandidates:
     """The node-independent part of FindMatchingVolume (delayed binding): the volumes, in
     order, that pass size, volume mode, attributes class and deletion, and, unless pre-bound to
     this claim, phase, selector, class and access modes. Raises SelectorError for a claim
@@ -240,13 +272,14 @@ def matching_candidates(pvc: Obj, volumes: Iterable[Obj]) -> ClaimCandidates:
     claim_vac = pvc_spec.get("volumeAttributesClassName") or ""
     claim_mode = _volume_mode(pvc_spec)
     selector = label_selector(pvc_spec["selector"]) if pvc_spec.get("selector") is not None else None
+    facts = facts if facts is not None else VolumeFacts()
     candidates: list[Candidate] = []
     for pv in volumes:
         pv_spec = _spec(pv)
         bound_to_claim = is_volume_bound_to_claim(pv, pvc)
         if pv_spec.get("claimRef") and not bound_to_claim:
             continue
-        size = volume_capacity(pv)
+        size, affinity, index_keys = facts.of(pv)
         if size < requested or claim_mode != _volume_mode(pv_spec):
             continue
         if claim_vac and claim_vac != (pv_spec.get("volumeAttributesClassName") or ""):
@@ -258,9 +291,8 @@ def matching_candidates(pvc: Obj, volumes: Iterable[Obj]) -> ClaimCandidates:
                 or (selector is not None and not selector(_meta(pv).get("labels") or {}))
                 or volume_class(pv) != requested_class or not _access_modes_ok(pvc, pv)):
             continue
-        required = (pv_spec.get("nodeAffinity") or {}).get("required")
-        candidates.append(Candidate(pv=pv, name=name_of(pv), size=size, pre_bound=bound_to_claim,
-                                    affinity=None if required is None else NodeSelector(required)))
+        candidates.append(Candidate(pv=pv, name=name_of(pv), size=size, pre_bound=bound_to_claim, affinity=affinity,
+                                    index_keys=index_keys))
     return ClaimCandidates(candidates)
 
 
