@@ -24,7 +24,7 @@ from kopfsched.plugins.volumebinding.binder import (
 from kopfsched.plugins.volumebinding.plugin import ERR_REASON_UNBOUND_IMMEDIATE, STATE_KEY
 from kopfsched.simulate.client import InMemoryClusterClient
 from kopfsched.testing import RecordingClient, make_handle, make_node, make_pod, run_filter
-from tests.plugins.claims import DYNAMIC, IMMEDIATE, WFFC, ZONE, ZONED, pv, pvc, storage_class
+from tests.plugins.claims import DYNAMIC, HOSTNAME, IMMEDIATE, WFFC, ZONE, ZONED, pv, pvc, storage_class
 
 UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
@@ -520,3 +520,86 @@ def test_hints_for_storage_capacity_and_csi_drivers():
     driver_hint = plugin([]).is_schedulable_after_csi_driver_change
     assert driver_hint(pod_with("data"), csi_driver(), csi_driver(capacity=False)) is QueueingHint.QUEUE
     assert driver_hint(pod_with("data"), csi_driver(capacity=False), csi_driver()) is QueueingHint.SKIP
+
+
+# --- the matching hoisted out of the per-node loop ------------------------------------------
+
+
+def _reference_match(claim: dict, volumes: list[dict], labels: dict, excluded: dict) -> dict | None:
+    """FindMatchingVolume's loop as upstream writes it (pv_helpers.go), every check per node."""
+    from kopfsched.plugins.volumebinding.volumes import (
+        check_node_affinity,
+        is_volume_bound_to_claim,
+        requested_storage,
+        volume_capacity,
+        volume_class,
+    )
+    best = None
+    for volume in volumes:
+        spec = volume["spec"]
+        if volume["metadata"]["name"] in excluded:
+            continue
+        bound = is_volume_bound_to_claim(volume, claim)
+        if spec.get("claimRef") and not bound:
+            continue
+        if volume_capacity(volume) < requested_storage(claim):
+            continue
+        if volume["metadata"].get("deletionTimestamp"):
+            continue
+        fits = check_node_affinity(volume, labels)
+        if bound:
+            return volume if fits else None
+        if volume["status"]["phase"] != "Available" or volume_class(volume) != claim["spec"]["storageClassName"]:
+            continue
+        wanted = (claim["spec"].get("selector") or {}).get("matchLabels") or {}
+        if any((volume["metadata"].get("labels") or {}).get(k) != v for k, v in wanted.items()):
+            continue
+        if not fits or not set(claim["spec"]["accessModes"]) <= set(spec["accessModes"]):
+            continue
+        if best is None or volume_capacity(best) > volume_capacity(volume):
+            best = volume
+    return best
+
+
+def _random_pv(rng: Any, i: int) -> dict:
+    volume = pv(f"pv-{i}", size=rng.choice(("5Gi", "10Gi", "10Gi")),
+                sc=rng.choice(("local", "local", "local", "other")),
+                claim=rng.choice(("", "", "", "", "data", "someone-else")),
+                phase=rng.choice(("Available",) * 6 + ("Bound", "Released")),
+                modes=rng.choice((("ReadWriteOnce",), ("ReadWriteOnce",), ("ReadOnlyMany",),
+                                  ("ReadWriteOnce", "ReadOnlyMany"))),
+                labels=rng.choice((None, {"tier": "fast"}, {"tier": "slow"})))
+    kind = rng.randrange(6)
+    node = f"node-{rng.randrange(6)}"
+
+    def one(key: str, operator: str, values: list[str] | None = None) -> dict:
+        return {"matchExpressions": [{"key": key, "operator": operator, **({"values": values} if values else {})}]}
+
+    terms = {0: None, 1: [one(HOSTNAME, "In", [node])], 2: [one(ZONE, "In", ["z1", "z2"]), one(HOSTNAME, "In", [node])],
+             3: [one(HOSTNAME, "NotIn", [node])], 4: [one(HOSTNAME, "In", [node, "bad/v!"])],
+             5: [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z2"]},
+                                       {"key": HOSTNAME, "operator": "Exists"}]}]}[kind]
+    if terms is not None:
+        volume["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    if rng.random() < 0.05:
+        volume["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return volume
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_candidates_then_pick_match_upstreams_loop_on_every_node(seed: int):
+    """Ties of size (the first wins), pre-bound volumes reached in order (or skipped when
+    excluded), local PVs found through the hostname index, terms the index cannot read."""
+    import random
+
+    from kopfsched.plugins.volumebinding.volumes import find_matching_volume
+    rng = random.Random(seed)
+    volumes = [_random_pv(rng, i) for i in range(rng.randrange(1, 30))]
+    claim = pvc("data", size=rng.choice(("1Gi", "5Gi", "8Gi")),
+                selector=rng.choice((None, {"matchLabels": {"tier": "fast"}})))
+    for n in range(7):
+        labels = {HOSTNAME: f"node-{n}", ZONE: f"z{n % 3}"}
+        excluded = {v["metadata"]["name"]: v for v in rng.sample(volumes, rng.randrange(min(3, len(volumes)) + 1))}
+        for exclude in ({}, excluded):
+            expected = _reference_match(claim, volumes, labels, exclude)
+            assert find_matching_volume(claim, volumes, labels, exclude) is expected

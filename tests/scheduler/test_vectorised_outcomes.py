@@ -312,3 +312,87 @@ def test_spread_fast_paths_decide_as_reference(seed: int, nodes: int, monkeypatc
     spread_scores = {scores["PodTopologySpread"] for pod in reference["pods"]
                      for scores in (pod["scores"] or {}).values() if "PodTopologySpread" in scores}
     assert len(spread_scores) > 2, spread_scores  # the soft constraints and defaults score nodes apart
+
+
+def _class(name: str, provisioner: str, **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+            "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer", **extra}
+
+
+def _local_pv(name: str, size: str, affinity: dict[str, Any] | None, *, claim: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": "local", "local": {"path": "/mnt/disk"}}
+    if affinity is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [affinity]}}
+    if claim is not None:
+        spec["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": "default", "name": claim}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec,
+            "status": {"phase": "Available"}}
+
+
+def cluster_with_claims(seed: int, *, nodes: int) -> list[dict[str, Any]]:
+    """random_cluster, and a claim on a third of the pending pods: of a class that provisions
+    anywhere (one answer for every node), of one with allowedTopologies, or of local PVs (one
+    per node by hostname, some by zone, some pre-bound to a claim, some too small); a few claims
+    share a PV's worth of demand, one has a selector the API rejects."""
+    rng = random.Random(seed)
+    objects = random_cluster(seed, nodes=nodes, running=nodes * 3 // 4)
+    objects += [_class("anywhere", "ebs.csi.aws.com"),
+                _class("zoned", "ebs.csi.aws.com", allowedTopologies=[{"matchLabelExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "values": ["zone-a", "zone-c"]}]}]),
+                _class("local", "kubernetes.io/no-provisioner")]
+    for i in range(nodes):
+        if rng.random() < 0.7:
+            objects.append(_local_pv(f"local-{i}", rng.choice(("5Gi", "10Gi", "50Gi")), {"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"node-{i}"]}]}))
+    limits = random.Random(-seed)
+    for i in range(nodes):
+        if limits.random() < 0.5:  # NodeVolumeLimits: a limit on some nodes, none on the others
+            drivers = [{"name": "ebs.csi.aws.com", "nodeID": f"node-{i}", **(
+                {"allocatable": {"count": limits.choice((0, 1, 2))}} if limits.random() < 0.8 else {})}]
+            objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": f"node-{i}"},
+                            "spec": {"drivers": drivers}})
+    for i in range(4):
+        objects.append(_local_pv(f"zonal-{i}", "20Gi", {"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [rng.choice(ZONES)]}]}))
+    claims: list[dict[str, Any]] = []
+    for pod in objects:
+        if pod["kind"] != "Pod" or pod["spec"].get("nodeName") or rng.random() > 0.35:
+            continue
+        claim = f"data-{pod['metadata']['name']}"
+        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],
+                                "storageClassName": rng.choice(("anywhere", "zoned", "local", "local")),
+                                "resources": {"requests": {"storage": rng.choice(("1Gi", "10Gi", "30Gi"))}}}
+        if rng.random() < 0.05:
+            spec["selector"] = {"matchExpressions": [{"key": "tier", "operator": "Bogus"}]}
+        if spec["storageClassName"] == "local" and rng.random() < 0.2:
+            node = rng.randrange(nodes)
+            objects.append(_local_pv(f"prebound-{claim}", "10Gi", {"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"node-{node}"]}]}, claim=claim))
+        claims.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                       "metadata": {"name": claim, "namespace": "default", "uid": f"uid-{claim}"},
+                       "spec": spec, "status": {"phase": "Pending"}})
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return objects + claims
+
+
+@pytest.mark.parametrize(("seed", "nodes"), [(11, 40), (12, 40), (13, 300)])
+def test_vectorised_volume_filters_decide_as_node_by_node(seed: int, nodes: int) -> None:
+    """VolumeBinding's and NodeVolumeLimits' batch Filters (one answer for every node when it
+    cannot depend on the node, else node by node over indexed candidates) against their
+    per-node filters: placements, PV choices (through later pods' outcomes), messages and each
+    node's status."""
+    objects = cluster_with_claims(seed, nodes=nodes)
+    fast = run(objects, registry=full_registry(), explain=False)
+    slow = run(objects, registry=node_by_node_registry(), explain=True)
+    explained = run(objects, registry=full_registry(), explain=True)
+    outcome = [{key: pod[key] for key in OUTCOME} for pod in slow["pods"]]
+    assert [{key: pod[key] for key in OUTCOME} for pod in fast["pods"]] == outcome
+    assert [{key: pod[key] for key in OUTCOME} for pod in explained["pods"]] == outcome
+    assert [(pod["filter"], pod["scores"]) for pod in explained["pods"]] == [
+        (pod["filter"], pod["scores"]) for pod in slow["pods"]]
+    messages = " ".join(pod["message"] or "" for pod in slow["pods"])
+    assert "didn't find available persistent volumes to bind" in messages
+    assert "error creating internal label selector" in messages
+    assert "exceed max volume count" in " ".join(str(pod["filter"]) for pod in slow["pods"])
+    assert sum(pod["result"] == "Scheduled" for pod in slow["pods"]) >= 20

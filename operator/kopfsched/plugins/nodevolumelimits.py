@@ -28,6 +28,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from kopfsched import features
 from kopfsched.framework.cycle_state import CycleState, StateKey
 from kopfsched.framework.events import (
@@ -38,6 +40,7 @@ from kopfsched.framework.events import (
     QueueingHint,
 )
 from kopfsched.framework.interface import PreFilterResult, SignFragment
+from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.registry import PluginFactory
 from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, Obj, PodInfo
@@ -211,9 +214,53 @@ class CSILimits:
         return by_node
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return self._filter_on(state, pod, node, self._objects.get("CSINode", node.name))
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
+        """No CSINode anywhere (so no limit) and the pod's own volumes pass without one."""
+        return not self._objects.list("CSINode") and self._filter_on(state, pod, None, None) is None
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Nodes without a CSINode have no limit and judge the pod's volumes alike: one answer
+        for all of them; the others node by node."""
+        nodes = table.nodes
+        passed = np.ones(len(rows), dtype=bool)
+        without: Status | bool | None = False  # False: not computed yet
+        for i, row in enumerate(rows.tolist()):
+            node = nodes[row]
+            csi_node = self._objects.get("CSINode", node.name)
+            if csi_node is None:
+                if without is False:
+                    without = self._filter_on(state, pod, node, None)
+                status = without
+            else:
+                status = self._filter_on(state, pod, node, csi_node)
+            if status is not None:
+                passed[i] = False
+        return passed
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        nodes = table.nodes
+        out: list[Status] = []
+        without: Status | bool | None = False
+        for row in rows.tolist():
+            node = nodes[row]
+            csi_node = self._objects.get("CSINode", node.name)
+            if csi_node is None:
+                if without is False:
+                    without = self._filter_on(state, pod, node, None)
+                status = without
+            else:
+                status = self._filter_on(state, pod, node, csi_node)
+            out.append(status if isinstance(status, Status) else Status.as_error(
+                f"{NAME}: node {node.name} passed the filter it was rejected by"))
+        return out
+
+    def _filter_on(self, state: CycleState, pod: PodInfo, node: NodeInfo | None,
+                   csi_node: Obj | None) -> Status | None:
+        """Filter on `node` and its CSINode; without a CSINode (no limits) the node is not read."""
         if not pod.spec.get("volumes"):
             return None
-        csi_node = self._objects.get("CSINode", node.name)
         try:
             new_volumes = self.attachable_volumes(pod, csi_node, new_pod=True)
             if not new_volumes:
@@ -225,6 +272,7 @@ class CSILimits:
             limits = volume_limits(csi_node)
             if not limits:
                 return None
+            assert node is not None  # a CSINode's limits are a node's
             attached: VolumeMap = {}
             for existing in node.pods.values():
                 attached.update(self.attachable_volumes(existing, csi_node, new_pod=False))

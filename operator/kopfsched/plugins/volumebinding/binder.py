@@ -32,15 +32,18 @@ from kopfsched.plugins.volumebinding.volumes import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     NOT_SUPPORTED_PROVISIONER,
+    ClaimCandidates,
+    VolumeFacts,
     annotations_of,
     bind_volume_to_claim,
     check_node_affinity,
     claim_key,
-    find_matching_volume,
     is_delay_binding_mode,
     is_pvc_fully_bound,
     match_topology_selector_terms,
+    matching_candidates,
     name_of,
+    pick_matching_volume,
     pod_claims,
     requested_storage,
     resource_version,
@@ -113,6 +116,27 @@ class PodVolumeClaims:
     """Includes claims pre-bound to a PV by name that the PV controller has not finished."""
     unbound_volumes_delay_binding: dict[str, list[Obj]] = field(default_factory=dict)
     """Storage class → its PVs (assumed versions), for the delayed claims."""
+    candidates: dict[str, ClaimCandidates | SelectorError] = field(default_factory=dict)
+    """Claim key → its candidate PVs (or why its selector is invalid), filled at the first
+    Filter that matches it: the node-independent part of the matching, once per cycle."""
+
+    facts: VolumeFacts | None = None
+    """The binder's parsed PVs, shared by its cycles."""
+
+    def candidates_of(self, pvc: Obj) -> ClaimCandidates:
+        """Raises SelectorError for a claim selector the API would reject."""
+        key = claim_key(pvc)
+        found = self.candidates.get(key)
+        if found is None:
+            try:
+                found = matching_candidates(pvc, self.unbound_volumes_delay_binding.get(claim_class(pvc), ()),
+                                            self.facts)
+            except SelectorError as exc:
+                found = exc
+            self.candidates[key] = found
+        if isinstance(found, SelectorError):
+            raise found
+        return found
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -133,12 +157,13 @@ class VolumeBinder:
         self.sleep = sleep
         self.pv_cache = PVAssumeCache(objects=objects)
         self.pvc_cache = PVCAssumeCache(objects=objects)
+        self.volume_facts = VolumeFacts()
 
     # -- PreFilter -------------------------------------------------------------------------
 
     def get_pod_volume_claims(self, pod: Obj) -> PodVolumeClaims:
         namespace = (pod.get("metadata") or {}).get("namespace") or "default"
-        claims = PodVolumeClaims()
+        claims = PodVolumeClaims(facts=self.volume_facts)
         for claim_name, _ in pod_claims(pod):
             pvc = self.pvc_cache.get(f"{namespace}/{claim_name}")
             if pvc is None:
@@ -183,7 +208,7 @@ class VolumeBinder:
                 to_provision.append(pvc)
         if not fast_fail and to_match:
             unbound_satisfied, volumes.static_bindings, unmatched = self._find_matching_volumes(
-                to_match, claims.unbound_volumes_delay_binding, labels)
+                to_match, claims, labels)
             to_provision.extend(unmatched)
         if not fast_fail and to_provision:
             unbound_satisfied, sufficient_storage, volumes.dynamic_provisions, volumes.node_capacities = (
@@ -193,6 +218,34 @@ class VolumeBinder:
                                              (sufficient_storage, ERR_REASON_NOT_ENOUGH_SPACE),
                                              (bound_pvs_found, ERR_REASON_PV_NOT_EXIST)) if not ok]
         return volumes, reasons
+
+    def node_independent(self, claims: PodVolumeClaims) -> bool:
+        """Whether `find_pod_volumes` gives every node the same answer: no delayed claim names
+        a selected node, no bound PV or candidate PV has a required node affinity, and no class
+        to provision from restricts topology or has its capacity checked. Raises nothing: a
+        claim that cannot be judged is judged the same way on every node."""
+        for pvc in claims.bound_claims:
+            pv = self.pv_cache.get((pvc.get("spec") or {}).get("volumeName") or "")
+            if pv is not None and ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") is not None:
+                return False
+        for pvc in claims.unbound_claims_delay_binding:
+            if ANN_SELECTED_NODE in annotations_of(pvc):
+                return False
+            try:
+                if claims.candidates_of(pvc).depends_on_node():
+                    return False
+            except SelectorError:
+                pass
+            storage_class = self.objects.get("StorageClass", claim_class(pvc)) if claim_class(pvc) else None
+            if storage_class is None:
+                continue
+            if storage_class.get("allowedTopologies"):
+                return False
+            if "storage" in (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}):
+                driver = self.objects.get("CSIDriver", storage_class.get("provisioner") or "")
+                if driver is not None and (driver.get("spec") or {}).get("storageCapacity"):
+                    return False
+        return True
 
     def _check_bound_claims(self, claims: list[Obj], labels: Mapping[str, str]) -> tuple[bool, bool]:
         """(every bound PV's node affinity fits, every bound PV exists); stops at the first miss."""
@@ -204,7 +257,7 @@ class VolumeBinder:
                 return False, True
         return True, True
 
-    def _find_matching_volumes(self, claims: list[Obj], pvs_by_class: dict[str, list[Obj]],
+    def _find_matching_volumes(self, claims: list[Obj], claim_state: PodVolumeClaims,
                                labels: Mapping[str, str]) -> tuple[bool, list[BindingInfo], list[Obj]]:
         """Smallest claims first, so each gets the smallest PV that fits; a PV goes to one claim."""
         chosen: dict[str, Obj] = {}
@@ -212,7 +265,7 @@ class VolumeBinder:
         unmatched: list[Obj] = []
         for pvc in sorted(claims, key=requested_storage):
             try:
-                pv = find_matching_volume(pvc, pvs_by_class.get(claim_class(pvc), ()), labels, chosen)
+                pv = pick_matching_volume(claim_state.candidates_of(pvc), labels, chosen)
             except SelectorError as exc:
                 raise VolumeBindingError(f'error creating internal label selector for claim: "{claim_key(pvc)}": '
                                          f"{exc}") from exc

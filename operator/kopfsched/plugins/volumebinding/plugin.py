@@ -45,7 +45,13 @@ from kopfsched.framework.status import SKIP, Status
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.helper import objects, signers
 from kopfsched.plugins.helper.volumes import claim_class, ephemeral_claim_owned_error
-from kopfsched.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, VolumeBinder, VolumeBindingError
+from kopfsched.plugins.volumebinding.binder import (
+    BindingInfo,
+    PodVolumeClaims,
+    PodVolumes,
+    VolumeBinder,
+    VolumeBindingError,
+)
 from kopfsched.plugins.volumebinding.volumes import pod_claims, requested_storage, volume_capacity
 
 NAME = "VolumeBinding"
@@ -168,9 +174,33 @@ class _StateData:
     claims: PodVolumeClaims
     pod_volumes_by_node: dict[str, PodVolumes] = field(default_factory=dict)
     all_bound: bool = False
+    every_node: PodVolumes | None = None
+    """When Filter's answer was the same on every node and they passed: the bindings each
+    node it judged gets (a copy, on first read), instead of one entry per node."""
+    uniform: tuple[PodVolumes | None, Status | None] | None = None
+    """Filter's one answer for every node, when it does not depend on the node (computed at
+    the first batch Filter); None until then or when it depends on the node."""
+    uniform_known: bool = False
+    statuses: dict[str, Status] = field(default_factory=dict)
+    """Node name → the rejection the batch Filter found there, for filter_statuses."""
 
     def clone(self) -> _StateData:
         return self
+
+    def volumes_on(self, node_name: str) -> PodVolumes | None:
+        """The bindings Filter found for the node: None when it did not pass there."""
+        volumes = self.pod_volumes_by_node.get(node_name)
+        if volumes is None and self.every_node is not None:
+            every = self.every_node
+            volumes = self.pod_volumes_by_node[node_name] = PodVolumes(
+                static_bindings=[BindingInfo(pvc=b.pvc, pv=b.pv) for b in every.static_bindings],
+                dynamic_provisions=list(every.dynamic_provisions), node_capacities=list(every.node_capacities))
+        return volumes
+
+    def peek(self, node_name: str) -> PodVolumes | None:
+        """`volumes_on` without the copy, for reading only."""
+        volumes = self.pod_volumes_by_node.get(node_name)
+        return volumes if volumes is not None else self.every_node
 
 
 STATE_KEY = StateKey[_StateData](NAME, "stateData")
@@ -253,6 +283,66 @@ class VolumeBinding:
         data.pod_volumes_by_node[node.name] = volumes
         return None
 
+    def _uniform(self, data: _StateData) -> tuple[PodVolumes | None, Status | None] | None:
+        """Filter's answer on every node when it is the same everywhere (else None), once a cycle."""
+        if not data.uniform_known:
+            data.uniform_known = True
+            if self.binder.node_independent(data.claims):
+                try:
+                    volumes, reasons = self.binder.find_pod_volumes(data.claims, {"metadata": {"name": ""}})
+                except VolumeBindingError as exc:
+                    data.uniform = None, Status.as_error(exc)
+                else:
+                    data.uniform = (None, Status.unresolvable(*reasons)) if reasons else (volumes, None)
+        return data.uniform
+
+    def passes_every_node(self, state: CycleState, pod: PodInfo, table: NodeTable) -> bool:
+        data = state.get(STATE_KEY)
+        if data is None:
+            return False
+        uniform = self._uniform(data)
+        if uniform is None or uniform[1] is not None:
+            return False
+        data.every_node = uniform[0]
+        return True
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Filter over rows: one answer for all when it does not depend on the node, else per
+        node (the rejections kept for filter_statuses)."""
+        data = state.get(STATE_KEY)
+        if data is None:
+            return np.zeros(len(rows), dtype=bool)
+        uniform = self._uniform(data)
+        if uniform is not None:
+            if uniform[1] is None:
+                data.every_node = uniform[0]
+            return np.full(len(rows), uniform[1] is None, dtype=bool)
+        nodes = table.nodes
+        passed = np.ones(len(rows), dtype=bool)
+        for i, row in enumerate(rows.tolist()):
+            node = nodes[row]
+            status = self.filter(state, pod, node)
+            if status is not None:
+                passed[i] = False
+                data.statuses[node.name] = status
+        return passed
+
+    def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
+        data = state.get(STATE_KEY)
+        uniform = self._uniform(data) if data is not None else None
+        if uniform is not None and uniform[1] is not None:
+            return [uniform[1]] * len(rows)
+        nodes = table.nodes
+        out: list[Status] = []
+        for row in rows.tolist():
+            node = nodes[row]
+            found = data.statuses.get(node.name) if data is not None else None
+            if found is None:
+                found = self.filter(state, pod, node) or Status.as_error(
+                    f"{NAME}: node {node.name} passed the filter it was rejected by")
+            out.append(found)
+        return out
+
     # PreScore / Score
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
@@ -260,7 +350,7 @@ class VolumeBinding:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         data = state.get(STATE_KEY)
-        volumes = data.pod_volumes_by_node.get(node.name) if data is not None else None
+        volumes = data.peek(node.name) if data is not None else None
         if self.shape is None or volumes is None:
             return 0
         classes: dict[str, tuple[int, int]] = {}
@@ -282,10 +372,14 @@ class VolumeBinding:
         return capacity_score(self.shape, classes)
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """Zeros at once for a pod without claims (the usual pod), else Score per node."""
-        if state.get(STATE_KEY) is None:
+        """Zeros at once for a pod without claims (the usual pod), one score for all when
+        Filter found the same bindings everywhere, else Score per node."""
+        data = state.get(STATE_KEY)
+        if data is None:
             return np.zeros(len(rows), dtype=np.int64)
         nodes = table.nodes
+        if data.every_node is not None and len(rows):
+            return np.full(len(rows), self.score(state, pod, nodes[int(rows[0])]), dtype=np.int64)
         return np.fromiter((self.score(state, pod, nodes[row]) for row in rows.tolist()), dtype=np.int64,
                            count=len(rows))
 
@@ -295,7 +389,7 @@ class VolumeBinding:
         data = state.get(STATE_KEY)
         if data is None:
             return None  # no claims
-        volumes = data.pod_volumes_by_node.get(node_name)
+        volumes = data.volumes_on(node_name)
         if volumes is None:
             data.all_bound = True
             return None
@@ -307,7 +401,7 @@ class VolumeBinding:
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         data = state.get(STATE_KEY)
-        volumes = data.pod_volumes_by_node.get(node_name) if data is not None else None
+        volumes = data.volumes_on(node_name) if data is not None else None
         if volumes is not None:
             self.binder.revert_assumed_pod_volumes(volumes)
 
@@ -320,7 +414,7 @@ class VolumeBinding:
         data = state.get(STATE_KEY)
         if data is None or data.all_bound:
             return ALLOW_PARALLEL, SKIP
-        if node_name not in data.pod_volumes_by_node:
+        if data.volumes_on(node_name) is None:
             return ALLOW_PARALLEL, Status.as_error(f'no pod volume found for node "{node_name}"')
         return ALLOW_PARALLEL, None
 
@@ -328,7 +422,7 @@ class VolumeBinding:
         data = state.get(STATE_KEY)
         if data is None or data.all_bound:
             return None
-        volumes = data.pod_volumes_by_node.get(node_name)
+        volumes = data.volumes_on(node_name)
         if volumes is None:
             return Status.as_error(f'no pod volume found for node "{node_name}"')
         try:
