@@ -46,6 +46,8 @@ async def test_a_relist_drops_what_vanished_without_listing_the_kind_again(
     for i in range(3):
         await post(http, '/api/v1/nodes', make_node(f'node-{i}'))
     async with running_operator(kubeconfig) as operator:
+        # Ready means listed, not yet watching: the error must reach an open watch.
+        await eventually(lambda: emulator.open_watches('nodes') > 0, what='the nodes watch')
         # Gone without a DELETED event; the nodes watch then ends with 410 Expired and kopf relists.
         emulator.remove_unseen('nodes', None, 'node-1')
         emulator.watch_error('nodes', code=410)

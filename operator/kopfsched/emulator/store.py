@@ -271,6 +271,10 @@ class EmulatorStore(kmock.KubernetesEmulator):
         a paged LIST counted once."""
         return {f'{plural}.{group}' if group else plural: count for (group, plural), count in self._lists.items()}
 
+    def open_watches(self, plural: str, *, group: str = '') -> int:
+        """Watch streams of the resource open now: a fault aimed at open watches waits for one."""
+        return len(self._watchers.get((group, plural), ()))
+
     def _in_loop(self, fn: Callable[[], None]) -> None:
         try:
             running = asyncio.get_running_loop()
