@@ -216,6 +216,7 @@ class FakeObjects:
     def __init__(self, objects: Iterable[Obj] = ()) -> None:
         self.objects = list(objects)
         """What the lister serves: a test may add, replace or remove objects in it."""
+        self._versions: dict[str, tuple[int, tuple[int, ...]]] = {}
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
         return next((o for o in self.list(kind, namespace or None) if o["metadata"]["name"] == name), None)
@@ -225,8 +226,14 @@ class FakeObjects:
                 and (namespace is None or (o.get("metadata") or {}).get("namespace", "") == namespace)]
 
     def changes(self, kind: str, since: int | None) -> tuple[int, builtins.list[tuple[str, str]] | None]:
-        """The objects never change: everything is new on the first call, nothing after."""
-        return 0, None if since is None else []
+        """No log of changes: a reader resyncs whenever the objects of the kind are not the ones
+        it last saw (a test added, replaced or removed one), and hears of nothing otherwise."""
+        served = tuple(id(obj) for obj in self.list(kind))
+        version, seen = self._versions.get(kind, (0, ()))
+        if served != seen:
+            version += 1
+            self._versions[kind] = version, served
+        return version, [] if since == version else None
 
 
 class RecordingClient:

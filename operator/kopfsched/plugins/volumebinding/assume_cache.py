@@ -9,11 +9,11 @@ cluster (the watch replaced it in the object store): then the API object is the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kopfsched.framework.handle import ObjectLister
 from kopfsched.framework.types import Obj
-from kopfsched.plugins.volumebinding.volumes import claim_key, name_of, resource_version, volume_class
+from kopfsched.plugins.volumebinding.volumes import claim_key, name_of, resource_version, uid_of, volume_class
 
 PV = "PersistentVolume"
 PVC = "PersistentVolumeClaim"
@@ -76,14 +76,115 @@ class AssumeCache:
         return self.get(key) is not None and key in self._assumed
 
 
+ClaimName = tuple[str, str]
+"""(namespace, name) of a claim, as a PV's claimRef names it."""
+
+
+def claim_named_by(pv: Obj) -> ClaimName | None:
+    """The claim a PV's claimRef names, None when it has none (an empty claimRef is none)."""
+    ref = (pv.get("spec") or {}).get("claimRef")
+    if not ref:
+        return None
+    return ref.get("namespace") or "", ref.get("name") or ""
+
+
+@dataclass(slots=True)
+class _Bucket:
+    pvs: dict[str, Obj] = field(default_factory=dict)
+    ordered: bool = True
+    """False once a PV joined out of arrival order: sort before the next read."""
+
+
+class _PVIndex:
+    """The API's PVs by class, split into those with no claimRef and those whose claimRef names
+    a claim, kept from the object store's change log: a claim's candidates are the first group
+    and its own entry of the second, never the PVs bound to other claims."""
+
+    def __init__(self) -> None:
+        self.cursor: int | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self.arrival: dict[str, int] = {}
+        """PV name → when it reached the index: the order every list keeps."""
+        self._uids: dict[str, str] = {}
+        self._where: dict[str, tuple[str, ClaimName | None]] = {}
+        self._buckets: dict[tuple[str, ClaimName | None], _Bucket] = {}
+        self._arrivals = 0
+
+    def sync(self, objects: ObjectLister) -> None:
+        cursor, changed = objects.changes(PV, self.cursor)
+        if changed is None:
+            self._clear()
+            for listed in objects.list(PV):
+                self._add(name_of(listed), listed)
+        else:
+            for _, name in dict.fromkeys(changed):
+                self._remove(name)
+                pv = objects.get(PV, name)
+                if pv is not None:
+                    self._add(name, pv)
+                else:
+                    self.arrival.pop(name, None)
+                    self._uids.pop(name, None)
+        self.cursor = cursor
+
+    def _add(self, name: str, pv: Obj) -> None:
+        uid = uid_of(pv)
+        if name not in self.arrival or self._uids.get(name) != uid:  # new, or deleted and created again
+            self._arrivals += 1
+            self.arrival[name] = self._arrivals
+            self._uids[name] = uid
+        where = (volume_class(pv), claim_named_by(pv))
+        bucket = self._buckets.setdefault(where, _Bucket())
+        if bucket.pvs and self.arrival[next(reversed(bucket.pvs))] > self.arrival[name]:
+            bucket.ordered = False
+        bucket.pvs[name] = pv
+        self._where[name] = where
+
+    def _remove(self, name: str) -> None:
+        where = self._where.pop(name, None)
+        if where is not None:
+            bucket = self._buckets[where]
+            del bucket.pvs[name]
+            if not bucket.pvs:
+                del self._buckets[where]
+
+    def of(self, storage_class: str, claim: ClaimName | None) -> dict[str, Obj]:
+        bucket = self._buckets.get((storage_class, claim))
+        if bucket is None:
+            return {}
+        if not bucket.ordered:
+            bucket.pvs = dict(sorted(bucket.pvs.items(), key=lambda item: self.arrival[item[0]]))
+            bucket.ordered = True
+        return bucket.pvs
+
+
 class PVAssumeCache(AssumeCache):
     def __init__(self, *, objects: ObjectLister) -> None:
         super().__init__(objects=objects, kind=PV)
+        self._index = _PVIndex()
 
-    def list_pvs(self, storage_class: str) -> list[Obj]:
-        """Every PV of the class, assumed versions in place of the API ones."""
-        return [current for pv in self._objects.list(PV) if volume_class(pv) == storage_class
-                and (current := self._current(name_of(pv), pv)) is not None]
+    def list_pvs_for_claim(self, storage_class: str, claim: ClaimName) -> list[Obj]:
+        """The PVs of the class, assumed versions in place of the API ones, that have no
+        claimRef or whose claimRef names `claim`: of upstream's ListPVs(class), the ones its
+        FindMatchingVolume does not skip at once. In the order the PVs reached the scheduler
+        (upstream's list comes from a map, in no set order)."""
+        index = self._index
+        index.sync(self._objects)
+        unclaimed, own = index.of(storage_class, None), index.of(storage_class, claim)
+        if not self._assumed:
+            if not own:
+                return list(unclaimed.values())
+            if not unclaimed:
+                return list(own.values())
+        chosen = {name: pv for name, pv in (*unclaimed.items(), *own.items()) if name not in self._assumed}
+        for name in list(self._assumed):
+            current = self._current(name, self.get_api(name))
+            if current is not None and volume_class(current) == storage_class \
+                    and claim_named_by(current) in (None, claim):
+                chosen[name] = current
+        return [chosen[name] for name in sorted(chosen, key=index.arrival.__getitem__)]
 
 
 class PVCAssumeCache(AssumeCache):

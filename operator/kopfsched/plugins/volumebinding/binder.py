@@ -115,7 +115,9 @@ class PodVolumeClaims:
     unbound_claims_immediate: list[Obj] = field(default_factory=list)
     """Includes claims pre-bound to a PV by name that the PV controller has not finished."""
     unbound_volumes_delay_binding: dict[str, list[Obj]] = field(default_factory=dict)
-    """Storage class → its PVs (assumed versions), for the delayed claims."""
+    """Claim key → the PVs of its class (assumed versions) it could take: unclaimed or
+    pre-bound to it. Upstream keeps the whole class per class name; the rest fail its
+    claimRef check, so leaving them out changes no answer and costs no walk over them."""
     candidates: dict[str, ClaimCandidates | SelectorError] = field(default_factory=dict)
     """Claim key → its candidate PVs (or why its selector is invalid), filled at the first
     Filter that matches it: the node-independent part of the matching, once per cycle."""
@@ -129,7 +131,7 @@ class PodVolumeClaims:
         found = self.candidates.get(key)
         if found is None:
             try:
-                found = matching_candidates(pvc, self.unbound_volumes_delay_binding.get(claim_class(pvc), ()),
+                found = matching_candidates(pvc, self.unbound_volumes_delay_binding.get(key, ()),
                                             self.facts)
             except SelectorError as exc:
                 found = exc
@@ -175,8 +177,9 @@ class VolumeBinder:
             else:
                 claims.unbound_claims_immediate.append(pvc)
         for pvc in claims.unbound_claims_delay_binding:
-            class_name = claim_class(pvc)
-            claims.unbound_volumes_delay_binding[class_name] = self.pv_cache.list_pvs(class_name)
+            meta = pvc.get("metadata") or {}
+            claims.unbound_volumes_delay_binding[claim_key(pvc)] = self.pv_cache.list_pvs_for_claim(
+                claim_class(pvc), (meta.get("namespace") or "", meta.get("name") or ""))
         return claims
 
     def _is_delay_binding(self, pvc: Obj) -> bool:
