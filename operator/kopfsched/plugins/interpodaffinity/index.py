@@ -158,12 +158,17 @@ class AffinityIndex:
     def __init__(self) -> None:
         self._table: NodeTable | None = None
         self._generations = np.zeros(0, dtype=np.int64)
+        self._refreshes = -1
+        """The table's refresh count when last looked at: equal, no row can have changed."""
         self._row_pods: list[dict[str, _Indexed]] = []
         """Per row: its pods by uid, as indexed."""
         self.pods = _Groups()
         self.terms = _Groups()
 
     def update(self, table: NodeTable) -> None:
+        if table is self._table and table.refreshes == self._refreshes:
+            return
+        self._refreshes = table.refreshes
         generations = table.column(GENERATION)
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table
