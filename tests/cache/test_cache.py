@@ -1,6 +1,9 @@
 """Cache: assumed pods, confirmation by the watch, forgetting, the snapshot."""
 
+import random
+
 import numpy as np
+import pytest
 
 from kopfsched.cache import Cache, Snapshot
 from kopfsched.framework.node_table import ColumnSpec
@@ -134,6 +137,46 @@ def test_affinity_lists_follow_pods():
     cache.remove_pod(raw)
     cache.update_snapshot(snapshot)
     assert snapshot.have_pods_with_required_anti_affinity() == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_affinity_lists_kept_by_changed_node_equal_a_rebuild(seed):
+    """Pods with and without (anti-)affinity assumed, confirmed, forgotten and removed at
+    random: after every snapshot update the two lists are the ones a rebuild lists, in order."""
+    rng = random.Random(seed)
+    cache = Cache()
+    for i in range(12):
+        cache.add_node(make_node(f"n{i}", labels={"topology.kubernetes.io/zone": f"z{i % 3}"}))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+    kinds = [None, {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+             {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+             {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                 {"weight": 5, "podAffinityTerm": term}]}}]
+    assumed: list[PodInfo] = []
+    bound: list[dict] = []
+    for step in range(300):
+        choice = rng.random()
+        if choice < 0.4:
+            pod = PodInfo(make_pod(f"p{step}", affinity=rng.choice(kinds)))
+            assumed.append(cache.assume_pod(pod, f"n{rng.randrange(12)}"))
+        elif choice < 0.6 and assumed:
+            pod = assumed.pop(rng.randrange(len(assumed)))
+            if rng.random() < 0.5:
+                cache.forget_pod(pod)
+            else:
+                cache.add_pod(pod.pod)
+                bound.append(pod.pod)
+        elif bound:
+            cache.remove_pod(bound.pop(rng.randrange(len(bound))))
+        if step == 150:  # a new node: the lists are rebuilt, then kept again
+            cache.add_node(make_node("n12", labels={"topology.kubernetes.io/zone": "z0"}))
+        cache.update_snapshot(snapshot)
+        nodes = snapshot.node_infos()
+        assert snapshot.have_pods_with_affinity() == [n for n in nodes if n.pods_with_affinity]
+        assert snapshot.have_pods_with_required_anti_affinity() == [
+            n for n in nodes if n.pods_with_required_anti_affinity]
 
 
 def test_an_assumed_pod_shares_what_was_computed_for_it():

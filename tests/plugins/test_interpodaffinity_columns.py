@@ -13,6 +13,7 @@ from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.status import Code, TalliedStatuses
 from kopfsched.framework.types import PodInfo
 from kopfsched.plugins.interpodaffinity import filtering
+from kopfsched.plugins.interpodaffinity import index as pod_index
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE, PRE_SCORE_STATE
 from kopfsched.testing import FakeObjects
 from tests.builders import make_node, make_pod
@@ -236,3 +237,52 @@ def test_index_counts_equal_the_pod_walk_as_nodes_change(seed: int) -> None:
             added["spec"]["nodeName"] = node.name
             node.add_pod(PodInfo(added))
         table.refresh([row])
+
+
+def _groups(groups: Any) -> tuple[dict[Any, dict[int, int]], dict[Any, set[Any]]]:
+    return ({key: dict(g.rows) for key, g in groups.by_key.items() if g.rows},
+            {pair: set(same) for pair, same in groups.by_pair.items()})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_index_kept_by_changed_pods_equals_a_rebuild(seed: int) -> None:
+    """Pods added, removed, placed (the assumed one confirmed: a new PodInfo sharing labels and
+    affinity) and relabelled, a node lost and back: after every change the index kept pod by
+    pod holds the groups, rows and counts of one built from scratch."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index = pod_index.AffinityIndex()
+    index.update(table)
+    for step in range(150):
+        row = rng.randrange(len(infos))
+        node = infos[row]
+        choice = rng.random()
+        if node.node is None:
+            node.set_node(nodes[row])
+        elif node.pods and choice < 0.3:
+            node.remove_pod(rng.choice(list(node.pods.values())))
+        elif node.pods and choice < 0.5:
+            pod = rng.choice(list(node.pods.values()))
+            node.remove_pod(pod)
+            node.add_pod(pod.placed({**pod.pod}))
+        elif node.pods and choice < 0.6:
+            pod = rng.choice(list(node.pods.values()))
+            relabelled = {**pod.pod, "metadata": {**pod.pod["metadata"], "labels": {"app": rng.choice("abc")}}}
+            node.remove_pod(pod)
+            node.add_pod(PodInfo(relabelled))
+        elif choice < 0.65:
+            node.remove_node()
+        else:
+            added = _random_pod(rng, f"added-{step}")
+            added["spec"]["nodeName"] = node.name
+            node.add_pod(PodInfo(added))
+        table.refresh([row])
+        if rng.random() < 0.7:
+            index.update(table)
+            rebuilt = pod_index.AffinityIndex()
+            rebuilt.update(table)
+            assert _groups(index.pods) == _groups(rebuilt.pods)
+            assert _groups(index.terms) == _groups(rebuilt.terms)

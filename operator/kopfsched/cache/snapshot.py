@@ -9,6 +9,8 @@ columns, refreshed only for the nodes that changed since the previous cycle.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from kopfsched.framework.node_table import NodeTable
 from kopfsched.framework.types import NodeInfo
 
@@ -55,9 +57,9 @@ class Snapshot:
         is None) had their Node object changed and need their node-static columns read again."""
         rows = []
         pods_only = []
-        affinity_changed = False
+        index = self.table.index
         for name in names:
-            row = self.table.index.get(name)
+            row = index.get(name)
             if row is None:
                 continue
             if node_changed is None or name in node_changed:
@@ -65,11 +67,24 @@ class Snapshot:
             else:
                 pods_only.append(row)
             node = self._list[row]
-            affinity_changed = affinity_changed or (
-                bool(node.pods_with_affinity) != (name in self._affinity_names)
-                or bool(node.pods_with_required_anti_affinity) != (name in self._anti_affinity_names)
-            )
+            if bool(node.pods_with_affinity) != (name in self._affinity_names):
+                self._with_affinity = _toggled(self._with_affinity, node, row, index, self._affinity_names)
+            if bool(node.pods_with_required_anti_affinity) != (name in self._anti_affinity_names):
+                self._with_required_anti_affinity = _toggled(self._with_required_anti_affinity, node, row, index,
+                                                             self._anti_affinity_names)
         self.table.refresh(rows)
         self.table.refresh(pods_only, node_static=False)
-        if affinity_changed:
-            self._rebuild_affinity_lists()
+
+
+def _toggled(nodes: list[NodeInfo], node: NodeInfo, row: int, index: dict[str, int], names: set[str]) -> list[NodeInfo]:
+    """A copy of `nodes` (in snapshot order) with `node` put in or taken out, and `names` to
+    match: a new list, as a rebuild would give, for whoever kept the previous one."""
+    at = bisect_left(nodes, row, key=lambda n: index[n.name])
+    changed = list(nodes)
+    if node.name in names:
+        del changed[at]
+        names.discard(node.name)
+    else:
+        changed.insert(at, node)
+        names.add(node.name)
+    return changed

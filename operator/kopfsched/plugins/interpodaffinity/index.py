@@ -12,7 +12,8 @@ that can match it: a selector's first matchLabels pair must be among a pod's lab
 both kinds of group are found through a (label key, value) index.
 
 Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
-nodes that changed) differs from the one indexed; a new table rebuilds everything. Label
+nodes that changed) differs from the one indexed, and then only for the pods of the row that
+changed; a new table rebuilds everything. Label
 values of the topology keys are read from the nodes when counting, so a relabelled node needs
 nothing more.
 """
@@ -135,52 +136,90 @@ class _Groups:
             yield from (self.by_pair.get(pair) or {}).values()
 
 
+@dataclass(slots=True)
+class _Indexed:
+    """One pod of a row as indexed: its PodInfo and the group keys it added."""
+
+    pod: PodInfo
+    pod_key: Any
+    term_keys: list[Any]
+
+
+def _same_keys(indexed: PodInfo, pod: PodInfo) -> bool:
+    """Whether `pod` has the group keys of `indexed`: they are computed from the labels, the
+    namespace and the affinity alone, which a pod placed on its node (assumed, then confirmed)
+    shares with the PodInfo it was placed from."""
+    return pod.labels is indexed.labels and pod.affinity is indexed.affinity and pod.namespace == indexed.namespace
+
+
 class AffinityIndex:
     """Pod groups and term groups over one NodeTable's rows."""
 
     def __init__(self) -> None:
         self._table: NodeTable | None = None
         self._generations = np.zeros(0, dtype=np.int64)
-        self._row_keys: list[tuple[list[Any], list[Any]]] = []
-        """Per row: the pod-group keys and term-group keys of its pods (one per pod / term)."""
+        self._refreshes = -1
+        """The table's refresh count when last looked at: equal, no row can have changed."""
+        self._row_pods: list[dict[str, _Indexed]] = []
+        """Per row: its pods by uid, as indexed."""
         self.pods = _Groups()
         self.terms = _Groups()
 
     def update(self, table: NodeTable) -> None:
+        if table is self._table and table.refreshes == self._refreshes:
+            return
+        self._refreshes = table.refreshes
         generations = table.column(GENERATION)
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table
-            self._row_keys = [([], []) for _ in range(len(table))]
+            self._row_pods = [{} for _ in range(len(table))]
             self.pods = _Groups()
             self.terms = _Groups()
             changed: Iterable[int] = range(len(table))
         else:
             changed = np.flatnonzero(generations != self._generations).tolist()
+            if not changed:
+                return
         nodes = table.nodes
         for row in changed:
             self._reindex(row, nodes[row])
         self._generations = generations.copy()
 
     def _reindex(self, row: int, node: NodeInfo) -> None:
-        pod_keys, term_keys = self._row_keys[row]
-        for key in pod_keys:
-            self.pods.remove(key, row)
-        for key in term_keys:
-            self.terms.remove(key, row)
-        pod_keys, term_keys = [], []
-        self._row_keys[row] = (pod_keys, term_keys)
-        if node.node is None:
-            return
-        for pod in node.pods.values():
-            key = (pod.namespace, frozenset(pod.labels.items()))
-            self.pods.add(key, row, lambda pod=pod: Group(pod, tuple(pod.labels.items())))
-            pod_keys.append(key)
-        for pod in node.pods_with_affinity.values():
+        """Bring the row's groups to its node's pods: only the pods added, removed or replaced
+        (by a PodInfo with other keys) since the row was last indexed are looked at again."""
+        indexed = self._row_pods[row]
+        pods = node.pods if node.node is not None else {}
+        for uid in [uid for uid in indexed if uid not in pods]:
+            self._unindex(row, indexed.pop(uid))
+        with_affinity = node.pods_with_affinity
+        for uid, pod in pods.items():
+            entry = indexed.get(uid)
+            if entry is not None:
+                if entry.pod is pod:
+                    continue
+                if _same_keys(entry.pod, pod):
+                    entry.pod = pod
+                    continue
+                self._unindex(row, entry)
+            indexed[uid] = self._index(row, pod, uid in with_affinity)
+
+    def _index(self, row: int, pod: PodInfo, with_affinity: bool) -> _Indexed:
+        pod_key = (pod.namespace, frozenset(pod.labels.items()))
+        self.pods.add(pod_key, row, lambda: Group(pod, tuple(pod.labels.items())))
+        term_keys = []
+        if with_affinity:
             for kind, weight, term, raw in _terms_of(pod):
                 key = (kind, weight, _term_key(raw, term, pod))
                 self.terms.add(key, row, lambda kind=kind, weight=weight, term=term, raw=raw: Group(
                     term, (required_pair(raw),), kind, weight))
                 term_keys.append(key)
+        return _Indexed(pod, pod_key, term_keys)
+
+    def _unindex(self, row: int, entry: _Indexed) -> None:
+        self.pods.remove(entry.pod_key, row)
+        for key in entry.term_keys:
+            self.terms.remove(key, row)
 
     def matching_pod_groups(self, raw_terms: Iterable[Mapping[str, Any] | None],
                             terms: tuple[AffinityTerm, ...]) -> list[Group]:

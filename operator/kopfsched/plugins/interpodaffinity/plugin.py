@@ -115,19 +115,21 @@ class InterPodAffinity:
         return [(signers.LABELS, pod.labels)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        own_terms: tuple[AffinityTerm, ...] = ()
+        affinity_terms: tuple[AffinityTerm, ...] = ()
+        anti_affinity_terms: tuple[AffinityTerm, ...] = ()
         if pod.has_pod_affinity:  # without any term all four tuples are empty: skip the lazy parsing
             try:
-                own_terms = pod.required_affinity_terms + pod.required_anti_affinity_terms
+                affinity_terms = pod.required_affinity_terms
+                anti_affinity_terms = pod.required_anti_affinity_terms
             except SelectorError as error:
                 return Status.unresolvable(f"parsing pod: {error}")
         with_anti_affinity = self.handle.snapshot.have_pods_with_required_anti_affinity()
-        if not with_anti_affinity and not own_terms:
+        if not with_anti_affinity and not affinity_terms and not anti_affinity_terms:
             return SKIP  # nothing can reject this pod: don't even look at the namespace
         namespace_labels = self.namespace_labels(pod.namespace)
         table = self.handle.snapshot.table
-        affinity_terms = self._resolve(pod.required_affinity_terms)
-        anti_affinity_terms = self._resolve(pod.required_anti_affinity_terms)
+        affinity_terms = self._resolve(affinity_terms)
+        anti_affinity_terms = self._resolve(anti_affinity_terms)
         if len(table) == len(nodes) > 0:
             existing, affinity, anti = self._counts_by_index(table, pod, namespace_labels, affinity_terms,
                                                              anti_affinity_terms, with_anti_affinity)
@@ -165,10 +167,11 @@ class InterPodAffinity:
                 for term in affinity_terms:
                     pod_index.per_value(nodes, term.topology_key, group.rows, 1, affinity)
         anti: filtering.TopologyCounts = {}
-        for raw_term, term in zip(pod_index.raw_terms(pod, pod_index.REQUIRED_ANTI), anti_affinity_terms,
-                                  strict=True):
-            for group in index.matching_pod_groups((raw_term,), (term,)):
-                pod_index.per_value(nodes, term.topology_key, group.rows, 1, anti)
+        if anti_affinity_terms:
+            for raw_term, term in zip(pod_index.raw_terms(pod, pod_index.REQUIRED_ANTI), anti_affinity_terms,
+                                      strict=True):
+                for group in index.matching_pod_groups((raw_term,), (term,)):
+                    pod_index.per_value(nodes, term.topology_key, group.rows, 1, anti)
         return existing, affinity, anti
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
