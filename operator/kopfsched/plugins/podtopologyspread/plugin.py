@@ -56,6 +56,10 @@ _MAX_INCLUSION_MASKS = 256
 """Node inclusion masks kept (the oldest go)."""
 
 
+_DEFAULT_SELECTORS_KEPT = 4096
+"""Default constraints kept per namespace (pods with labels of their own each add one)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PodTopologySpreadArgs:
     default_constraints: tuple[Mapping[str, Any], ...] = ()
@@ -125,6 +129,17 @@ def _node_parts(obj: Any) -> tuple[Mapping[str, str], list[Any]]:
     return ((obj.get("metadata") or {}).get("labels") or {}), ((obj.get("spec") or {}).get("taints") or [])
 
 
+def _controller_key(pod: PodInfo) -> tuple[Any, Any, Any] | None:
+    ref = common.controller_of(pod)
+    return None if ref is None else (ref.get("apiVersion"), ref.get("kind"), ref.get("name"))
+
+
+def _with_selector(constraints: list[TopologySpreadConstraint],
+                   selector: common.Selector) -> list[TopologySpreadConstraint]:
+    return [TopologySpreadConstraint(c.max_skew, c.topology_key, selector, c.min_domains,
+                                     c.node_affinity_policy, c.node_taints_policy) for c in constraints]
+
+
 class PodTopologySpread:
     name = NAME
 
@@ -151,6 +166,10 @@ class PodTopologySpread:
         # same for every pod: parsed once per action.
         self._defaults_parsed: dict[str, list[TopologySpreadConstraint]] | None = (
             {} if all(c.get("labelSelector") is None for c in self.default_constraints) else None)
+        self._default_constraints: dict[str, dict[tuple[Any, ...], list[TopologySpreadConstraint]]] = {}
+        """namespace -> (pod labels, controller, action) -> the pod's default constraints."""
+        self._selector_cursors: dict[str, int] = {}
+        """Where `_default_constraints` is in the change log of each kind the selectors read."""
 
     # -- constraints ---------------------------------------------------------------------------
 
@@ -164,14 +183,41 @@ class PodTopologySpread:
             constraints = parsed[action] = common.filter_constraints(self.default_constraints, {}, action)
         if not constraints:
             return []
+        if parsed is None:
+            selector = self._parse_default_selector(pod)
+            if selector is None:
+                return []
+            return _with_selector(constraints, selector)
+        # The default selector depends on the pod's namespace, labels and controller alone (and
+        # on the Services and controllers, whose changes drop a namespace's entries).
+        self._sync_default_selectors()
+        key = (frozenset(pod.labels.items()), _controller_key(pod), action)
+        by_namespace = self._default_constraints.setdefault(pod.namespace, {})
+        cached = by_namespace.get(key)
+        if cached is None:
+            if len(by_namespace) >= _DEFAULT_SELECTORS_KEPT:
+                by_namespace.clear()
+            selector = self._parse_default_selector(pod)
+            cached = by_namespace[key] = [] if selector is None else _with_selector(constraints, selector)
+        return list(cached)
+
+    def _parse_default_selector(self, pod: PodInfo) -> common.Selector | None:
         raw = common.default_selector(pod, self.handle.objects)
         if not raw.get("matchLabels") and not raw.get("matchExpressions"):
-            return []  # Selector.of(raw) would be empty: not compiled for nothing
+            return None  # Selector.of(raw) would be empty: not compiled for nothing
         selector = common.Selector.of(raw)
-        if selector.empty:
-            return []
-        return [TopologySpreadConstraint(c.max_skew, c.topology_key, selector, c.min_domains,
-                                         c.node_affinity_policy, c.node_taints_policy) for c in constraints]
+        return None if selector.empty else selector
+
+    def _sync_default_selectors(self) -> None:
+        cursors = self._selector_cursors
+        for kind in common.DEFAULT_SELECTOR_KINDS:
+            cursor, changed = self.handle.objects.changes(kind, cursors.get(kind))
+            cursors[kind] = cursor
+            if changed is None:
+                self._default_constraints.clear()
+            else:
+                for namespace, _ in changed:
+                    self._default_constraints.pop(namespace, None)
 
     def constraints(self, pod: PodInfo, action: str) -> list[TopologySpreadConstraint]:
         """The pod's constraints for `action`, or the default ones when it declares none."""
