@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
 from kopfsched.framework.types import NodeInfo
 from kopfsched.plugins.podtopologyspread.common import Selector
 
@@ -29,7 +29,7 @@ GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
 
 class _Entry:
-    __slots__ = ("array", "candidates", "checked", "matched", "position")
+    __slots__ = ("array", "candidates", "checked", "matched", "position", "totals", "totals_version")
 
     def __init__(self, array: np.ndarray, candidates: list[int], position: int) -> None:
         self.array = array
@@ -40,6 +40,14 @@ class _Entry:
         """candidates[:checked] were matched against the selector."""
         self.position = position
         """How far into the change log the array is current."""
+        self.totals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        """Topology key -> (its label column, `array` summed per code + 1; slot 0: nodes without it)."""
+        self.totals_version = -1
+        """The table's node_version the totals' codes are of."""
+
+
+def _per_code(codes: np.ndarray, array: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(codes + 1, weights=array, minlength=size).astype(np.int64)
 
 
 class MatchCounts:
@@ -83,11 +91,32 @@ class MatchCounts:
         if entry.position != end:
             matched = entry.matched
             array = entry.array
+            totals = list(entry.totals.values())
             for row, g, delta in self._log[entry.position - self._log_base:]:
                 if g in matched:
                     array[row] += delta
+                    for codes, per_code in totals:
+                        per_code[codes[row] + 1] += delta
             entry.position = end
         return entry.array
+
+    def domain_totals(self, table: NodeTable, selector: Selector, namespace: str, key: str) -> np.ndarray:
+        """`counts` summed per value of node label `key` over every row: index code + 1 (the
+        codes of `label_value_codes(key)`), index 0 for the rows without the label (read-only)."""
+        array = self.counts(table, selector, namespace)
+        codes = table.column(label_column(key))
+        size = len(label_value_codes(key)) + 1
+        entry = self._entries.get((namespace, selector.signature)) if not selector.empty else None
+        if entry is None:
+            return _per_code(codes, array, size)
+        if entry.totals_version != table.node_version:
+            # Nodes relabelled: the codes the totals were summed by may be others.
+            entry.totals.clear()
+            entry.totals_version = table.node_version
+        kept = entry.totals.get(key)
+        if kept is None or kept[0] is not codes or len(kept[1]) != size:
+            kept = entry.totals[key] = (codes, _per_code(codes, array, size))
+        return kept[1]
 
     def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
         matches = selector.matches

@@ -159,6 +159,9 @@ class PodTopologySpread:
         """Node inclusion masks over the table below, by policies, node affinity and tolerations."""
         self._inclusion_table: NodeTable | None = None
         self._inclusion_version = -1
+        self._presence: dict[str, tuple[bool, list[int]]] = {}
+        self._presence_table: NodeTable | None = None
+        self._presence_version = -1
         # Whether some default constraint is hard / soft: asked for every pod without its own.
         self._hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
         self._soft_defaults = any(c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY for c in self.default_constraints)
@@ -301,13 +304,21 @@ class PodTopologySpread:
 
     def _domain_counts_table(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, table: NodeTable,
                              affinity: NodePredicate | None, required_keys: tuple[str, ...]) -> list[dict[str, int]]:
-        eligible = np.ones(len(table), dtype=bool)
-        for key in required_keys:
-            eligible &= table.column(label_column(key)) >= 0
+        # Every row counted (as with the system defaults): the per-domain totals MatchCounts keeps.
+        every_row = (type(table) is NodeTable and table is self.handle.snapshot.table
+                     and not any(self._label_presence(table, key)[0] for key in required_keys))
+        eligible: np.ndarray | None = None
         result: list[dict[str, int]] = []
         for c in constraints:
-            mask = eligible
             included = self._inclusion_mask(c, pod, table, affinity)
+            if every_row and included is None:
+                result.append(self._domain_totals(table, c, pod.namespace))
+                continue
+            if eligible is None:
+                eligible = np.ones(len(table), dtype=bool)
+                for key in required_keys:
+                    eligible &= table.column(label_column(key)) >= 0
+            mask = eligible
             if included is not None:
                 mask = mask & included
             counts = self._count_column(table, c.selector, pod.namespace)[mask]
@@ -323,6 +334,31 @@ class PodTopologySpread:
                 per_value[values[k]] = per_value.get(values[k], 0) + int(totals[k])
             result.append(per_value)
         return result
+
+    def _domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str) -> dict[str, int]:
+        """`_domain_counts_table`'s counts for one constraint over every row."""
+        totals = self._match_counts.domain_totals(table, c.selector, namespace, c.topology_key).tolist()
+        some_missing, present = self._label_presence(table, c.topology_key)
+        values = list(label_value_codes(c.topology_key))
+        per_value: dict[str, int] = {}
+        if some_missing:
+            per_value[""] = totals[0]
+        for k in present:
+            per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
+        return per_value
+
+    def _label_presence(self, table: NodeTable, key: str) -> tuple[bool, list[int]]:
+        """(whether some row lacks label `key`, the codes of its values on some row, ascending),
+        kept while the table and its Node objects are."""
+        if self._presence_table is not table or self._presence_version != table.node_version:
+            self._presence.clear()
+            self._presence_table, self._presence_version = table, table.node_version
+        found = self._presence.get(key)
+        if found is None:
+            codes = table.column(label_column(key))
+            per_code = np.bincount(codes + 1, minlength=len(label_value_codes(key)) + 1)
+            found = self._presence[key] = (bool(per_code[0]), np.flatnonzero(per_code[1:]).tolist())
+        return found
 
     # -- PreFilter / Filter -------------------------------------------------------------------
 
