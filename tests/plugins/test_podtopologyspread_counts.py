@@ -6,10 +6,12 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from kopfsched.framework.node_table import NodeTable, label_value_codes
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
+from kopfsched.plugins.podtopologyspread import counts as counts_module
 from kopfsched.plugins.podtopologyspread.common import (
     HONOR,
     IGNORE,
@@ -45,6 +47,14 @@ def _pod(rng: random.Random, i: int) -> PodInfo:
     return PodInfo(pod)
 
 
+@pytest.fixture(params=[0, 8], ids=["whole-log", "group-logs"])
+def groups_replayed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catch up from the whole change log, or from the logs of the matching groups."""
+    monkeypatch.setattr(counts_module, "_GROUPS_REPLAYED", request.param)
+    monkeypatch.setattr(counts_module, "_GROUP_LOG_SLACK", 4)  # logs cut, some selectors behind the cut
+
+
+@pytest.mark.usefixtures("groups_replayed")
 def test_counts_follow_every_change_as_a_full_count() -> None:
     rng = random.Random(3)
     nodes = [NodeInfo(make_node(f"n{i}")) for i in range(12)]
@@ -75,6 +85,7 @@ def test_counts_follow_every_change_as_a_full_count() -> None:
                           [count_pods_match_selector(n, SELECTORS[0], "default") for n in nodes[:5]])
 
 
+@pytest.mark.usefixtures("groups_replayed")
 def test_domain_totals_follow_every_change_as_a_full_count() -> None:
     rng = random.Random(5)
     zone_of = [rng.choice(("z0", "z1", "z2", None)) for _ in range(12)]
@@ -88,7 +99,7 @@ def test_domain_totals_follow_every_change_as_a_full_count() -> None:
     counts = MatchCounts()
     pods: list[tuple[NodeInfo, PodInfo]] = []
     checked = 0
-    for step in range(500):
+    for step in range(2000):
         row = rng.randrange(len(nodes))
         draw = rng.random()
         if draw < 0.05:  # relabelled: new codes for the totals
@@ -105,7 +116,10 @@ def test_domain_totals_follow_every_change_as_a_full_count() -> None:
                 nodes[row].add_pod(pod)
                 pods.append((nodes[row], pod))
             table.refresh([row], node_static=False)
-        for selector in rng.sample(SELECTORS, 3):
+        chosen = rng.sample(SELECTORS[1:], rng.randrange(4))
+        if step % 200 == 199:
+            chosen.append(SELECTORS[0])  # far behind
+        for selector in chosen:
             for namespace in ("default", "other"):
                 got = counts.domain_totals(table, selector, namespace, ZONE).tolist()
                 codes = label_value_codes(ZONE)  # interned as the table's column reads the nodes
@@ -117,6 +131,7 @@ def test_domain_totals_follow_every_change_as_a_full_count() -> None:
                 assert got == expected
                 checked += sum(expected)
     assert checked > 1000
+    assert any(start > 0 for start in counts._group_log_start)  # some group logs were cut
 
 
 def test_plugin_domain_counts_equal_the_node_by_node_count() -> None:

@@ -10,6 +10,7 @@ one addition per matching pod, not a scan of every node's pods.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import OrderedDict
 
@@ -24,6 +25,12 @@ _GENERATION = ColumnSpec("PodTopologySpread:generation", lambda n: n.generation)
 
 _SELECTORS_KEPT = 1024
 """Selector arrays kept (the least recently used go)."""
+
+_GROUPS_REPLAYED = 8
+"""Up to this many matching groups, a selector catches up from their own change logs."""
+
+_GROUP_LOG_SLACK = 64
+"""A group's log keeps up to twice its rows plus this many changes."""
 
 GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
@@ -56,6 +63,8 @@ class MatchCounts:
     def __init__(self) -> None:
         self._table: NodeTable | None = None
         self._size = 0
+        self._node_version = -1
+        """The table's node_version at the last sync."""
         self._generations = np.zeros(0, dtype=np.int64)
         self._group_ids: dict[GroupKey, int] = {}
         self._groups: list[GroupKey] = []
@@ -67,6 +76,10 @@ class MatchCounts:
         self._log: list[tuple[int, int, int]] = []
         """(row, group, change of its pods there), in the order the index saw them."""
         self._log_base = 0
+        self._group_logs: list[list[tuple[int, int, int]]] = []
+        """Per group: (position in the change log, row, change of its pods there)."""
+        self._group_log_start: list[int] = []
+        """Per group: its changes before this position were forgotten."""
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._by_namespace: dict[str, list[int]] = {}
         self._by_label: dict[tuple[str, str, str], list[int]] = {}
@@ -82,23 +95,48 @@ class MatchCounts:
         end = self._log_base + len(self._log)
         if entry is not None:
             self._entries.move_to_end(key)
-            if entry.position < self._log_base or end - entry.position > max(self._size // 4, 16):
+            self._match_new_groups(entry, selector, namespace)
+            if entry.position != end and not self._catch_up(entry, end):
                 del self._entries[key]
                 entry = None
         if entry is None:
             return self._build(key, selector, namespace, end)
-        self._match_new_groups(entry, selector, namespace)
-        if entry.position != end:
-            matched = entry.matched
-            array = entry.array
-            totals = list(entry.totals.values())
-            for row, g, delta in self._log[entry.position - self._log_base:]:
+        return entry.array
+
+    def _catch_up(self, entry: _Entry, end: int) -> bool:
+        """Apply the changes logged since the entry was current; False when rebuilding is
+        cheaper (or they were forgotten)."""
+        position = entry.position
+        matched = entry.matched
+        array = entry.array
+        if entry.totals_version != self._node_version:
+            # Nodes relabelled: the totals' codes may be others (and are rebuilt when asked for).
+            entry.totals.clear()
+            entry.totals_version = self._node_version
+        totals = list(entry.totals.values())
+        if len(matched) <= _GROUPS_REPLAYED:
+            # A few groups (a controller's pods): their own logs, not every change since.
+            starts, group_logs = self._group_log_start, self._group_logs
+            if any(starts[g] > position for g in matched):
+                return False
+            for g in matched:
+                log = group_logs[g]
+                if not log or log[-1][0] < position:
+                    continue
+                for _, row, delta in log[bisect.bisect_left(log, (position,)):]:
+                    array[row] += delta
+                    for codes, per_code in totals:
+                        per_code[codes[row] + 1] += delta
+        else:
+            if position < self._log_base or end - position > max(self._size // 4, 16):
+                return False
+            for row, g, delta in self._log[position - self._log_base:]:
                 if g in matched:
                     array[row] += delta
                     for codes, per_code in totals:
                         per_code[codes[row] + 1] += delta
-            entry.position = end
-        return entry.array
+        entry.position = end
+        return True
 
     def domain_totals(self, table: NodeTable, selector: Selector, namespace: str, key: str) -> np.ndarray:
         """`counts` summed per value of node label `key` over every row: index code + 1 (the
@@ -110,7 +148,6 @@ class MatchCounts:
         if entry is None:
             return _per_code(codes, array, size)
         if entry.totals_version != table.node_version:
-            # Nodes relabelled: the codes the totals were summed by may be others.
             entry.totals.clear()
             entry.totals_version = table.node_version
         kept = entry.totals.get(key)
@@ -154,6 +191,7 @@ class MatchCounts:
         generations = table.column(_GENERATION)
         if table is not self._table or len(table) != self._size:
             self._reset(table)
+        self._node_version = table.node_version
         stale = np.flatnonzero(generations != self._generations)
         if len(stale) == 0:
             return
@@ -178,6 +216,8 @@ class MatchCounts:
         self._row_groups = [{} for _ in range(self._size)]
         self._log = []
         self._log_base = 0
+        self._group_logs = []
+        self._group_log_start = []
         self._entries.clear()
         self._by_namespace = {}
         self._by_label = {}
@@ -196,18 +236,28 @@ class MatchCounts:
                 self._groups.append(key)
                 self._group_labels.append(dict(labels))
                 self._group_rows.append({})
+                self._group_logs.append([])
+                self._group_log_start.append(0)
                 self._by_namespace.setdefault(p.namespace, []).append(g)
                 for k, v in labels.items():
                     self._by_label.setdefault((p.namespace, k, v), []).append(g)
             new[g] = new.get(g, 0) + 1
-        log = self._log
         for g, n in old.items():
             if g not in new:
                 del self._group_rows[g][row]
-                log.append((row, g, -n))
+                self._append(row, g, -n)
         for g, n in new.items():
             was = old.get(g, 0)
             if n != was:
                 self._group_rows[g][row] = n
-                log.append((row, g, n - was))
+                self._append(row, g, n - was)
         self._row_groups[row] = new
+
+    def _append(self, row: int, g: int, delta: int) -> None:
+        log = self._group_logs[g]
+        log.append((self._log_base + len(self._log), row, delta))
+        self._log.append((row, g, delta))
+        if len(log) > 2 * len(self._group_rows[g]) + _GROUP_LOG_SLACK:
+            # Beyond this, rebuilding from the group's rows is cheaper than replaying.
+            kept = self._group_logs[g] = log[len(log) // 2:]
+            self._group_log_start[g] = kept[0][0]
