@@ -73,21 +73,25 @@ def init_pre_score_state(state: PreScoreState, filtered_nodes: Sequence[NodeInfo
 def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.ndarray) -> None:
     """`init_pre_score_state` for the nodes `table.nodes[rows]`, with label columns."""
     constraints = state.constraints
-    has = [table.column(label_column(c.topology_key))[rows] for c in constraints]
+    # Hostname codes are read only to ignore the nodes without the label.
+    has = [table.column(label_column(c.topology_key))[rows]
+           if state.require_all_topologies or c.topology_key != LABEL_HOSTNAME else None for c in constraints]
     ignored = np.zeros(len(rows), dtype=bool)
     if state.require_all_topologies:
         for codes in has:
+            assert codes is not None
             ignored |= codes < 0
-    kept = ~ignored
+    some_ignored = bool(ignored.any())
     state.topology_value_to_pod_counts = []
     for c, codes in zip(constraints, has, strict=True):
         counts: dict[str, int] = {}
         if c.topology_key != LABEL_HOSTNAME:
-            codes = codes[kept]
+            assert codes is not None
+            if some_ignored:
+                codes = codes[~ignored]
             values = list(label_value_codes(c.topology_key))
             # In the order of the nodes' first appearance, as the loop over nodes registers them.
-            present, first = np.unique(codes, return_index=True)
-            for code in present[np.argsort(first, kind="stable")].tolist():
+            for code in first_appearance(codes):
                 counts[values[code] if code >= 0 else ""] = 0
         state.topology_value_to_pod_counts.append(counts)
     state.ignored = ignored
@@ -98,6 +102,23 @@ def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.n
         topology_normalizing_weight(n_kept if c.topology_key == LABEL_HOSTNAME else len(counts))
         for c, counts in zip(constraints, state.topology_value_to_pod_counts, strict=True)
     ]
+
+
+_FIRST_ROWS = 64
+"""Rows looked at first for the order of the distinct codes (a few zones show up in them)."""
+
+
+def first_appearance(codes: np.ndarray) -> list[int]:
+    """The distinct values of `codes` (>= -1) in the order of their first appearance."""
+    if len(codes) == 0:
+        return []
+    distinct = int(np.count_nonzero(np.bincount(codes + 1)))
+    # When the first rows hold every value, their first appearances are all among them.
+    first = list(dict.fromkeys(codes[:_FIRST_ROWS].tolist()))
+    if len(first) == distinct:
+        return first
+    present, index = np.unique(codes, return_index=True)
+    return present[np.argsort(index, kind="stable")].tolist()
 
 
 def score_node(state: PreScoreState, pod: PodInfo, node: NodeInfo) -> int:
