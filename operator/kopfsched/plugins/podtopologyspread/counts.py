@@ -65,6 +65,8 @@ class MatchCounts:
         self._size = 0
         self._node_version = -1
         """The table's node_version at the last sync."""
+        self._version = -1
+        """The table's version at the last sync."""
         self._generations = np.zeros(0, dtype=np.int64)
         self._group_ids: dict[GroupKey, int] = {}
         self._groups: list[GroupKey] = []
@@ -188,10 +190,13 @@ class MatchCounts:
         return min(lists, key=len)
 
     def _sync(self, table: NodeTable) -> None:
+        if table is self._table and table.version == self._version and len(table) == self._size:
+            return  # no refresh since the last sync (PreScore, then Score)
         generations = table.column(_GENERATION)
         if table is not self._table or len(table) != self._size:
             self._reset(table)
         self._node_version = table.node_version
+        self._version = table.version
         stale = np.flatnonzero(generations != self._generations)
         if len(stale) == 0:
             return
