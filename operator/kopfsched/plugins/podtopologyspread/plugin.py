@@ -461,7 +461,10 @@ class PodTopologySpread:
         s = state.read(PRE_SCORE_STATE)
         hosts = [self._count_column(table, c.selector, pod.namespace)[rows] if c.topology_key == LABEL_HOSTNAME
                  else None for c in s.constraints]
-        return scoring.score_rows(s, pod, table, rows, hosts)
+        labelled = None
+        if type(table) is NodeTable and table is self.handle.snapshot.table:
+            labelled = [not self._label_presence(table, c.topology_key)[0] for c in s.constraints]
+        return scoring.score_rows(s, pod, table, rows, hosts, labelled)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
         return scoring.normalize(state.read(PRE_SCORE_STATE), scores)

@@ -32,6 +32,8 @@ class PreScoreState:
     ignored: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     """Over the nodes given to PreScore (the order of the scores): nodes that are not scored."""
     ignored_nodes: frozenset[str] = frozenset()
+    some_ignored: bool = True
+    """Whether `ignored` holds a node (else NormalizeScore skips masking)."""
     topology_value_to_pod_counts: list[dict[str, int]] = field(default_factory=list)
     topology_normalizing_weight: list[float] = field(default_factory=list)
 
@@ -63,6 +65,7 @@ def init_pre_score_state(state: PreScoreState, filtered_nodes: Sequence[NodeInfo
                 state.topology_value_to_pod_counts[i].setdefault(labels.get(c.topology_key, ""), 0)
     state.ignored = ignored
     state.ignored_nodes = frozenset(filtered_nodes[n].name for n in np.flatnonzero(ignored).tolist())
+    state.some_ignored = bool(ignored.any())
     kept = len(filtered_nodes) - int(ignored.sum())
     state.topology_normalizing_weight = [
         topology_normalizing_weight(kept if c.topology_key == LABEL_HOSTNAME else len(counts))
@@ -95,8 +98,9 @@ def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.n
                 counts[values[code] if code >= 0 else ""] = 0
         state.topology_value_to_pod_counts.append(counts)
     state.ignored = ignored
+    state.some_ignored = some_ignored
     nodes = table.nodes
-    state.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist())
+    state.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist()) if some_ignored else frozenset()
     n_kept = len(rows) - int(ignored.sum())
     state.topology_normalizing_weight = [
         topology_normalizing_weight(n_kept if c.topology_key == LABEL_HOSTNAME else len(counts))
@@ -144,29 +148,34 @@ def _round(x: float) -> int:
 
 
 def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.ndarray,
-               host_counts: list[np.ndarray | None]) -> np.ndarray:
-    """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints."""
+               host_counts: list[np.ndarray | None], labelled: Sequence[bool] | None = None) -> np.ndarray:
+    """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints;
+    labelled[i], when given, tells that every row has constraint i's key."""
     score = np.zeros(len(rows), dtype=np.float64)
-    has_all = np.ones(len(rows), dtype=bool)
+    has_all: np.ndarray | None = None
     for i, c in enumerate(state.constraints):
-        has = table.column(label_column(c.topology_key))[rows] >= 0
-        has_all &= has
         hosts = host_counts[i]
         if hosts is not None:
             count = hosts
         else:
             count = lookup_by_label(table, rows, c.topology_key, state.topology_value_to_pod_counts[i])
-        score += np.where(has, score_for_count(count, c.max_skew, state.topology_normalizing_weight[i]), 0.0)
+        part = score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
+        if labelled is not None and labelled[i]:
+            score += part
+            continue
+        has = table.column(label_column(c.topology_key))[rows] >= 0
+        has_all = has if has_all is None else has_all & has
+        score += np.where(has, part, 0.0)
     result = np.floor(score + 0.5).astype(np.int64)
-    if state.require_all_topologies:
+    if state.require_all_topologies and has_all is not None:
         result[~has_all] = 0
     return result
 
 
 def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
     scores = np.asarray(scores, dtype=np.int64).copy()
-    ignored = state.ignored if len(state.ignored) == len(scores) else np.zeros(len(scores), dtype=bool)
-    kept = scores[~ignored]
+    ignored = state.ignored if state.some_ignored and len(state.ignored) == len(scores) else None
+    kept = scores if ignored is None else scores[~ignored]
     if len(kept) == 0:
         scores[:] = 0
         return scores
@@ -176,5 +185,6 @@ def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
     else:
         # Integer arithmetic, as upstream: MaxNodeScore * (max + min - s) / max.
         scores = MAX_NODE_SCORE * (high + low - scores) // high
-    scores[ignored] = 0
+    if ignored is not None:
+        scores[ignored] = 0
     return scores
