@@ -2,10 +2,12 @@
 
 Pods are grouped by (namespace, labels): a selector matches a whole group or none of it, so a
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
-nodes whose generation changed since it last looked (one numpy comparison per call), and each
-selector's array is brought up to date by the changes of its groups' counts alone; a selector seen for the first time
-costs one match per group that has a label it requires (or per group of the namespace) and
-one addition per matching pod, not a scan of every node's pods.
+nodes whose generation changed since it last looked (one numpy comparison per table refresh),
+and each selector's array is brought up to date by the changes of its groups' counts alone,
+read from those groups' own change logs when it matches a few; a selector seen for the first
+time costs one match per group that has a label it requires (or per group of the namespace)
+and one addition per matching pod, not a scan of every node's pods. Per topology key, a
+selector's counts summed per label value are kept up to date the same way.
 """
 
 from __future__ import annotations
