@@ -6,12 +6,25 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
-from kopfsched.framework.node_table import NodeTable
+from kopfsched.framework.node_table import NodeTable, label_value_codes
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.podtopologyspread.common import Selector, count_pods_match_selector
+from kopfsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
+from kopfsched.plugins.podtopologyspread import counts as counts_module
+from kopfsched.plugins.podtopologyspread.common import (
+    HONOR,
+    IGNORE,
+    Selector,
+    TopologySpreadConstraint,
+    count_pods_match_selector,
+    required_node_affinity,
+)
 from kopfsched.plugins.podtopologyspread.counts import MatchCounts
-from tests.builders import make_node, make_pod
+from kopfsched.testing import make_handle
+from tests.builders import make_node, make_pod, taint
+
+ZONE = "test.kopfsched/zone"
 
 SELECTORS = [
     Selector.of({"matchLabels": {"app": "a"}}),
@@ -34,6 +47,14 @@ def _pod(rng: random.Random, i: int) -> PodInfo:
     return PodInfo(pod)
 
 
+@pytest.fixture(params=[0, 8], ids=["whole-log", "group-logs"])
+def groups_replayed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catch up from the whole change log, or from the logs of the matching groups."""
+    monkeypatch.setattr(counts_module, "_GROUPS_REPLAYED", request.param)
+    monkeypatch.setattr(counts_module, "_GROUP_LOG_SLACK", 4)  # logs cut, some selectors behind the cut
+
+
+@pytest.mark.usefixtures("groups_replayed")
 def test_counts_follow_every_change_as_a_full_count() -> None:
     rng = random.Random(3)
     nodes = [NodeInfo(make_node(f"n{i}")) for i in range(12)]
@@ -62,3 +83,94 @@ def test_counts_follow_every_change_as_a_full_count() -> None:
     other = NodeTable(nodes[:5])
     assert np.array_equal(counts.counts(other, SELECTORS[0], "default"),
                           [count_pods_match_selector(n, SELECTORS[0], "default") for n in nodes[:5]])
+
+
+@pytest.mark.usefixtures("groups_replayed")
+def test_domain_totals_follow_every_change_as_a_full_count() -> None:
+    rng = random.Random(5)
+    zone_of = [rng.choice(("z0", "z1", "z2", None)) for _ in range(12)]
+
+    def node(i: int) -> dict[str, object]:
+        labels = {ZONE: zone_of[i]} if zone_of[i] is not None else {}
+        return make_node(f"n{i}", labels=labels)
+
+    nodes = [NodeInfo(node(i)) for i in range(12)]
+    table = NodeTable(nodes)
+    counts = MatchCounts()
+    pods: list[tuple[NodeInfo, PodInfo]] = []
+    checked = 0
+    for step in range(2000):
+        row = rng.randrange(len(nodes))
+        draw = rng.random()
+        if draw < 0.05:  # relabelled: new codes for the totals
+            zone_of[row] = rng.choice(("z0", "z1", "z2", "z3", None))
+            nodes[row].set_node(node(row))
+            table.refresh([row])
+        else:
+            if pods and draw < 0.4:
+                owner, pod = pods.pop(rng.randrange(len(pods)))
+                owner.remove_pod(pod)
+                row = nodes.index(owner)
+            else:
+                pod = _pod(rng, step)
+                nodes[row].add_pod(pod)
+                pods.append((nodes[row], pod))
+            table.refresh([row], node_static=False)
+        chosen = rng.sample(SELECTORS[1:], rng.randrange(4))
+        if step % 200 == 199:
+            chosen.append(SELECTORS[0])  # far behind
+        for selector in chosen:
+            for namespace in ("default", "other"):
+                got = counts.domain_totals(table, selector, namespace, ZONE).tolist()
+                codes = label_value_codes(ZONE)  # interned as the table's column reads the nodes
+                expected = [0] * (len(codes) + 1)
+                for n in nodes:
+                    value = n.labels.get(ZONE)
+                    expected[0 if value is None else codes[value] + 1] += count_pods_match_selector(
+                        n, selector, namespace)
+                assert got == expected
+                checked += sum(expected)
+    assert checked > 1000
+    assert any(start > 0 for start in counts._group_log_start)  # some group logs were cut
+
+
+def test_plugin_domain_counts_equal_the_node_by_node_count() -> None:
+    rng = random.Random(11)
+    raw_nodes = []
+    for i in range(10):
+        labels = {"kubernetes.io/hostname": f"n{i}"}
+        if rng.random() < 0.85:
+            labels[ZONE] = rng.choice(("z0", "z1", "z2"))
+        if rng.random() < 0.8:
+            labels["rack"] = rng.choice(("r0", "r1"))
+        raw_nodes.append(make_node(f"n{i}", labels=labels,
+                                   taints=[taint("t", effect="NoSchedule")] if rng.random() < 0.2 else None))
+    nodes = [NodeInfo(n) for n in raw_nodes]
+    handle = make_handle(nodes)
+    plugin = PodTopologySpread(PodTopologySpreadArgs(), handle)
+    table = handle.snapshot.table
+    pods: list[tuple[NodeInfo, PodInfo]] = []
+    checked = 0
+    for step in range(300):
+        if pods and rng.random() < 0.35:
+            owner, pod = pods.pop(rng.randrange(len(pods)))
+            owner.remove_pod(pod)
+        else:
+            owner, pod = rng.choice(nodes), _pod(rng, step)
+            owner.add_pod(pod)
+            pods.append((owner, pod))
+        table.refresh([nodes.index(owner)], node_static=False)
+        keys = rng.sample((ZONE, "rack", "kubernetes.io/hostname"), rng.randrange(1, 3))
+        constraints = [TopologySpreadConstraint(1, key, rng.choice(SELECTORS),
+                                                node_taints_policy=rng.choice((HONOR, IGNORE)))
+                       for key in keys]
+        incoming = PodInfo(make_pod("in", rng.choice(("default", "other")),
+                                    node_selector={"rack": "r0"} if rng.random() < 0.2 else None))
+        affinity = required_node_affinity(incoming)
+        required = rng.choice(([], keys))
+        fast = plugin._domain_counts(constraints, incoming, nodes, affinity, required_keys=required)
+        # A row-less node in the list takes the node-by-node path (and counts for nothing).
+        slow = plugin._domain_counts(constraints, incoming, [*nodes, NodeInfo()], affinity, required_keys=required)
+        assert fast == slow
+        checked += sum(sum(d.values()) for d in fast)
+    assert checked > 300

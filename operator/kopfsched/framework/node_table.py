@@ -86,7 +86,7 @@ class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
     __slots__ = ("_columns", "_derived", "_index", "_log", "_lower", "_node_log", "_nodes", "_seen", "_specs",
-                 "node_version", "refreshes")
+                 "node_version", "version")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
@@ -108,8 +108,8 @@ class NodeTable:
         self.node_version = 0
         """Counts the refreshes that may have changed Node objects (node_static=True): what a
         plugin keeps from the Node objects alone stays valid while it and the table do."""
-        self.refreshes = 0
-        """Counts every refresh of some rows: while it and the table stay, no column changed."""
+        self.version = 0
+        """Counts every refresh: a column read at this version is still current while it is."""
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -213,7 +213,7 @@ class NodeTable:
         rows = list(rows)
         if not rows:
             return
-        self.refreshes += 1
+        self.version += 1
         if node_static:
             self.node_version += 1
         nodes = self.nodes
@@ -326,7 +326,7 @@ class WhatIfTable(NodeTable):
         self._node_log = _ChangeLog()
         self._seen = set()
         self.node_version = 0
-        self.refreshes = 0
+        self.version = 0
         self._flat: tuple[_Pods | None, _Pods | None] | None = None
 
     def __len__(self) -> int:

@@ -158,7 +158,7 @@ class AffinityIndex:
     def __init__(self) -> None:
         self._table: NodeTable | None = None
         self._generations = np.zeros(0, dtype=np.int64)
-        self._refreshes = -1
+        self._table_version = -1
         """The table's refresh count when last looked at: equal, no row can have changed."""
         self._row_pods: list[dict[str, _Indexed]] = []
         """Per row: its pods by uid, as indexed."""
@@ -166,9 +166,9 @@ class AffinityIndex:
         self.terms = _Groups()
 
     def update(self, table: NodeTable) -> None:
-        if table is self._table and table.refreshes == self._refreshes:
+        if table is self._table and table.version == self._table_version:
             return
-        self._refreshes = table.refreshes
+        self._table_version = table.version
         generations = table.column(GENERATION)
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table

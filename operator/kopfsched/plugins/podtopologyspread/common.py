@@ -153,7 +153,11 @@ def match_node_inclusion_policies(constraint: TopologySpreadConstraint, pod: Pod
 # -- defaulting ------------------------------------------------------------------------------
 
 
-def _controller_of(pod: PodInfo) -> Mapping[str, Any] | None:
+DEFAULT_SELECTOR_KINDS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
+"""The kinds `default_selector` reads."""
+
+
+def controller_of(pod: PodInfo) -> Mapping[str, Any] | None:
     for ref in (pod.pod.get("metadata") or {}).get("ownerReferences") or ():
         if ref.get("controller"):
             return ref
@@ -171,7 +175,7 @@ def default_selector(pod: PodInfo, objects: ObjectLister) -> Mapping[str, Any]:
         if all(pod.labels.get(k) == v for k, v in selector.items()):
             match_labels.update(selector)
     expressions: list[Mapping[str, Any]] = []
-    owner = _controller_of(pod)
+    owner = controller_of(pod)
     if owner is not None:
         group = (owner.get("apiVersion") or "").rpartition("/")[0] if "/" in (owner.get("apiVersion") or "") else ""
         kind = owner.get("kind")

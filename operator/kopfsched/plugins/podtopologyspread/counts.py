@@ -2,20 +2,23 @@
 
 Pods are grouped by (namespace, labels): a selector matches a whole group or none of it, so a
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
-nodes whose generation changed since it last looked (one numpy comparison per call), and each
-selector's array is brought up to date by the changes of its groups' counts alone; a selector seen for the first time
-costs one match per group that has a label it requires (or per group of the namespace) and
-one addition per matching pod, not a scan of every node's pods.
+nodes whose generation changed since it last looked (one numpy comparison per table refresh),
+and each selector's array is brought up to date by the changes of its groups' counts alone,
+read from those groups' own change logs when it matches a few; a selector seen for the first
+time costs one match per group that has a label it requires (or per group of the namespace)
+and one addition per matching pod, not a scan of every node's pods. Per topology key, a
+selector's counts summed per label value are kept up to date the same way.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import OrderedDict
 
 import numpy as np
 
-from kopfsched.framework.node_table import ColumnSpec, NodeTable
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
 from kopfsched.framework.types import NodeInfo
 from kopfsched.plugins.podtopologyspread.common import Selector
 
@@ -25,11 +28,17 @@ _GENERATION = ColumnSpec("PodTopologySpread:generation", lambda n: n.generation)
 _SELECTORS_KEPT = 1024
 """Selector arrays kept (the least recently used go)."""
 
+_GROUPS_REPLAYED = 8
+"""Up to this many matching groups, a selector catches up from their own change logs."""
+
+_GROUP_LOG_SLACK = 64
+"""A group's log keeps up to twice its rows plus this many changes."""
+
 GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
 
 class _Entry:
-    __slots__ = ("array", "candidates", "checked", "matched", "position")
+    __slots__ = ("array", "candidates", "checked", "matched", "position", "totals", "totals_version")
 
     def __init__(self, array: np.ndarray, candidates: list[int], position: int) -> None:
         self.array = array
@@ -40,6 +49,14 @@ class _Entry:
         """candidates[:checked] were matched against the selector."""
         self.position = position
         """How far into the change log the array is current."""
+        self.totals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        """Topology key -> (its label column, `array` summed per code + 1; slot 0: nodes without it)."""
+        self.totals_version = -1
+        """The table's node_version the totals' codes are of."""
+
+
+def _per_code(codes: np.ndarray, array: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(codes + 1, weights=array, minlength=size).astype(np.int64)
 
 
 class MatchCounts:
@@ -48,6 +65,10 @@ class MatchCounts:
     def __init__(self) -> None:
         self._table: NodeTable | None = None
         self._size = 0
+        self._node_version = -1
+        """The table's node_version at the last sync."""
+        self._version = -1
+        """The table's version at the last sync."""
         self._generations = np.zeros(0, dtype=np.int64)
         self._group_ids: dict[GroupKey, int] = {}
         self._groups: list[GroupKey] = []
@@ -59,6 +80,10 @@ class MatchCounts:
         self._log: list[tuple[int, int, int]] = []
         """(row, group, change of its pods there), in the order the index saw them."""
         self._log_base = 0
+        self._group_logs: list[list[tuple[int, int, int]]] = []
+        """Per group: (position in the change log, row, change of its pods there)."""
+        self._group_log_start: list[int] = []
+        """Per group: its changes before this position were forgotten."""
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._by_namespace: dict[str, list[int]] = {}
         self._by_label: dict[tuple[str, str, str], list[int]] = {}
@@ -74,20 +99,65 @@ class MatchCounts:
         end = self._log_base + len(self._log)
         if entry is not None:
             self._entries.move_to_end(key)
-            if entry.position < self._log_base or end - entry.position > max(self._size // 4, 16):
+            self._match_new_groups(entry, selector, namespace)
+            if entry.position != end and not self._catch_up(entry, end):
                 del self._entries[key]
                 entry = None
         if entry is None:
             return self._build(key, selector, namespace, end)
-        self._match_new_groups(entry, selector, namespace)
-        if entry.position != end:
-            matched = entry.matched
-            array = entry.array
-            for row, g, delta in self._log[entry.position - self._log_base:]:
+        return entry.array
+
+    def _catch_up(self, entry: _Entry, end: int) -> bool:
+        """Apply the changes logged since the entry was current; False when rebuilding is
+        cheaper (or they were forgotten)."""
+        position = entry.position
+        matched = entry.matched
+        array = entry.array
+        if entry.totals_version != self._node_version:
+            # Nodes relabelled: the totals' codes may be others (and are rebuilt when asked for).
+            entry.totals.clear()
+            entry.totals_version = self._node_version
+        totals = list(entry.totals.values())
+        if len(matched) <= _GROUPS_REPLAYED:
+            # A few groups (a controller's pods): their own logs, not every change since.
+            starts, group_logs = self._group_log_start, self._group_logs
+            if any(starts[g] > position for g in matched):
+                return False
+            for g in matched:
+                log = group_logs[g]
+                if not log or log[-1][0] < position:
+                    continue
+                for _, row, delta in log[bisect.bisect_left(log, (position,)):]:
+                    array[row] += delta
+                    for codes, per_code in totals:
+                        per_code[codes[row] + 1] += delta
+        else:
+            if position < self._log_base or end - position > max(self._size // 4, 16):
+                return False
+            for row, g, delta in self._log[position - self._log_base:]:
                 if g in matched:
                     array[row] += delta
-            entry.position = end
-        return entry.array
+                    for codes, per_code in totals:
+                        per_code[codes[row] + 1] += delta
+        entry.position = end
+        return True
+
+    def domain_totals(self, table: NodeTable, selector: Selector, namespace: str, key: str) -> np.ndarray:
+        """`counts` summed per value of node label `key` over every row: index code + 1 (the
+        codes of `label_value_codes(key)`), index 0 for the rows without the label (read-only)."""
+        array = self.counts(table, selector, namespace)
+        codes = table.column(label_column(key))
+        size = len(label_value_codes(key)) + 1
+        entry = self._entries.get((namespace, selector.signature)) if not selector.empty else None
+        if entry is None:
+            return _per_code(codes, array, size)
+        if entry.totals_version != table.node_version:
+            entry.totals.clear()
+            entry.totals_version = table.node_version
+        kept = entry.totals.get(key)
+        if kept is None or kept[0] is not codes or len(kept[1]) != size:
+            kept = entry.totals[key] = (codes, _per_code(codes, array, size))
+        return kept[1]
 
     def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
         matches = selector.matches
@@ -122,9 +192,13 @@ class MatchCounts:
         return min(lists, key=len)
 
     def _sync(self, table: NodeTable) -> None:
+        if table is self._table and table.version == self._version and len(table) == self._size:
+            return  # no refresh since the last sync (PreScore, then Score)
         generations = table.column(_GENERATION)
         if table is not self._table or len(table) != self._size:
             self._reset(table)
+        self._node_version = table.node_version
+        self._version = table.version
         stale = np.flatnonzero(generations != self._generations)
         if len(stale) == 0:
             return
@@ -149,6 +223,8 @@ class MatchCounts:
         self._row_groups = [{} for _ in range(self._size)]
         self._log = []
         self._log_base = 0
+        self._group_logs = []
+        self._group_log_start = []
         self._entries.clear()
         self._by_namespace = {}
         self._by_label = {}
@@ -167,18 +243,28 @@ class MatchCounts:
                 self._groups.append(key)
                 self._group_labels.append(dict(labels))
                 self._group_rows.append({})
+                self._group_logs.append([])
+                self._group_log_start.append(0)
                 self._by_namespace.setdefault(p.namespace, []).append(g)
                 for k, v in labels.items():
                     self._by_label.setdefault((p.namespace, k, v), []).append(g)
             new[g] = new.get(g, 0) + 1
-        log = self._log
         for g, n in old.items():
             if g not in new:
                 del self._group_rows[g][row]
-                log.append((row, g, -n))
+                self._append(row, g, -n)
         for g, n in new.items():
             was = old.get(g, 0)
             if n != was:
                 self._group_rows[g][row] = n
-                log.append((row, g, n - was))
+                self._append(row, g, n - was)
         self._row_groups[row] = new
+
+    def _append(self, row: int, g: int, delta: int) -> None:
+        log = self._group_logs[g]
+        log.append((self._log_base + len(self._log), row, delta))
+        self._log.append((row, g, delta))
+        if len(log) > 2 * len(self._group_rows[g]) + _GROUP_LOG_SLACK:
+            # Beyond this, rebuilding from the group's rows is cheaper than replaying.
+            kept = self._group_logs[g] = log[len(log) // 2:]
+            self._group_log_start[g] = kept[0][0]

@@ -56,6 +56,10 @@ _MAX_INCLUSION_MASKS = 256
 """Node inclusion masks kept (the oldest go)."""
 
 
+_DEFAULT_SELECTORS_KEPT = 4096
+"""Default constraints kept per namespace (pods with labels of their own each add one)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PodTopologySpreadArgs:
     default_constraints: tuple[Mapping[str, Any], ...] = ()
@@ -125,6 +129,17 @@ def _node_parts(obj: Any) -> tuple[Mapping[str, str], list[Any]]:
     return ((obj.get("metadata") or {}).get("labels") or {}), ((obj.get("spec") or {}).get("taints") or [])
 
 
+def _controller_key(pod: PodInfo) -> tuple[Any, Any, Any] | None:
+    ref = common.controller_of(pod)
+    return None if ref is None else (ref.get("apiVersion"), ref.get("kind"), ref.get("name"))
+
+
+def _with_selector(constraints: list[TopologySpreadConstraint],
+                   selector: common.Selector) -> list[TopologySpreadConstraint]:
+    return [TopologySpreadConstraint(c.max_skew, c.topology_key, selector, c.min_domains,
+                                     c.node_affinity_policy, c.node_taints_policy) for c in constraints]
+
+
 class PodTopologySpread:
     name = NAME
 
@@ -144,6 +159,9 @@ class PodTopologySpread:
         """Node inclusion masks over the table below, by policies, node affinity and tolerations."""
         self._inclusion_table: NodeTable | None = None
         self._inclusion_version = -1
+        self._presence: dict[str, tuple[bool, list[int]]] = {}
+        self._presence_table: NodeTable | None = None
+        self._presence_version = -1
         # Whether some default constraint is hard / soft: asked for every pod without its own.
         self._hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.default_constraints)
         self._soft_defaults = any(c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY for c in self.default_constraints)
@@ -151,6 +169,10 @@ class PodTopologySpread:
         # same for every pod: parsed once per action.
         self._defaults_parsed: dict[str, list[TopologySpreadConstraint]] | None = (
             {} if all(c.get("labelSelector") is None for c in self.default_constraints) else None)
+        self._default_constraints: dict[str, dict[tuple[Any, ...], list[TopologySpreadConstraint]]] = {}
+        """namespace -> (pod labels, controller, action) -> the pod's default constraints."""
+        self._selector_cursors: dict[str, int] = {}
+        """Where `_default_constraints` is in the change log of each kind the selectors read."""
 
     # -- constraints ---------------------------------------------------------------------------
 
@@ -164,14 +186,41 @@ class PodTopologySpread:
             constraints = parsed[action] = common.filter_constraints(self.default_constraints, {}, action)
         if not constraints:
             return []
+        if parsed is None:
+            selector = self._parse_default_selector(pod)
+            if selector is None:
+                return []
+            return _with_selector(constraints, selector)
+        # The default selector depends on the pod's namespace, labels and controller alone (and
+        # on the Services and controllers, whose changes drop a namespace's entries).
+        self._sync_default_selectors()
+        key = (frozenset(pod.labels.items()), _controller_key(pod), action)
+        by_namespace = self._default_constraints.setdefault(pod.namespace, {})
+        cached = by_namespace.get(key)
+        if cached is None:
+            if len(by_namespace) >= _DEFAULT_SELECTORS_KEPT:
+                by_namespace.clear()
+            selector = self._parse_default_selector(pod)
+            cached = by_namespace[key] = [] if selector is None else _with_selector(constraints, selector)
+        return list(cached)
+
+    def _parse_default_selector(self, pod: PodInfo) -> common.Selector | None:
         raw = common.default_selector(pod, self.handle.objects)
         if not raw.get("matchLabels") and not raw.get("matchExpressions"):
-            return []  # Selector.of(raw) would be empty: not compiled for nothing
+            return None  # Selector.of(raw) would be empty: not compiled for nothing
         selector = common.Selector.of(raw)
-        if selector.empty:
-            return []
-        return [TopologySpreadConstraint(c.max_skew, c.topology_key, selector, c.min_domains,
-                                         c.node_affinity_policy, c.node_taints_policy) for c in constraints]
+        return None if selector.empty else selector
+
+    def _sync_default_selectors(self) -> None:
+        cursors = self._selector_cursors
+        for kind in common.DEFAULT_SELECTOR_KINDS:
+            cursor, changed = self.handle.objects.changes(kind, cursors.get(kind))
+            cursors[kind] = cursor
+            if changed is None:
+                self._default_constraints.clear()
+            else:
+                for namespace, _ in changed:
+                    self._default_constraints.pop(namespace, None)
 
     def constraints(self, pod: PodInfo, action: str) -> list[TopologySpreadConstraint]:
         """The pod's constraints for `action`, or the default ones when it declares none."""
@@ -255,13 +304,21 @@ class PodTopologySpread:
 
     def _domain_counts_table(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, table: NodeTable,
                              affinity: NodePredicate | None, required_keys: tuple[str, ...]) -> list[dict[str, int]]:
-        eligible = np.ones(len(table), dtype=bool)
-        for key in required_keys:
-            eligible &= table.column(label_column(key)) >= 0
+        # Every row counted (as with the system defaults): the per-domain totals MatchCounts keeps.
+        every_row = (type(table) is NodeTable and table is self.handle.snapshot.table
+                     and not any(self._label_presence(table, key)[0] for key in required_keys))
+        eligible: np.ndarray | None = None
         result: list[dict[str, int]] = []
         for c in constraints:
-            mask = eligible
             included = self._inclusion_mask(c, pod, table, affinity)
+            if every_row and included is None:
+                result.append(self._domain_totals(table, c, pod.namespace))
+                continue
+            if eligible is None:
+                eligible = np.ones(len(table), dtype=bool)
+                for key in required_keys:
+                    eligible &= table.column(label_column(key)) >= 0
+            mask = eligible
             if included is not None:
                 mask = mask & included
             counts = self._count_column(table, c.selector, pod.namespace)[mask]
@@ -277,6 +334,31 @@ class PodTopologySpread:
                 per_value[values[k]] = per_value.get(values[k], 0) + int(totals[k])
             result.append(per_value)
         return result
+
+    def _domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str) -> dict[str, int]:
+        """`_domain_counts_table`'s counts for one constraint over every row."""
+        totals = self._match_counts.domain_totals(table, c.selector, namespace, c.topology_key).tolist()
+        some_missing, present = self._label_presence(table, c.topology_key)
+        values = list(label_value_codes(c.topology_key))
+        per_value: dict[str, int] = {}
+        if some_missing:
+            per_value[""] = totals[0]
+        for k in present:
+            per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
+        return per_value
+
+    def _label_presence(self, table: NodeTable, key: str) -> tuple[bool, list[int]]:
+        """(whether some row lacks label `key`, the codes of its values on some row, ascending),
+        kept while the table and its Node objects are."""
+        if self._presence_table is not table or self._presence_version != table.node_version:
+            self._presence.clear()
+            self._presence_table, self._presence_version = table, table.node_version
+        found = self._presence.get(key)
+        if found is None:
+            codes = table.column(label_column(key))
+            per_code = np.bincount(codes + 1, minlength=len(label_value_codes(key)) + 1)
+            found = self._presence[key] = (bool(per_code[0]), np.flatnonzero(per_code[1:]).tolist())
+        return found
 
     # -- PreFilter / Filter -------------------------------------------------------------------
 
@@ -379,7 +461,10 @@ class PodTopologySpread:
         s = state.read(PRE_SCORE_STATE)
         hosts = [self._count_column(table, c.selector, pod.namespace)[rows] if c.topology_key == LABEL_HOSTNAME
                  else None for c in s.constraints]
-        return scoring.score_rows(s, pod, table, rows, hosts)
+        labelled = None
+        if type(table) is NodeTable and table is self.handle.snapshot.table:
+            labelled = [not self._label_presence(table, c.topology_key)[0] for c in s.constraints]
+        return scoring.score_rows(s, pod, table, rows, hosts, labelled)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
         return scoring.normalize(state.read(PRE_SCORE_STATE), scores)

@@ -32,6 +32,8 @@ class PreScoreState:
     ignored: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     """Over the nodes given to PreScore (the order of the scores): nodes that are not scored."""
     ignored_nodes: frozenset[str] = frozenset()
+    some_ignored: bool = True
+    """Whether `ignored` holds a node (else NormalizeScore skips masking)."""
     topology_value_to_pod_counts: list[dict[str, int]] = field(default_factory=list)
     topology_normalizing_weight: list[float] = field(default_factory=list)
 
@@ -63,6 +65,7 @@ def init_pre_score_state(state: PreScoreState, filtered_nodes: Sequence[NodeInfo
                 state.topology_value_to_pod_counts[i].setdefault(labels.get(c.topology_key, ""), 0)
     state.ignored = ignored
     state.ignored_nodes = frozenset(filtered_nodes[n].name for n in np.flatnonzero(ignored).tolist())
+    state.some_ignored = bool(ignored.any())
     kept = len(filtered_nodes) - int(ignored.sum())
     state.topology_normalizing_weight = [
         topology_normalizing_weight(kept if c.topology_key == LABEL_HOSTNAME else len(counts))
@@ -73,31 +76,53 @@ def init_pre_score_state(state: PreScoreState, filtered_nodes: Sequence[NodeInfo
 def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.ndarray) -> None:
     """`init_pre_score_state` for the nodes `table.nodes[rows]`, with label columns."""
     constraints = state.constraints
-    has = [table.column(label_column(c.topology_key))[rows] for c in constraints]
+    # Hostname codes are read only to ignore the nodes without the label.
+    has = [table.column(label_column(c.topology_key))[rows]
+           if state.require_all_topologies or c.topology_key != LABEL_HOSTNAME else None for c in constraints]
     ignored = np.zeros(len(rows), dtype=bool)
     if state.require_all_topologies:
         for codes in has:
+            assert codes is not None
             ignored |= codes < 0
-    kept = ~ignored
+    some_ignored = bool(ignored.any())
     state.topology_value_to_pod_counts = []
     for c, codes in zip(constraints, has, strict=True):
         counts: dict[str, int] = {}
         if c.topology_key != LABEL_HOSTNAME:
-            codes = codes[kept]
+            assert codes is not None
+            if some_ignored:
+                codes = codes[~ignored]
             values = list(label_value_codes(c.topology_key))
             # In the order of the nodes' first appearance, as the loop over nodes registers them.
-            present, first = np.unique(codes, return_index=True)
-            for code in present[np.argsort(first, kind="stable")].tolist():
+            for code in first_appearance(codes):
                 counts[values[code] if code >= 0 else ""] = 0
         state.topology_value_to_pod_counts.append(counts)
     state.ignored = ignored
+    state.some_ignored = some_ignored
     nodes = table.nodes
-    state.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist())
+    state.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist()) if some_ignored else frozenset()
     n_kept = len(rows) - int(ignored.sum())
     state.topology_normalizing_weight = [
         topology_normalizing_weight(n_kept if c.topology_key == LABEL_HOSTNAME else len(counts))
         for c, counts in zip(constraints, state.topology_value_to_pod_counts, strict=True)
     ]
+
+
+_FIRST_ROWS = 64
+"""Rows looked at first for the order of the distinct codes (a few zones show up in them)."""
+
+
+def first_appearance(codes: np.ndarray) -> list[int]:
+    """The distinct values of `codes` (>= -1) in the order of their first appearance."""
+    if len(codes) == 0:
+        return []
+    distinct = int(np.count_nonzero(np.bincount(codes + 1)))
+    # When the first rows hold every value, their first appearances are all among them.
+    first = list(dict.fromkeys(codes[:_FIRST_ROWS].tolist()))
+    if len(first) == distinct:
+        return first
+    present, index = np.unique(codes, return_index=True)
+    return present[np.argsort(index, kind="stable")].tolist()
 
 
 def score_node(state: PreScoreState, pod: PodInfo, node: NodeInfo) -> int:
@@ -123,29 +148,34 @@ def _round(x: float) -> int:
 
 
 def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.ndarray,
-               host_counts: list[np.ndarray | None]) -> np.ndarray:
-    """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints."""
+               host_counts: list[np.ndarray | None], labelled: Sequence[bool] | None = None) -> np.ndarray:
+    """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints;
+    labelled[i], when given, tells that every row has constraint i's key."""
     score = np.zeros(len(rows), dtype=np.float64)
-    has_all = np.ones(len(rows), dtype=bool)
+    has_all: np.ndarray | None = None
     for i, c in enumerate(state.constraints):
-        has = table.column(label_column(c.topology_key))[rows] >= 0
-        has_all &= has
         hosts = host_counts[i]
         if hosts is not None:
             count = hosts
         else:
             count = lookup_by_label(table, rows, c.topology_key, state.topology_value_to_pod_counts[i])
-        score += np.where(has, score_for_count(count, c.max_skew, state.topology_normalizing_weight[i]), 0.0)
+        part = score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
+        if labelled is not None and labelled[i]:
+            score += part
+            continue
+        has = table.column(label_column(c.topology_key))[rows] >= 0
+        has_all = has if has_all is None else has_all & has
+        score += np.where(has, part, 0.0)
     result = np.floor(score + 0.5).astype(np.int64)
-    if state.require_all_topologies:
+    if state.require_all_topologies and has_all is not None:
         result[~has_all] = 0
     return result
 
 
 def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
     scores = np.asarray(scores, dtype=np.int64).copy()
-    ignored = state.ignored if len(state.ignored) == len(scores) else np.zeros(len(scores), dtype=bool)
-    kept = scores[~ignored]
+    ignored = state.ignored if state.some_ignored and len(state.ignored) == len(scores) else None
+    kept = scores if ignored is None else scores[~ignored]
     if len(kept) == 0:
         scores[:] = 0
         return scores
@@ -155,5 +185,6 @@ def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
     else:
         # Integer arithmetic, as upstream: MaxNodeScore * (max + min - s) / max.
         scores = MAX_NODE_SCORE * (high + low - scores) // high
-    scores[ignored] = 0
+    if ignored is not None:
+        scores[ignored] = 0
     return scores
