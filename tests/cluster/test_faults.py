@@ -141,7 +141,10 @@ def _listed_after(cluster: ControlPlane, resource: str, moment: float) -> bool:
 
 
 def test_apf_rejections_are_retried_after_retry_after(installed) -> None:
-    with installed() as (cluster, kubeconfig):
+    # A level's seats are ceil(server concurrency x its shares / every level's shares): at the
+    # default 600 the level below would get 3, and a fast start-up may never hold 4 at once.
+    with installed(apiserver_flags={'max-requests-inflight': '100',
+                                    'max-mutating-requests-inflight': '50'}) as (cluster, kubeconfig):
         add_nodes(cluster, 4)
         # One seat and no queue for every request of kopfsched's: APF answers 429 when it is
         # taken (the start-up's concurrent LISTs, then binds and Events under the burst).
