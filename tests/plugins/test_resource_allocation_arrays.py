@@ -109,3 +109,17 @@ def _placed(requested: list[np.ndarray], allocatable: list[np.ndarray], pod: lis
     """One row's (requested with the pod, allocatable), a resource not offered left out as the scorer does."""
     alloc = [int(a[row]) for a in allocatable]
     return [int(r[row]) + own if a else 0 for r, own, a in zip(requested, pod, alloc, strict=True)], alloc
+
+
+@pytest.mark.parametrize("resources", [1, 2, 3, 4])
+def test_balanced_offered_placed_is_the_per_node_arithmetic(resources: int):
+    """score_array_offered_placed (both balances in one pass) gives score_placed's numbers."""
+    rng = np.random.default_rng(30 + resources)
+    strategy = Balanced()
+    for _ in range(100):
+        requested, allocatable = columns(rng, resources, int(rng.integers(1, 60)))
+        pod = [int(rng.integers(0, 10 ** int(rng.integers(1, 12)))) for _ in range(resources)]
+        requested = [r + own for r, own in zip(requested, pod, strict=True)]
+        got = strategy.score_array_offered_placed([r.copy() for r in requested], allocatable, pod)
+        assert got.tolist() == [strategy.score_placed([int(r[i]) for r in requested], [int(a[i]) for a in allocatable],
+                                                      pod) for i in range(len(got))]

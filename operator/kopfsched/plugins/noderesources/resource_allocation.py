@@ -352,9 +352,13 @@ class Balanced(Strategy):
 
     def score_array_offered_placed(self, requested: list[np.ndarray], allocatable: list[np.ndarray],
                                    pod: Sequence[int]) -> np.ndarray:
-        allocated = [req - own for req, own in zip(requested, pod, strict=True)]
-        return _improvement(self.score_array_offered(requested, allocatable),
-                            self.score_array_offered(allocated, allocatable))
+        # Both balances in one pass over arrays twice as long (elementwise: the same numbers),
+        # half the numpy calls of two passes.
+        n = len(requested[0]) if requested else 0
+        both = self.score_array_offered(
+            [np.concatenate((req, req - own)) for req, own in zip(requested, pod, strict=True)],
+            [np.concatenate((alloc, alloc)) for alloc in allocatable])
+        return _improvement(both[:n], both[n:])
 
     def score(self, requested: Sequence[int], allocatable: Sequence[int]) -> int:
         fractions: list[float] = []
