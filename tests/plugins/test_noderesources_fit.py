@@ -552,3 +552,29 @@ def test_score_leaves_pod_level_requests_out():
     assert plugin.pre_score(state, PodInfo(pod), [info]) is None
     assert plugin.score(state, PodInfo(pod), info) == 96
     assert plugin.score_nodes(state, PodInfo(pod), NodeTable([info]), np.arange(1)).tolist() == [96]
+
+
+def test_filter_statuses_are_filters_statuses_across_requests():
+    """One plugin, many request shapes (different checks, so different bits per reason):
+    filter_statuses gives each row the very Status filter gives it."""
+    rng = random.Random(7)
+    nodes = [node_info(make_node(f"n{i}", cpu=rng.choice(["1", "4"]), memory=rng.choice(["1Gi", "8Gi"]),
+                                 pods=rng.choice([1, 2, 110]),
+                                 extended={EXTENDED_A: rng.choice([0, 1, 4]), EXTENDED_B: rng.choice([0, 2])}),
+                       *[make_pod(f"p{i}-{j}", requests=req(rng.choice([0, 500, 2000]),
+                                                            rng.choice([0, 2 ** 29, 2 ** 32])))
+                         for j in range(rng.randint(0, 2))])
+             for i in range(40)]
+    table = NodeTable(nodes)
+    plugin = fit()
+    for step in range(200):
+        extra = {name: rng.choice([1, 3, 5]) for name in (EXTENDED_A, EXTENDED_B) if rng.random() < 0.4}
+        pod = PodInfo(make_pod(f"q{step}", requests=req(rng.choice([0, 100, 3000, 5000]),
+                                                       rng.choice([0, 2 ** 30, 2 ** 34]), extra)))
+        state = CycleState()
+        plugin.pre_filter(state, pod, nodes)
+        rows = np.array(rng.sample(range(len(nodes)), rng.randint(1, len(nodes))), dtype=np.int64)
+        expected = [plugin.filter(state, pod, nodes[row]) for row in rows.tolist()]
+        rejected = rows[[status is not None for status in expected]]
+        got = plugin.filter_statuses(state, pod, table, rejected)
+        assert all(a is b for a, b in zip(got, [status for status in expected if status is not None], strict=True))

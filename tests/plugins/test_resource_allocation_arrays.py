@@ -13,6 +13,8 @@ from kopfsched.plugins.noderesources.resource_allocation import (
     RequestedToCapacityRatio,
     ShapePoint,
     Strategy,
+    _balanced_two_some,
+    _least_allocated_some,
 )
 
 STRATEGIES = {
@@ -79,3 +81,45 @@ def test_balanced_two_resources_placed_is_the_general_arithmetic():
             general = 50 + (50 + strategy.score(req, alloc)
                             - strategy.score([r - own for r, own in zip(req, pod, strict=True)], alloc)) // 2
             assert strategy.score_placed(req, alloc, pod) == general == arrays[i]
+
+
+@pytest.mark.parametrize("weights", [[1, 1], [3, 7], [0, 2], [2, 3, 5]])
+def test_few_rows_paths_are_the_strategies_arithmetic(weights: list[int]):
+    """compute_some's written-out loops (Balanced of two resources, LeastAllocated) give the
+    strategies' per-node numbers, nodes that do not offer a resource included."""
+    rng = np.random.default_rng(len(weights) * 10 + weights[0])
+    least, balanced = LeastAllocated(weights), Balanced()
+    for _ in range(100):
+        requested, allocatable = columns(rng, len(weights), 40)
+        for alloc in allocatable:
+            alloc[rng.random(40) < 0.15] = 0
+        pod = [int(rng.integers(0, 10 ** int(rng.integers(1, 12)))) for _ in weights]
+        arrays = list(zip(allocatable, requested, pod, strict=True))
+        rows = [int(row) for row in rng.integers(0, 40, int(rng.integers(1, 30)))]
+
+        assert _least_allocated_some(arrays, weights, rows) == [
+            least.score(*_placed(requested, allocatable, pod, row)) for row in rows]
+        if len(weights) == 2:
+            assert _balanced_two_some(balanced, arrays, rows) == [
+                balanced.score_placed(*_placed(requested, allocatable, pod, row), pod) for row in rows]
+
+
+def _placed(requested: list[np.ndarray], allocatable: list[np.ndarray], pod: list[int],
+            row: int) -> tuple[list[int], list[int]]:
+    """One row's (requested with the pod, allocatable), a resource not offered left out as the scorer does."""
+    alloc = [int(a[row]) for a in allocatable]
+    return [int(r[row]) + own if a else 0 for r, own, a in zip(requested, pod, alloc, strict=True)], alloc
+
+
+@pytest.mark.parametrize("resources", [1, 2, 3, 4])
+def test_balanced_offered_placed_is_the_per_node_arithmetic(resources: int):
+    """score_array_offered_placed (both balances in one pass) gives score_placed's numbers."""
+    rng = np.random.default_rng(30 + resources)
+    strategy = Balanced()
+    for _ in range(100):
+        requested, allocatable = columns(rng, resources, int(rng.integers(1, 60)))
+        pod = [int(rng.integers(0, 10 ** int(rng.integers(1, 12)))) for _ in range(resources)]
+        requested = [r + own for r, own in zip(requested, pod, strict=True)]
+        got = strategy.score_array_offered_placed([r.copy() for r in requested], allocatable, pod)
+        assert got.tolist() == [strategy.score_placed([int(r[i]) for r in requested], [int(a[i]) for a in allocatable],
+                                                      pod) for i in range(len(got))]

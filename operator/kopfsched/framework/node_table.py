@@ -168,42 +168,47 @@ class NodeTable:
         per row), used for up to _DERIVED_FEW changed rows. `node_static`: `compute` reads
         node-static columns alone (or the Node objects), so a refresh of the pods alone
         (`refresh(node_static=False)`: a pod bound or gone) leaves the array current."""
-        entry = self._derived.get(key)
-        stale: list[int] | None = None
+        kept = self._derived
+        entry = kept.get(key)
         if entry is not None:
             log: _ChangeLog = self._node_log if entry[2] else self._log
-            if entry[1] != log.base + len(log.rows):  # behind its log (else current: the usual case)
-                stale = log.since(entry[1])
-                if stale is None or len(stale) > max(len(self) // 4, 16):
-                    # Recomputing would cost about what rebuilding does (or the log forgot): start over.
-                    del self._derived[key]
-                    entry = None
-        if entry is None:
-            if key not in self._seen:
-                if len(self._seen) >= 4 * _DERIVED_KEPT:
-                    self._seen.clear()
-                self._seen.add(key)
-                return compute(self, rows)
-            self._seen.discard(key)
-            if len(self._derived) >= _DERIVED_KEPT:
-                del self._derived[next(iter(self._derived))]
-            array = compute(self, np.arange(len(self), dtype=np.int64))
-            self._derived[key] = [array, (self._node_log if node_static else self._log).end, node_static]
-            return array[rows]
-        array = entry[0]
-        del self._derived[key]
-        self._derived[key] = entry  # most recently used last
-        if stale:
-            if compute_some is not None and len(stale) <= _DERIVED_FEW:
+            position = entry[1]
+            logged = log.rows
+            del kept[key]
+            if position == log.base + len(logged):  # current (the usual case)
+                kept[key] = entry  # most recently used last
+                return entry[0][rows]
+            stale = log.since(position)
+            if stale is not None and len(stale) <= _DERIVED_FEW and compute_some is not None:
+                array = entry[0]
                 for row, value in zip(stale, compute_some(self, stale), strict=True):
                     array[row] = value
-            elif compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
-                for row in stale:
-                    array[row] = compute_one(self, row)
-            else:
-                changed = np.array(sorted(set(stale)), dtype=np.int64)
-                array[changed] = compute(self, changed)
-            entry[1] = log.end
+                entry[1] = log.base + len(logged)
+                kept[key] = entry
+                return array[rows]
+            size = len(self)
+            if stale is not None and len(stale) <= max(size // 4, 16):
+                array = entry[0]
+                if compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
+                    for row in stale:
+                        array[row] = compute_one(self, row)
+                else:
+                    changed = np.array(sorted(set(stale)), dtype=np.int64)
+                    array[changed] = compute(self, changed)
+                entry[1] = log.base + len(logged)
+                kept[key] = entry
+                return array[rows]
+            # Recomputing would cost about what rebuilding does (or the log forgot): start over.
+        if key not in self._seen:
+            if len(self._seen) >= 4 * _DERIVED_KEPT:
+                self._seen.clear()
+            self._seen.add(key)
+            return compute(self, rows)
+        self._seen.discard(key)
+        if len(kept) >= _DERIVED_KEPT:
+            del kept[next(iter(kept))]
+        array = compute(self, np.arange(len(self), dtype=np.int64))
+        kept[key] = [array, (self._node_log if node_static else self._log).end, node_static]
         return array[rows]
 
     def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:

@@ -255,6 +255,8 @@ class Fit:
         self.args = args
         self.handle = handle
         self._statuses: dict[tuple[bool, tuple[str, ...]], Status] = {}
+        self._statuses_by_code: dict[tuple[tuple[str, ...], int], Status] = {}
+        """filter_statuses' (the checks' reasons, code of a row) -> the Status of `_statuses`."""
         self.ignored_resources = frozenset(args.ignored_resources)
         self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
         self.scorer = ResourceAllocationScorer(
@@ -339,13 +341,21 @@ class Fit:
                 unresolvable |= insufficient & beyond
         codes |= unresolvable.astype(np.int64) << len(checks)
 
+        reasons = tuple(reason for reason, _, _ in checks)
+        by_code = self._statuses_by_code
+        if len(by_code) >= 4096:
+            by_code.clear()
+
         def status_of(code: int) -> Status:  # few distinct codes: one Status each, kept
-            key = (bool(code >> len(checks) & 1),
-                   tuple(reason for bit, (reason, _, _) in enumerate(checks) if code >> bit & 1))
-            status = self._statuses.get(key)
+            status = by_code.get((reasons, code))
             if status is None:
-                status = self._statuses[key] = Status(
-                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
+                key = (bool(code >> len(reasons) & 1),
+                       tuple(reason for bit, reason in enumerate(reasons) if code >> bit & 1))
+                status = self._statuses.get(key)
+                if status is None:
+                    status = self._statuses[key] = Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key[0] else Code.UNSCHEDULABLE, key[1], self.name)
+                by_code[reasons, code] = status
             return status
 
         return TalliedStatuses.of_codes(codes, status_of)
