@@ -54,6 +54,19 @@ def groups_replayed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(counts_module, "_GROUP_LOG_SLACK", 4)  # logs cut, some selectors behind the cut
 
 
+def _bind_or_remove(rng: random.Random, nodes: list[NodeInfo], pods: list[tuple[NodeInfo, PodInfo]], row: int,
+                    step: int, *, remove: bool) -> int:
+    """Remove a random placed pod, or place a new one on `row`; the row that changed."""
+    if remove:
+        owner, pod = pods.pop(rng.randrange(len(pods)))
+        owner.remove_pod(pod)
+        return nodes.index(owner)
+    pod = _pod(rng, step)
+    nodes[row].add_pod(pod)
+    pods.append((nodes[row], pod))
+    return row
+
+
 @pytest.mark.usefixtures("groups_replayed")
 def test_counts_follow_every_change_as_a_full_count() -> None:
     rng = random.Random(3)
@@ -63,15 +76,8 @@ def test_counts_follow_every_change_as_a_full_count() -> None:
     pods: list[tuple[NodeInfo, PodInfo]] = []
     checked = 0
     for step in range(400):
-        row = rng.randrange(len(nodes))
-        if pods and rng.random() < 0.35:
-            node, pod = pods.pop(rng.randrange(len(pods)))
-            node.remove_pod(pod)
-            row = nodes.index(node)
-        else:
-            pod = _pod(rng, step)
-            nodes[row].add_pod(pod)
-            pods.append((nodes[row], pod))
+        row = _bind_or_remove(rng, nodes, pods, rng.randrange(len(nodes)), step,
+                              remove=bool(pods) and rng.random() < 0.35)
         table.refresh([row], node_static=False)
         for selector in rng.sample(SELECTORS, 2):
             for namespace in ("default", "other"):
@@ -107,14 +113,7 @@ def test_domain_totals_follow_every_change_as_a_full_count() -> None:
             nodes[row].set_node(node(row))
             table.refresh([row])
         else:
-            if pods and draw < 0.4:
-                owner, pod = pods.pop(rng.randrange(len(pods)))
-                owner.remove_pod(pod)
-                row = nodes.index(owner)
-            else:
-                pod = _pod(rng, step)
-                nodes[row].add_pod(pod)
-                pods.append((nodes[row], pod))
+            row = _bind_or_remove(rng, nodes, pods, row, step, remove=bool(pods) and draw < 0.4)
             table.refresh([row], node_static=False)
         chosen = rng.sample(SELECTORS[1:], rng.randrange(4))
         if step % 200 == 199:
