@@ -8,6 +8,7 @@ pods assigned (or assumed) to it.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -49,7 +50,13 @@ def parse_time(raw: Any) -> float | None:
 def rfc3339(seconds: float | None = None) -> str:
     """Epoch seconds (default: now) as a metav1.Time writes them, whole seconds truncated:
     "2026-01-01T00:00:00Z", which `parse_time` reads back."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    whole = math.floor(time.time() if seconds is None else seconds)  # as gmtime rounds
+    if whole != _LAST_RFC3339[0]:  # every failed pod's condition writes one: formatted once a second
+        _LAST_RFC3339[:] = [whole, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(whole))]
+    return str(_LAST_RFC3339[1])
+
+
+_LAST_RFC3339: list[Any] = [None, ""]
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
