@@ -412,6 +412,30 @@ async def test_the_echo_of_a_failure_report_updates_the_queue_from_its_own_pod_i
     assert seen[1][0] is not queued and seen[1][0].pod == queued.pod
 
 
+async def test_tasks_are_named_and_their_failures_logged(caplog):
+    import logging
+
+    from kopfsched.scheduler.tasks import TaskSet
+    tasks = TaskSet(logging.getLogger("tasks-test"))
+
+    async def boom():
+        raise RuntimeError("boom")
+    future = asyncio.get_running_loop().create_future()
+
+    class Awaitable:
+        def __await__(self):
+            return future.__await__()
+    failing = tasks.spawn(boom(), "binding default/p")
+    waiting = tasks.spawn(Awaitable(), "an awaitable")  # any awaitable, not only coroutines
+    assert failing.get_name() == "binding default/p" and waiting.get_name() == "an awaitable"
+    assert len(tasks) == 2 and tasks.pending() == 2
+    future.set_result(1)
+    with caplog.at_level(logging.ERROR, logger="tasks-test"):
+        await tasks.wait()
+    assert len(tasks) == 0
+    assert [r.getMessage() for r in caplog.records] == ["binding default/p failed"]
+
+
 def _eager(info) -> dict:
     from kopfsched.framework.types import _SHARED_WHEN_PLACED
     values = {name: getattr(info, name) for name in _SHARED_WHEN_PLACED}
