@@ -207,3 +207,119 @@ def test_the_watch_confirming_an_assumed_pod_reads_what_changed_meanwhile():
     assert _confirmed({"app": "a"}, {"app": "a"}).labels == {"app": "a"}
     assert _confirmed({"app": "a"}, {"app": "b"}).labels == {"app": "b"}
     assert _confirmed({"app": "a"}, {"app": "a"}, cpu_now="2").requests.milli_cpu == 2000
+
+
+def _node_state(node) -> tuple:
+    """Everything a NodeInfo's pods make of it, dict orders included."""
+    return (list(node.pods.items()), list(node.pods_with_affinity.items()),
+            list(node.pods_with_required_anti_affinity.items()), node.requested.as_dict(),
+            dict(node.requested.scalar), node.non_zero_requested.as_dict(),
+            [(ip, sorted(slot)) for ip, slot in node.used_ports._ports.items()],
+            list(node.pvc_ref_counts.items()))
+
+
+def _random_pod(rng: random.Random, i: int) -> dict:
+    ports = rng.choice([None, [8080], [("10.0.0.1", "UDP", 53), 8080], [9000, 9001]])
+    claims = rng.choice([[], ["a"], ["a", "b"], ["a", "a"], ["c"]])
+    affinity = rng.choice([None,
+                           {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                               {"weight": 1, "podAffinityTerm": {"topologyKey": "zone",
+                                                                 "labelSelector": {"matchLabels": {"app": "a"}}}}]}},
+                           {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                               {"topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": {"app": "a"}}}]}}])
+    requests = rng.choice([{"cpu": "100m"}, {"cpu": "1", "memory": "1Gi"}, {"nvidia.com/gpu": 1, "cpu": "2"}, {}])
+    volumes = [{"name": f"v{k}", "persistentVolumeClaim": {"claimName": c}} for k, c in enumerate(claims)]
+    return make_pod(f"p{i}", uid=f"u{i}", requests=requests, host_ports=ports, affinity=affinity,
+                    labels={"app": rng.choice("ab")}, **({"volumes": volumes} if volumes else {}))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_confirming_an_assumed_pod_leaves_the_node_as_removing_and_adding_it(seed):
+    """The watch's confirmation of our own bind swaps the PodInfo on its node (NodeInfo.replace_pod)
+    instead of taking it off and counting it again: the node ends up exactly as that would leave
+    it, down to the order of its dicts, and its generation changes."""
+    rng = random.Random(seed)
+    cache, reference = Cache(), Cache()
+    for c in (cache, reference):
+        c.add_node(make_node("n1", cpu="64", memory="256Gi", extended={"nvidia.com/gpu": "8"}))
+    raws = [_random_pod(rng, i) for i in range(12)]
+    assumed = {}
+    for raw in raws:
+        if rng.random() < 0.3:  # bound by someone else already
+            bound = {**raw, "spec": {**raw["spec"], "nodeName": "n1"}}
+            cache.add_pod(bound)
+            reference.add_pod(bound)
+        else:
+            assumed[raw["metadata"]["uid"]] = (raw, cache.assume_pod(PodInfo(raw), "n1"),
+                                              reference.assume_pod(PodInfo(raw), "n1"))
+    order = list(assumed.values())
+    rng.shuffle(order)
+    for raw, ours, theirs in order:
+        bound = {**raw, "spec": {**raw["spec"], "nodeName": "n1"}, "status": {"phase": "Pending"}}
+        node = cache.get_node("n1")
+        generation = node.generation
+        confirmed = cache.add_pod(bound, pod_info=ours.placed(bound))
+        assert node.generation != generation and not cache.is_assumed(ours.uid)
+        assert cache.get_pod(ours.uid) is confirmed and node.pods[ours.uid] is confirmed
+        # The straightforward way: off the node, then counted again.
+        ref_node = reference.get_node("n1")
+        ref_node.remove_pod(theirs)
+        ref_node.add_pod(PodInfo(bound))
+        reference._pods[theirs.uid].pod_info = ref_node.pods[theirs.uid]
+        reference._pods[theirs.uid].assumed = False
+        ours_state, ref_state = _node_state(node), _node_state(ref_node)
+        assert [uid for uid, _ in ours_state[0]] == [uid for uid, _ in ref_state[0]]
+        assert [uid for uid, _ in ours_state[1]] == [uid for uid, _ in ref_state[1]]
+        assert [uid for uid, _ in ours_state[2]] == [uid for uid, _ in ref_state[2]]
+        assert ours_state[3:] == ref_state[3:]
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    assert cache.stats() == {"nodes": 1, "pods": len(raws), "assumed_pods": 0}
+
+
+def test_a_confirmation_that_counts_otherwise_takes_the_long_way():
+    """Requests not shared with the assumed PodInfo (a new PodInfo), another node, or a ghost
+    node: removed and added again, as before."""
+    cache = Cache()
+    cache.add_node(make_node("n1"))
+    cache.add_node(make_node("n2"))
+    raw = make_pod("p", uid="u", requests={"cpu": "500m"})
+    assumed = cache.assume_pod(PodInfo(raw), "n1")
+    node = cache.get_node("n1")
+    assert not node.replace_pod(assumed, PodInfo({**raw, "spec": {**raw["spec"], "nodeName": "n1",
+                                                                  "containers": [{"name": "c", "resources": {
+                                                                      "requests": {"cpu": "2"}}}]}}))
+    assert node.pods["u"] is assumed and node.requested.milli_cpu == 500
+    bigger = {**raw, "spec": {**raw["spec"], "nodeName": "n1",
+                              "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}
+    cache.add_pod(bigger)
+    assert node.requested.milli_cpu == 2000 and node.pods["u"].pod is bigger
+    other = make_pod("q", uid="v", requests={"cpu": "1"})
+    assumed_other = cache.assume_pod(PodInfo(other), "n1")
+    elsewhere = {**other, "spec": {**other["spec"], "nodeName": "n2"}}
+    cache.add_pod(elsewhere, pod_info=assumed_other.placed(elsewhere))
+    assert node.requested.milli_cpu == 2000 and "v" not in node.pods
+    assert cache.get_node("n2").requested.milli_cpu == 1000
+    ghost = make_pod("g", uid="w", requests={"cpu": "1"})
+    assumed_ghost = cache.assume_pod(PodInfo(ghost), "n2")
+    cache.remove_node("n2")
+    bound = {**ghost, "spec": {**ghost["spec"], "nodeName": "n2"}}
+    cache.add_pod(bound, pod_info=assumed_ghost.placed(bound))
+    assert cache.get_pod("w").pod is bound and not cache.is_assumed("w")
+    assert cache._nodes["n2"].requested.milli_cpu == 2000
+
+
+def test_placed_shares_every_attribute_but_the_pod_and_its_spec():
+    from kopfsched.framework.types import _SHARED_WHEN_PLACED
+    raw = make_pod("p", requests={"cpu": "1"}, host_ports=[80], labels={"a": "b"},
+                   affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                       {"topologyKey": "zone", "labelSelector": {"matchLabels": {"a": "b"}}}]}},
+                   volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}], priority=7)
+    info = PodInfo(raw)
+    assert set(_SHARED_WHEN_PLACED) == set(PodInfo.__slots__) - {"__dict__", "pod", "spec"}
+    bound = {**raw, "spec": {**raw["spec"], "nodeName": "n"}}
+    placed = info.placed(bound)
+    for name in _SHARED_WHEN_PLACED:
+        assert getattr(placed, name) is getattr(info, name), name
+    assert placed.pod is bound and placed.spec is bound["spec"] and placed.node_name == "n"

@@ -17,3 +17,19 @@ from kopfsched.framework.types import parse_time, rfc3339
 def test_rfc3339_truncates_to_whole_seconds_and_reads_back(seconds, text):
     assert rfc3339(seconds) == text
     assert parse_time(text) == float(int(seconds))
+
+
+def test_rfc3339_formats_as_strftime_whatever_it_formatted_before():
+    """rfc3339 keeps the last whole second's text: every answer is still strftime's of gmtime's."""
+    import random
+    import time
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        seconds = rng.choice([rng.uniform(-1e6, 2e9), float(rng.randint(-5, 5)), rng.randint(0, 3) + 0.999999,
+                              -rng.random()])
+        assert rfc3339(seconds) == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds)), seconds
+    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = rfc3339()
+    after = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    assert before <= now <= after

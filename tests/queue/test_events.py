@@ -111,3 +111,62 @@ def test_pod_update_events_resource(node_name: str, resource: EventResource, lab
     new = changed(POD, lambda p: (p["metadata"]["labels"].update(app="b"), p["spec"].update(nodeName=node_name)))
     events = pod_update_events(POD, new)
     assert [(e.resource, e.action, str(e)) for e in events] == [(resource, A.UPDATE_POD_LABEL, label)]
+
+
+def _slow_scaled_down(old: Obj, new: Obj) -> bool:
+    from kopfsched.framework.resources import pod_requests
+    new_requests = pod_requests(new)
+    return any(name not in new_requests or new_requests[name] < amount
+               for name, amount in pod_requests(old).items())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_update_events_equal_the_straightforward_diff(seed: int) -> None:
+    """pod_update_events (its scale-down check skipped when the spec and the status parts requests
+    read are the very same objects, its events shared) against the diff computed in full, over
+    random status patches and resizes of one pod."""
+    import random
+
+    from kopfsched.queue import events
+    rng = random.Random(seed)
+    statuses = [
+        {"containerStatuses": [{"name": "c0", "allocatedResources": {"cpu": "2"}}]},
+        {"containerStatuses": [{"name": "c0", "resources": {"requests": {"cpu": "500m"}}}]},
+        {"initContainerStatuses": [{"name": "i0", "allocatedResources": {"cpu": "3"}}]},
+        {"containerStatuses": [{"name": "c0", "allocatedResources": {"cpu": "250m"}}]},
+        {},
+    ]
+    conditions = [[], [{"type": "PodScheduled", "status": "False"}],
+                  [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
+                  [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}]]
+    spec = make_pod("p", requests={"cpu": "1"}, init_requests=[{"cpu": "1"}])["spec"]
+    current: Obj = {"metadata": {"name": "p", "uid": "u"}, "spec": spec, "status": {}}
+    seen: set[tuple[bool, bool]] = set()
+    for _ in range(60):
+        status = dict(current["status"])
+        roll = rng.random()
+        if roll < 0.4:  # a status patch: only the conditions or the nomination change
+            status["conditions"] = rng.choice(conditions)
+            status["nominatedNodeName"] = rng.choice(["", "n1"])
+        elif roll < 0.7:  # the kubelet's view of the containers changes
+            for key in ("containerStatuses", "initContainerStatuses", "resources", "allocatedResources"):
+                status.pop(key, None)
+            status.update(copy.deepcopy(rng.choice(statuses)))
+        elif roll < 0.85:  # a copy of equal parts: equal, not the same objects
+            status = copy.deepcopy(status)
+        new: Obj = {**current, "status": status}
+        if rng.random() < 0.2:  # a resize of the spec, or of the pod's own requests
+            new["spec"] = changed(current["spec"], lambda s: s["containers"][0]["resources"]["requests"].update(
+                cpu=rng.choice(["500m", "1", "2"])))
+        elif rng.random() < 0.3:
+            if rng.random() < 0.5:
+                new["spec"] = {**current["spec"], "resources": {"requests": {"cpu": rng.choice(["1", "3"])}}}
+            new["status"] = {**status, "resources": {"requests": {"cpu": rng.choice(["1", "2"])}}}
+        scaled_down = _slow_scaled_down(current, new)
+        seen.add((scaled_down, events.same_requests(current, new)))
+        assert events._scaled_down(current, new) == scaled_down
+        expected = [events.event_for(EventResource.UNSCHEDULED_POD, a)
+                    for a in events.split_actions(pod_update_actions(current, new))]
+        assert pod_update_events(current, new) == expected
+        current = new
+    assert (False, True) in seen and (True, False) in seen

@@ -31,6 +31,7 @@ from tests.queue.queues import (
     make_profile,
     names,
     pod,
+    priority_less,
 )
 from tests.waiting import until
 
@@ -837,3 +838,51 @@ def test_ranked_active_queue_pops_as_less_does_and_set_rank_keeps_ties_in_order(
     assert ranked.pop().pod_info.name == plain.pop().pod_info.name == "p6"
     ranked.set_rank(None)  # to less alone: the pods keep their order
     assert [ranked.pop().pod_info.name for _ in range(6)] == ["p1", "p3", "p4", "p0", "p2", "p5"]
+
+
+
+_POOL_EVENTS = [
+    ClusterEvent(EventResource.NODE, ActionType.ADD),
+    ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL),
+    ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD),
+    ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
+    ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE_POD_LABEL),
+    ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.UPDATE),
+    FORCE_ACTIVATE,
+]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pool_candidates_are_the_pods_with_a_rejector_registered_for_the_event(clock: FakeClock, seed: int) -> None:
+    """_pool_candidates against the straightforward reading of every pool pod's rejectors and
+    its profile's registrations, in pool order, over random pools, profiles and events."""
+    import random
+    rng = random.Random(seed)
+    plugins = ["A", "B", "C", "D"]
+
+    def random_profile() -> QueueProfile:
+        return make_profile({plugin: [ClusterEventWithHint(event) for event in rng.sample(_POOL_EVENTS[:-1], 2)]
+                             for plugin in rng.sample(plugins, 3)})
+    profiles = {name: random_profile() for name in ("s1", "s2")}
+    queue = SchedulingQueue(less=priority_less, clock=clock, profile_for=lambda p: profiles.get(p.scheduler_name))
+    for i in range(30):
+        queue.add(pod(f"p{i}", scheduler_name=rng.choice(list(profiles))))
+
+    def fail_every_active() -> None:
+        while queue.active_pods():
+            fail(queue, unschedulable=rng.sample(plugins, rng.choice([0, 1, 1, 2])),
+                 pending=rng.sample(plugins, rng.choice([0, 0, 1])))
+    fail_every_active()
+    for _ in range(20):
+        clock.advance(100)
+        event = rng.choice(_POOL_EVENTS)
+        pool = list(queue._pool.values())
+        expected = [q for q in pool if event is FORCE_ACTIVATE or not (q.unschedulable_plugins | q.pending_plugins)
+                    or any(event.matches(reg.event) for plugin in q.unschedulable_plugins | q.pending_plugins
+                           for reg in profiles[q.pod_info.scheduler_name].hints.get(plugin, ()))]
+        assert queue._pool_candidates(event) == expected
+        if rng.random() < 0.3:  # a profile changes: its pods answer to the new registrations
+            profiles[rng.choice(list(profiles))] = random_profile()
+        if rng.random() < 0.4:  # the candidates leave the pool and fail again, maybe otherwise
+            queue.move_all_to_active_or_backoff(event)
+            fail_every_active()

@@ -383,3 +383,99 @@ async def test_a_listed_bound_pod_leaves_the_queue_only_if_it_was_there():
     assert h.scheduler.queue.where("uid-running") is None
     assert h.scheduler.cache.get_pod("uid-running").node_name == "n1"
     assert h.scheduler.cache.get_node("n1").requested.milli_cpu == 4100
+
+
+async def test_the_echo_of_a_failure_report_updates_the_queue_from_its_own_pod_info():
+    """The watch event of our own PodScheduled=False patch: the queue's update gets, as the old
+    version, the PodInfo the queue holds of that very object (not one built again), and for the new
+    version one sharing its computed parts; a version the queue does not hold gets a PodInfo of its own."""
+    h = Harness([make_node("small", cpu="1")])
+    h.add_pods(make_pod("big", requests={"cpu": "2"}))
+    seen = []
+    update = h.scheduler.queue.update
+
+    def spy(old, new):
+        seen.append((old, h.scheduler.queue.pod_info(new.uid)))
+        update(old, new)
+    h.scheduler.queue.update = spy
+    await h.settle()
+    assert h.condition("big")["reason"] == "Unschedulable"
+    assert len(seen) == 1
+    old, held = seen[0]
+    assert old is held  # the queue's own PodInfo, its pod the one the patch replaced
+    queued = h.scheduler.queue.pod_info(old.uid)
+    assert queued is not old and queued.pod is h.client.pods["default/big"]
+    assert queued.requests is old.requests  # only the status changed: the computed parts are shared
+    stranger = {**queued.pod, "metadata": {**queued.pod["metadata"], "labels": {"x": "y"}}}
+    h.client.pods["default/big"] = stranger
+    h.handlers.on_pod_upsert(stranger, dict(queued.pod))  # an old version the queue does not hold
+    assert seen[1][0] is not queued and seen[1][0].pod == queued.pod
+
+
+async def test_tasks_are_named_and_their_failures_logged(caplog):
+    import logging
+
+    from kopfsched.scheduler.tasks import TaskSet
+    tasks = TaskSet(logging.getLogger("tasks-test"))
+
+    async def boom():
+        raise RuntimeError("boom")
+    future = asyncio.get_running_loop().create_future()
+
+    class Awaitable:
+        def __await__(self):
+            return future.__await__()
+    failing = tasks.spawn(boom(), "binding default/p")
+    waiting = tasks.spawn(Awaitable(), "an awaitable")  # any awaitable, not only coroutines
+    assert failing.get_name() == "binding default/p" and waiting.get_name() == "an awaitable"
+    assert len(tasks) == 2 and tasks.pending() == 2
+    future.set_result(1)
+    with caplog.at_level(logging.ERROR, logger="tasks-test"):
+        await tasks.wait()
+    assert len(tasks) == 0
+    assert [r.getMessage() for r in caplog.records] == ["binding default/p failed"]
+
+
+def _eager(info) -> dict:
+    from kopfsched.framework.types import _SHARED_WHEN_PLACED
+    values = {name: getattr(info, name) for name in _SHARED_WHEN_PLACED}
+    values["requests"] = (values["requests"].as_dict(), dict(values["requests"].scalar))
+    return {**values, "pod": info.pod, "spec": info.spec, "start_time": info.start_time,
+            "creation_timestamp": info.creation_timestamp}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_status_patched_pod_info_equals_one_built_anew(seed):
+    """The echo of a status patch takes the new version's computed parts from the queue's PodInfo
+    when only the status changed, and none of what requests read (_status_patched): the same as
+    PodInfo(new), over random status changes of a pod (resizes, container statuses, conditions)."""
+    import copy
+    import random
+
+    from kopfsched.framework.types import PodInfo
+    from kopfsched.scheduler.event_handlers import _status_patched
+    rng = random.Random(seed)
+    current = make_pod("p", requests=[{"cpu": "1", "memory": "1Gi"}, {"cpu": "500m"}], uid="u", labels={"a": "b"})
+    current["status"] = {}
+    parts = {"containerStatuses": [{"name": "c0", "allocatedResources": {"cpu": "250m", "memory": "1Gi"}}],
+             "initContainerStatuses": [],
+             "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
+             "startTime": "2026-01-01T00:00:00Z", "nominatedNodeName": "n1"}
+    patched = 0
+    for _ in range(40):
+        info = PodInfo(current)
+        status = dict(current["status"])
+        key = rng.choice([*parts, "conditions"])
+        if key in status and rng.random() < 0.5:
+            del status[key]
+        else:
+            status[key] = copy.deepcopy(parts[key]) if key != "conditions" or rng.random() < 0.5 else [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        new = {**current, "status": status}
+        if rng.random() < 0.1:
+            new["metadata"] = {**current["metadata"], "labels": {"a": "c"}}
+        if _status_patched(current, new):
+            patched += 1
+            assert _eager(info.placed(new)) == _eager(PodInfo(new))
+        current = new
+    assert patched

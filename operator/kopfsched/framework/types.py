@@ -8,6 +8,7 @@ pods assigned (or assumed) to it.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -49,7 +50,13 @@ def parse_time(raw: Any) -> float | None:
 def rfc3339(seconds: float | None = None) -> str:
     """Epoch seconds (default: now) as a metav1.Time writes them, whole seconds truncated:
     "2026-01-01T00:00:00Z", which `parse_time` reads back."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    whole = math.floor(time.time() if seconds is None else seconds)  # as gmtime rounds
+    if whole != _LAST_RFC3339[0]:  # every failed pod's condition writes one: formatted once a second
+        _LAST_RFC3339[:] = [whole, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(whole))]
+    return str(_LAST_RFC3339[1])
+
+
+_LAST_RFC3339: list[Any] = [None, ""]
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -136,8 +143,21 @@ class PodInfo:
         parts are computed again when read (they may read status), but the affinity terms already
         parsed are shared too."""
         info = PodInfo.__new__(PodInfo)
-        for name in _SHARED_WHEN_PLACED:
-            setattr(info, name, getattr(self, name))
+        # _SHARED_WHEN_PLACED, written out: placed() runs twice per bind (assume, confirm).
+        info.affinity = self.affinity
+        info.has_pod_affinity = self.has_pod_affinity
+        info.has_required_anti_affinity = self.has_required_anti_affinity
+        info.host_ports = self.host_ports
+        info.key = self.key
+        info.labels = self.labels
+        info.name = self.name
+        info.namespace = self.namespace
+        info.non_zero_cpu = self.non_zero_cpu
+        info.non_zero_memory = self.non_zero_memory
+        info.priority = self.priority
+        info.pvc_keys = self.pvc_keys
+        info.requests = self.requests
+        info.uid = self.uid
         info.pod = pod
         info.spec = pod.get("spec") or {}
         if self.__dict__:  # affinity terms parsed already: from affinity, namespace and labels only
@@ -336,6 +356,41 @@ class NodeInfo:
         self.pods_with_affinity.pop(current.uid, None)
         self.pods_with_required_anti_affinity.pop(current.uid, None)
         self._account(current, -1)
+        return True
+
+    def replace_pod(self, old: PodInfo, new: PodInfo) -> bool:
+        """remove_pod(old) then add_pod(new), for a `new` that counts as `old` does (its requests
+        the very same object: the assumed pod confirmed bound): the summed requests are left as
+        they are. False, and nothing done, when `old` is not this node's or `new` may count otherwise."""
+        uid = old.uid
+        if (self.pods.get(uid) is not old or new.uid != uid or new.requests is not old.requests
+                or new.non_zero_cpu != old.non_zero_cpu or new.non_zero_memory != old.non_zero_memory
+                or new.host_ports != old.host_ports or new.pvc_keys != old.pvc_keys):
+            return False
+        pods = self.pods
+        del pods[uid]
+        pods[uid] = new
+        self.pods_with_affinity.pop(uid, None)
+        self.pods_with_required_anti_affinity.pop(uid, None)
+        if new.has_pod_affinity:
+            self.pods_with_affinity[uid] = new
+        if new.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity[uid] = new
+        # Ports and claims as removing then adding leaves them, down to their dicts' order.
+        for ip, protocol, port in old.host_ports:
+            self.used_ports.remove(ip, protocol, port)
+        for ip, protocol, port in new.host_ports:
+            self.used_ports.add(ip, protocol, port)
+        counts = self.pvc_ref_counts
+        for key in old.pvc_keys:
+            count = counts.get(key, 0) - 1
+            if count > 0:
+                counts[key] = count
+            else:
+                counts.pop(key, None)
+        for key in new.pvc_keys:
+            counts[key] = counts.get(key, 0) + 1
+        self.generation = next(_generation)
         return True
 
     def _account(self, pod_info: PodInfo, sign: int) -> None:

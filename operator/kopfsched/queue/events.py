@@ -21,7 +21,7 @@ from kopfsched.framework.events import (
     ClusterEvent,
     EventResource,
 )
-from kopfsched.framework.resources import pod_requests
+from kopfsched.framework.resources import _resize_infeasible, pod_requests
 
 Obj = Mapping[str, Any]
 
@@ -65,6 +65,18 @@ def split_actions(actions: ActionType) -> list[ActionType]:
     return [flag for flag in _LABELS if flag & actions]
 
 
+_EVENTS: dict[tuple[EventResource, ActionType], tuple[ClusterEvent, ...]] = {}
+"""(resource, actions) -> one event per flag (of the few combinations updates give)."""
+
+
+def _events_for(resource: EventResource, actions: ActionType) -> list[ClusterEvent]:
+    """[event_for(resource, a) for a in split_actions(actions)]: the same (frozen) events each time."""
+    events = _EVENTS.get((resource, actions))
+    if events is None:
+        events = _EVENTS[(resource, actions)] = tuple(event_for(resource, a) for a in split_actions(actions))
+    return list(events)
+
+
 # --- nodes ---------------------------------------------------------------------------
 
 
@@ -102,14 +114,32 @@ def node_update_actions(old: Obj, new: Obj) -> ActionType:
 
 def node_update_events(old: Obj, new: Obj) -> list[ClusterEvent]:
     """One Node event per kind of change; empty when nothing the scheduler reads changed."""
-    return [event_for(EventResource.NODE, a) for a in split_actions(node_update_actions(old, new))]
+    return _events_for(EventResource.NODE, node_update_actions(old, new))
 
 
 # --- pods ----------------------------------------------------------------------------
 
 
+_REQUESTS_STATUS = ("containerStatuses", "initContainerStatuses", "resources", "allocatedResources")
+"""The parts of a pod's status pod_requests reads, besides its PodResizePending condition."""
+
+
+def same_requests(old: Obj, new: Obj) -> bool:
+    """Whether pod_requests must give the same for both versions: the very same spec and status
+    parts it reads (e.g. a status patch of the PodScheduled condition)."""
+    if _spec(old) is not _spec(new):
+        return False
+    old_status, new_status = _status(old), _status(new)
+    for part in _REQUESTS_STATUS:
+        if old_status.get(part) is not new_status.get(part):
+            return False
+    return _resize_infeasible(old) == _resize_infeasible(new)
+
+
 def _scaled_down(old: Obj, new: Obj) -> bool:
     """Any resource request removed or lowered (upstream's extractPodScaleDown)."""
+    if same_requests(old, new):
+        return False
     new_requests = pod_requests(new)
     return any(name not in new_requests or new_requests[name] < amount
                for name, amount in pod_requests(old).items())
@@ -140,7 +170,7 @@ def pod_update_actions(old: Obj, new: Obj) -> ActionType:
 def pod_update_events(old: Obj, new: Obj) -> list[ClusterEvent]:
     """One event per kind of change, on AssignedPod when `new` has a node, else UnscheduledPod."""
     resource = EventResource.ASSIGNED_POD if _spec(new).get("nodeName") else EventResource.UNSCHEDULED_POD
-    return [event_for(resource, a) for a in split_actions(pod_update_actions(old, new))]
+    return _events_for(resource, pod_update_actions(old, new))
 
 
 ASSIGNED_POD_ADD = event_for(EventResource.ASSIGNED_POD, ActionType.ADD)

@@ -93,9 +93,10 @@ class UnschedulablePool:
         for (_, rejectors), pods in self._groups.items():
             if wanted(rejectors, next(iter(pods.values()))):
                 picked.extend(pods.values())
-        # A pod re-filed under another group went to that group's end: sort, whatever the groups.
-        order = self._order
-        picked.sort(key=lambda q: order[q.uid])
+        if len(picked) > 1:
+            # A pod re-filed under another group went to that group's end: sort, whatever the groups.
+            order = self._order
+            picked.sort(key=lambda q: order[q.uid])
         return picked
 
     def _leave_group(self, uid: str, key: GroupKey) -> None:

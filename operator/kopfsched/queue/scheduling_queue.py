@@ -86,6 +86,13 @@ class Strategy(enum.Enum):
     """activeQ now: a Pending plugin said its wait is over."""
 
 
+_UNSCHEDULED_POD_UPDATE_OTHER = ev.event_for(EventResource.UNSCHEDULED_POD, ActionType.UPDATE_OTHER)
+"""The event of an update whose old version is not known."""
+
+_Registered = tuple[QueueProfile, ClusterEvent, list[tuple[str, list[Any]]], frozenset[str]]
+"""A profile, an event, the profile's plugins with registrations matching it (in hint order), their names."""
+
+
 @dataclass(slots=True)
 class _BackoffEntry:
     expiry: float
@@ -149,10 +156,11 @@ class SchedulingQueue:
         take them early (upstream's podErrorBackoffQ). Without it, every pod is in _backoff."""
         self._pool = UnschedulablePool()
         self._in_flight = InFlight()
-        self._registered: dict[tuple[int, ClusterEvent], tuple[QueueProfile, list[tuple[str, list[Any]]]]] = {}
-        """(profile, event) -> the profile's plugins with registrations matching the event, in
-        hint order. Every event is offered to every unschedulable pod: matching once per kind
-        of event, not once per pod. The profile is kept so its id is not reused."""
+        self._registered: dict[tuple[int, int], _Registered] = {}
+        """(id(profile), id(event)) -> the profile's plugins with registrations matching the event,
+        in hint order (and as a set). Every event is offered to every unschedulable pod: matching
+        once per kind of event, not once per pod. The profile and the event are kept so that
+        their ids are not reused."""
         self._deleted: OrderedDict[str, None] = OrderedDict()
         self._cycle = 0
         self._closed = False
@@ -247,6 +255,14 @@ class SchedulingQueue:
         entry = self._backoff_get(uid)
         return self._active.get(uid) or (entry.qpi if entry else None) or self._pool.get(uid)
 
+    def pod_info(self, uid: str) -> PodInfo | None:
+        """The newest PodInfo of `uid` the queue has, queued or in flight."""
+        qpi = self.get(uid)
+        if qpi is not None:
+            return qpi.pod_info
+        flying = self._in_flight.get(uid)
+        return flying.latest if flying is not None else None
+
     def where(self, uid: str) -> str | None:
         """Which queue holds `uid`: active, backoff, unschedulable, gated, "in-flight" or None."""
         if uid in self._active:
@@ -286,8 +302,7 @@ class SchedulingQueue:
             return
         if self._profile_for(new) is None:
             return
-        events = (ev.pod_update_events(old.pod, new.pod) if old is not None
-                  else [ev.event_for(EventResource.UNSCHEDULED_POD, ActionType.UPDATE_OTHER)])
+        events = ev.pod_update_events(old.pod, new.pod) if old is not None else [_UNSCHEDULED_POD_UPDATE_OTHER]
         self._update(old, new, events)
         if old is not None and status_nominated_node(old) and status_nominated_node(old) != status_nominated_node(new):
             # The pod gave up its nominated node: lower-priority pods may fit there now.
@@ -574,9 +589,16 @@ class SchedulingQueue:
         if _is_wildcard(event):
             return list(self._pool.values())
 
+        registered: dict[int, frozenset[str]] = {}  # id(profile) -> its plugins that registered `event`
+
         def interested(rejectors: frozenset[str], sample: QueuedPodInfo) -> bool:
-            return not rejectors or any(
-                plugin in rejectors for plugin, _ in self._registrations_for(self._profile(sample), event))
+            if not rejectors:
+                return True
+            profile = self._profile(sample)
+            plugins = registered.get(id(profile))
+            if plugins is None:
+                plugins = registered[id(profile)] = self._registered_plugins(profile, event)
+            return not rejectors.isdisjoint(plugins)
         return self._pool.select(interested)
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
@@ -691,15 +713,24 @@ class SchedulingQueue:
         return strategy
 
     def _registrations_for(self, profile: QueueProfile, event: ClusterEvent) -> list[tuple[str, list[Any]]]:
-        key = (id(profile), event)
+        return self._registered_entry(profile, event)[2]
+
+    def _registered_plugins(self, profile: QueueProfile, event: ClusterEvent) -> frozenset[str]:
+        """The plugins of _registrations_for, as a set."""
+        return self._registered_entry(profile, event)[3]
+
+    def _registered_entry(self, profile: QueueProfile, event: ClusterEvent) -> _Registered:
+        # Keyed by identities (the entry keeps both objects, so neither id is reused while it is
+        # kept): hashing a ClusterEvent takes three Python calls, and most events are constants.
+        key = (id(profile), id(event))
         cached = self._registered.get(key)
-        if cached is None or cached[0] is not profile:
-            if len(self._registered) >= 1024:  # profiles reloaded many times: drop the old ones
+        if cached is None or cached[0] is not profile or cached[1] is not event:
+            if len(self._registered) >= 1024:  # profiles reloaded, or many one-off events: start over
                 self._registered.clear()
             matching = [(plugin, regs) for plugin, registered in profile.hints.items()
                         if (regs := [reg for reg in registered if event.matches(reg.event)])]
-            cached = self._registered[key] = (profile, matching)
-        return cached[1]
+            cached = self._registered[key] = (profile, event, matching, frozenset(plugin for plugin, _ in matching))
+        return cached
 
     @staticmethod
     def _says_queue(hint: Any, plugin: str, qpi: QueuedPodInfo, event: ClusterEvent,

@@ -10,6 +10,7 @@ from kopfsched import features
 from kopfsched.framework.events import ActionType, ClusterEvent, EventResource
 from kopfsched.framework.types import Obj, PodInfo
 from kopfsched.plugins.dynamicresources import DEVICE_TAINT_RULE, RESOURCE_SLICE, rule_selects
+from kopfsched.queue.events import same_requests
 from kopfsched.scheduler.scheduler import Scheduler
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -29,6 +30,12 @@ OBJECT_RESOURCES: dict[str, EventResource] = {
     "ResourceSlice": EventResource.RESOURCE_SLICE,
     "DeviceClass": EventResource.DEVICE_CLASS,
 }
+
+_OBJECT_ADDED = {resource: ClusterEvent(resource, ActionType.ADD) for resource in OBJECT_RESOURCES.values()}
+_OBJECT_UPDATED = {resource: ClusterEvent(resource, ActionType.UPDATE) for resource in OBJECT_RESOURCES.values()}
+_OBJECT_DELETED = {resource: ClusterEvent(resource, ActionType.DELETE) for resource in OBJECT_RESOURCES.values()}
+"""The events of on_object_upsert and on_object_delete, built once (a PreBind's volume writes
+echo several per pod)."""
 
 
 def _assigned(pod: Obj) -> bool:
@@ -53,6 +60,13 @@ def _confirming(assumed: PodInfo, pod: Obj) -> PodInfo:
     unchanged = (pod.get("spec") == assumed.spec
                  and ((pod.get("metadata") or {}).get("labels") or {}) == assumed.labels)
     return assumed.placed(pod) if unchanged else PodInfo(pod)
+
+
+def _status_patched(old: Obj | None, pod: Obj) -> bool:
+    """`pod` is `old` with another status, and none of the parts of it that requests read changed:
+    the same metadata and spec objects (a merge of a status patch keeps them)."""
+    return (old is not None and pod.get("metadata") is old.get("metadata") and pod.get("spec") is old.get("spec")
+            and same_requests(old, pod))
 
 
 class EventHandlers:
@@ -89,11 +103,18 @@ class EventHandlers:
             else:
                 self.queue.assigned_pod_added(pod_info)
             return
-        if self.cache.is_assumed(_uid(pod)):
+        uid = _uid(pod)
+        if self.cache.is_assumed(uid):
             # Being bound (by one of our profiles: schedulerName cannot change): an update (e.g.
             # our own status patch) must not queue it again. Checked before building a PodInfo.
             return
-        pod_info = PodInfo(pod)
+        # The queue's PodInfo of `old` when it has that very object (e.g. the echo of our own
+        # status patch of a pod that failed): not built again, and the new version's computed
+        # parts taken from it when only the status changed, and none of what requests read.
+        known = self.queue.pod_info(uid) if old is not None else None
+        if known is not None and known.pod is not old:
+            known = None
+        pod_info = known.placed(pod) if known is not None and _status_patched(old, pod) else PodInfo(pod)
         if not self.scheduler.profiles.responsible_for(pod_info):
             self.scheduler.unmanaged.add(pod_info)
             self.scheduler.pending.forget(pod_info.uid)  # e.g. its schedulerName changed
@@ -101,7 +122,7 @@ class EventHandlers:
         if old is None:
             self.queue.add(pod_info, timestamp=timestamp)
         else:
-            self.queue.update(PodInfo(old), pod_info)
+            self.queue.update(known if known is not None else PodInfo(old), pod_info)
 
     def on_pod_delete(self, pod: Obj) -> None:
         pod_info = PodInfo(pod)
@@ -139,8 +160,8 @@ class EventHandlers:
             return
         resource = OBJECT_RESOURCES.get(kind)
         if resource is not None:
-            action = ActionType.ADD if old is None else ActionType.UPDATE
-            self.queue.move_all_to_active_or_backoff(ClusterEvent(resource, action), old, obj)
+            event = (_OBJECT_ADDED if old is None else _OBJECT_UPDATED)[resource]
+            self.queue.move_all_to_active_or_backoff(event, old, obj)
 
     def on_object_delete(self, kind: str, obj: Obj) -> None:
         old = self.cache.objects.delete(kind, obj)
@@ -150,7 +171,7 @@ class EventHandlers:
             return
         resource = OBJECT_RESOURCES.get(kind)
         if resource is not None and old is not None:
-            self.queue.move_all_to_active_or_backoff(ClusterEvent(resource, ActionType.DELETE), old, None)
+            self.queue.move_all_to_active_or_backoff(_OBJECT_DELETED[resource], old, None)
 
     def _taint_rule_changed(self, old: Obj | None, new: Obj | None) -> None:
         """A DeviceTaintRule changes the taints of the devices it selects: upstream's

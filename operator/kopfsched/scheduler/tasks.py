@@ -15,8 +15,12 @@ class TaskSet:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
+        loop = asyncio._get_running_loop()
+        if loop is not None and asyncio.iscoroutine(coro):  # every binding and report: named at creation
+            task = loop.create_task(coro, name=name)
+        else:
+            task = asyncio.ensure_future(coro)
+            task.set_name(name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
