@@ -21,6 +21,7 @@ from kopfsched.plugins.podtopologyspread.common import (
     SCHEDULE_ANYWAY,
     Selector,
     TopologySpreadConstraint,
+    filter_constraints,
     match_node_inclusion_policies,
     required_node_affinity,
 )
@@ -195,3 +196,41 @@ def test_inclusion_masks_equal_the_node_by_node_policies() -> None:
         assert plugin._compute_inclusion(c, pod, table, affinity).tolist() == expected
         checked += expected.count(False)
     assert checked > 1000  # nodes excluded
+
+
+def _described(constraints: list[TopologySpreadConstraint]) -> list[tuple[Any, ...]]:
+    return [(c.max_skew, c.topology_key, c.selector.signature, c.selector.empty, c.min_domains,
+             c.node_affinity_policy, c.node_taints_policy) for c in constraints]
+
+
+def test_own_constraints_parsed_once_equal_parsing_each_pod() -> None:
+    rng = random.Random(25)
+    plugin = PodTopologySpread(PodTopologySpreadArgs(), make_handle([]))
+    shapes = []
+    for _ in range(6):
+        shape = []
+        for key in rng.sample(KEYS, rng.randrange(1, 3)):
+            c: dict[str, Any] = {"maxSkew": rng.randrange(1, 4), "topologyKey": key,
+                                 "whenUnsatisfiable": rng.choice((SCHEDULE_ANYWAY, "DoNotSchedule")),
+                                 "labelSelector": {"matchLabels": {"app": rng.choice("ab")}}}
+            if rng.random() < 0.5:
+                c["matchLabelKeys"] = ["rev"]
+            if rng.random() < 0.2:
+                c["labelSelector"] = {"matchLabels": {"app": "not a valid value!"}}
+            shape.append(c)
+        shapes.append(shape)
+    merged = 0
+    for i in range(400):
+        labels = {"app": rng.choice("ab"), **({"rev": rng.choice("12")} if rng.random() < 0.7 else {})}
+        pod = PodInfo(make_pod(f"p{i}", labels=labels, topologySpreadConstraints=rng.choice(shapes)))
+        own = pod.spec["topologySpreadConstraints"]
+        for action in (SCHEDULE_ANYWAY, "DoNotSchedule"):
+            try:
+                expected = _described(filter_constraints(own, pod.labels, action))
+            except SelectorError:
+                with pytest.raises(SelectorError):
+                    plugin.constraints(pod, action)
+                continue
+            assert _described(plugin.constraints(pod, action)) == expected
+            merged += sum("rev" in signature for _, _, signature, *_ in expected)
+    assert merged > 100  # matchLabelKeys merged the pods' own labels

@@ -316,8 +316,10 @@ class MatchCounts:
         PodInfo is immutable: the same object is the same pod version)."""
         known = self._row_pods[row]
         pods = node.pods
-        gone = known.items() - pods.items()
-        came = pods.items() - known.items()
+        came = [(uid, p) for uid, p in pods.items() if known.get(uid) is not p]
+        # Every pod not among `came` is a known one: when they are as many as the known, none went.
+        gone = [] if len(pods) - len(came) == len(known) else [
+            (uid, p) for uid, p in known.items() if pods.get(uid) is not p]
         groups = self._pod_groups[row]
         deltas: dict[int, int] = {}
         for uid, _ in gone:

@@ -208,6 +208,8 @@ class PodTopologySpread:
         self._eligible: dict[tuple[tuple[str, ...], int], tuple[np.ndarray | None, np.ndarray]] = {}
         """(required topology keys, id of an inclusion mask or 0) -> (that mask, the rows that
         have every key and that mask includes), over the table above."""
+        self._masked_presence: dict[tuple[str, int], tuple[np.ndarray, tuple[bool, list[int]]]] = {}
+        """(label key, id of a kept mask) -> (that mask, `_label_presence` over its rows)."""
         self._tainted: bool | None = None
         """Whether some node of the table above has a taint; None: not known yet."""
         self._affinities: dict[str, NodePredicate] = {}
@@ -226,6 +228,8 @@ class PodTopologySpread:
             {} if all(c.get("labelSelector") is None for c in self.default_constraints) else None)
         self._default_constraints: dict[str, dict[tuple[Any, ...], list[TopologySpreadConstraint]]] = {}
         """namespace -> (pod labels, controller, action) -> the pod's default constraints."""
+        self._own_parsed: dict[tuple[str, str, str | None], list[TopologySpreadConstraint]] = {}
+        """(the pod's own constraints, action, its labels if read) -> those constraints, parsed."""
         self._selector_cursors: dict[str, int] = {}
         """Where `_default_constraints` is in the change log of each kind the selectors read."""
 
@@ -281,8 +285,23 @@ class PodTopologySpread:
         """The pod's constraints for `action`, or the default ones when it declares none."""
         own = pod.spec.get("topologySpreadConstraints")
         if own:
-            return common.filter_constraints(own, pod.labels, action)
+            return self._own_constraints(own, pod.labels, action)
         return self._build_default_constraints(pod, action)
+
+    def _own_constraints(self, own: Any, labels: Mapping[str, str], action: str) -> list[TopologySpreadConstraint]:
+        """`common.filter_constraints` of the pod's own constraints, parsed once per distinct
+        constraints (and labels, when some constraint merges matchLabelKeys): pods of one
+        workload share them. Errors are not kept: each pod with them raises again."""
+        reads_labels = any(isinstance(c, Mapping) and c.get("matchLabelKeys") for c in own) \
+            if isinstance(own, list) else True
+        key = (_value_key(own), action, _value_key(labels) if reads_labels else None)
+        cached = self._own_parsed.get(key)
+        if cached is None:
+            cached = common.filter_constraints(own, labels, action)
+            if len(self._own_parsed) >= _DEFAULT_SELECTORS_KEPT:
+                self._own_parsed.clear()
+            self._own_parsed[key] = cached
+        return list(cached)
 
     # -- per-node pod counts, cached as NodeTable columns ---------------------------------------
 
@@ -348,6 +367,7 @@ class PodTopologySpread:
         if self._inclusion_table is not table or self._inclusion_version != table.node_version:
             self._inclusion.clear()
             self._eligible.clear()
+            self._masked_presence.clear()
             self._tainted = None
             self._inclusion_table, self._inclusion_version = table, table.node_version
 
@@ -396,15 +416,21 @@ class PodTopologySpread:
 
     def _domain_counts_table(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, table: NodeTable,
                              affinity: NodePredicate | None, required_keys: tuple[str, ...]) -> list[dict[str, int]]:
-        # Every row counted (as with the system defaults): the per-domain totals MatchCounts keeps.
-        every_row = (type(table) is NodeTable and table is self.handle.snapshot.table
-                     and not any(self._label_presence(table, key)[0] for key in required_keys))
+        # On the snapshot table, the per-domain totals MatchCounts keeps (over every row, as with
+        # the system defaults, or over the rows a kept mask includes).
+        snapshot = type(table) is NodeTable and table is self.handle.snapshot.table
+        every_row = snapshot and not any(self._label_presence(table, key)[0] for key in required_keys)
         eligible: np.ndarray | None = None
         result: list[dict[str, int]] = []
         for c in constraints:
             included = self._inclusion_mask(c, pod, table, affinity)
             if every_row and included is None:
                 result.append(self._domain_totals(table, c, pod.namespace))
+                continue
+            if snapshot:
+                kept = self._eligible_mask(table, required_keys, included)
+                assert kept is not None  # some row lacks a required key, or `included` is a mask
+                result.append(self._masked_domain_totals(table, c, pod.namespace, kept))
                 continue
             if eligible is None:
                 eligible = np.ones(len(table), dtype=bool)
@@ -438,6 +464,32 @@ class PodTopologySpread:
         for k in present:
             per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
         return per_value
+
+    def _masked_domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str,
+                              mask: np.ndarray) -> dict[str, int]:
+        """`_domain_counts_table`'s counts for one constraint over the rows of a kept mask."""
+        totals = self._match_counts.domain_totals(table, c.selector, namespace, c.topology_key, mask).tolist()
+        some_missing, present = self._mask_presence(table, c.topology_key, mask)
+        values = self._value_names(c.topology_key)
+        per_value: dict[str, int] = {}
+        if some_missing:
+            per_value[""] = totals[0]
+        for k in present:
+            per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
+        return per_value
+
+    def _mask_presence(self, table: NodeTable, key: str, mask: np.ndarray) -> tuple[bool, list[int]]:
+        """`_label_presence` over the rows of a kept mask (after `_sync_masks`)."""
+        found = self._masked_presence.get((key, id(mask)))
+        if found is not None and found[0] is mask:
+            return found[1]
+        codes = table.column(label_column(key))[mask]
+        per_code = np.bincount(codes + 1, minlength=len(label_value_codes(key)) + 1)
+        presence = (bool(per_code[0]), np.flatnonzero(per_code[1:]).tolist())
+        if len(self._masked_presence) >= _MAX_INCLUSION_MASKS:
+            self._masked_presence.clear()
+        self._masked_presence[(key, id(mask))] = (mask, presence)
+        return presence
 
     def _label_presence(self, table: NodeTable, key: str) -> tuple[bool, list[int]]:
         """(whether some row lacks label `key`, the codes of its values on some row, ascending),

@@ -184,18 +184,18 @@ def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.nd
 
 
 def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
-    scores = np.asarray(scores, dtype=np.int64).copy()
+    scores = np.asarray(scores, dtype=np.int64)  # read only: the answer is a new array
     ignored = state.ignored if state.some_ignored and len(state.ignored) == len(scores) else None
     kept = scores if ignored is None else scores[~ignored]
     if len(kept) == 0:
-        scores[:] = 0
-        return scores
-    low, high = int(kept.min()), max(int(kept.max()), 0)
+        return np.zeros(len(scores), dtype=np.int64)
+    # The ufuncs' reduce: min() and max() without their Python wrappers.
+    low, high = int(np.minimum.reduce(kept)), max(int(np.maximum.reduce(kept)), 0)
     if high == 0:
-        scores[:] = MAX_NODE_SCORE
+        result = np.full(len(scores), MAX_NODE_SCORE, dtype=np.int64)
     else:
         # Integer arithmetic, as upstream: MaxNodeScore * (max + min - s) / max.
-        scores = MAX_NODE_SCORE * (high + low - scores) // high
+        result = MAX_NODE_SCORE * (high + low - scores) // high
     if ignored is not None:
-        scores[ignored] = 0
-    return scores
+        result[ignored] = 0
+    return result
