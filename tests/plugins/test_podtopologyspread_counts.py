@@ -3,6 +3,7 @@ generations, equal to counting every node's pods after each change."""
 
 from __future__ import annotations
 
+import copy
 import random
 
 import numpy as np
@@ -173,3 +174,78 @@ def test_plugin_domain_counts_equal_the_node_by_node_count() -> None:
         assert fast == slow
         checked += sum(sum(d.values()) for d in fast)
     assert checked > 300
+
+
+def _new_version(rng: random.Random, pod: PodInfo) -> PodInfo:
+    """The same pod (uid) with other labels, or terminating."""
+    raw = copy.deepcopy(pod.pod)
+    if rng.random() < 0.3:
+        raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    else:
+        raw["metadata"]["labels"] = {"app": rng.choice("abc")}
+    return PodInfo(raw)
+
+
+def _mask(rng: random.Random, size: int) -> np.ndarray:
+    return np.array([rng.random() < 0.6 for _ in range(size)], dtype=bool)
+
+
+@pytest.mark.usefixtures("groups_replayed")
+@pytest.mark.parametrize("refreshed_kept", [4096, 3], ids=["refreshed-named", "refreshed-overflow"])
+def test_counts_and_masked_totals_follow_changes_of_several_rows(refreshed_kept: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several rows changed between reads (pods placed, gone, or replaced by a new version of
+    the same pod), nodes relabelled, the generation column dropped: the counts and the totals
+    over every row or over a mask equal counting every node's pods."""
+    monkeypatch.setattr(counts_module, "_REFRESHED_KEPT", refreshed_kept)
+    monkeypatch.setattr(counts_module, "_MASKED_TOTALS_KEPT", 3)  # masks' totals forgotten too
+    rng = random.Random(9)
+    zone_of = [rng.choice(("z0", "z1", "")) for _ in range(14)]
+
+    def node(i: int) -> dict[str, object]:
+        return make_node(f"n{i}", labels={ZONE: zone_of[i]} if zone_of[i] else {})
+
+    nodes = [NodeInfo(node(i)) for i in range(14)]
+    table = NodeTable(nodes)
+    counts = MatchCounts()
+    masks = [_mask(rng, len(nodes)) for _ in range(5)]  # kept by identity, as the plugin keeps them
+    pods: list[tuple[NodeInfo, PodInfo]] = []
+    checked = 0
+    for step in range(1500):
+        for _ in range(rng.choice((0, 1, 1, 2, 5))):
+            row = rng.randrange(len(nodes))
+            draw = rng.random()
+            if draw < 0.03:
+                zone_of[row] = rng.choice(("z0", "z1", "z2", ""))
+                nodes[row].set_node(node(row))
+                table.refresh([row])
+                masks[rng.randrange(len(masks))] = _mask(rng, len(nodes))  # a mask of the new nodes
+                continue
+            if pods and draw < 0.25:
+                i = rng.randrange(len(pods))
+                owner, pod = pods[i]
+                owner.remove_pod(pod)
+                newer = _new_version(rng, pod)
+                owner.add_pod(newer)
+                pods[i] = (owner, newer)
+                row = nodes.index(owner)
+            else:
+                row = _bind_or_remove(rng, nodes, pods, row, step, remove=bool(pods) and draw < 0.5)
+            table.refresh([row], node_static=False)
+        if rng.random() < 0.01:
+            table.drop(counts._generation)  # whoever drops it, the next read looks at every row
+        codes = label_value_codes(ZONE)
+        for selector in rng.sample(SELECTORS, 2):
+            namespace = rng.choice(("default", "other"))
+            per_node = [count_pods_match_selector(n, selector, namespace) for n in nodes]
+            assert counts.counts(table, selector, namespace).tolist() == per_node
+            mask = rng.choice([None, *masks])
+            got = counts.domain_totals(table, selector, namespace, ZONE, mask).tolist()
+            expected = [0] * (len(codes) + 1)
+            for r, n in enumerate(nodes):
+                if mask is None or mask[r]:
+                    value = n.labels.get(ZONE)
+                    expected[0 if value is None else codes[value] + 1] += per_node[r]
+            assert got == expected
+            checked += sum(expected)
+    assert checked > 2000

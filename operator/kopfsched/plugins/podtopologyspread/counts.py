@@ -2,28 +2,38 @@
 
 Pods are grouped by (namespace, labels): a selector matches a whole group or none of it, so a
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
-nodes whose generation changed since it last looked (one numpy comparison per table refresh),
-and each selector's array is brought up to date by the changes of its groups' counts alone,
+nodes whose generation changed since it last looked (the table's refreshes name them, by
+reading their generation column), and of those only the pods that came or went, and each
+selector's array is brought up to date by the changes of its groups' counts alone,
 read from those groups' own change logs when it matches a few; a selector seen for the first
 time costs one match per group that has a label it requires (or per group of the namespace)
 and one addition per matching pod, not a scan of every node's pods. Per topology key, a
-selector's counts summed per label value are kept up to date the same way.
+selector's counts summed per label value (over every row, or over the rows of a node inclusion
+mask) are kept up to date the same way.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from collections import OrderedDict
+from collections.abc import Iterable
 
 import numpy as np
 
 from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
-from kopfsched.framework.types import NodeInfo
+from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.podtopologyspread.common import Selector
 
-_GENERATION = ColumnSpec("PodTopologySpread:generation", lambda n: n.generation)
-"""A row changes when anything on its node does: what the index is stale by."""
+_instances = itertools.count()
+"""Numbers each MatchCounts' generation column (each has its own reader of the refreshes)."""
+
+_REFRESHED_KEPT = 4096
+"""Refreshed nodes remembered between two syncs; beyond this, a sync looks at every row."""
+
+_MASKED_TOTALS_KEPT = 16
+"""Per selector: per-domain totals kept for this many (topology key, inclusion mask) pairs."""
 
 _SELECTORS_KEPT = 1024
 """Selector arrays kept (the least recently used go)."""
@@ -49,14 +59,39 @@ class _Entry:
         """candidates[:checked] were matched against the selector."""
         self.position = position
         """How far into the change log the array is current."""
-        self.totals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        """Topology key -> (its label column, `array` summed per code + 1; slot 0: nodes without it)."""
+        self.totals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray | None, np.ndarray]] = {}
+        """(topology key, id of the mask or 0) -> (its label column, the mask or None for every row,
+        `array` summed per code + 1 over the rows the mask includes; slot 0: nodes without the key)."""
         self.totals_version = -1
         """The table's node_version the totals' codes are of."""
 
 
 def _per_code(codes: np.ndarray, array: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes + 1, weights=array, minlength=size).astype(np.int64)
+
+
+class _Refreshed:
+    """The nodes whose generation the table's refreshes read since the last sync: the extract
+    of the index's generation column, so the rows a refresh touched need no scan to find."""
+
+    __slots__ = ("nodes", "overflow")
+
+    def __init__(self) -> None:
+        self.nodes: list[NodeInfo] = []
+        self.overflow = False
+        """Some refreshed nodes were not remembered: look at every row."""
+
+    def generation(self, node: NodeInfo) -> int:
+        nodes = self.nodes
+        if len(nodes) < _REFRESHED_KEPT:
+            nodes.append(node)
+        else:
+            self.overflow = True
+        return node.generation
+
+    def clear(self) -> None:
+        self.nodes.clear()
+        self.overflow = False
 
 
 class MatchCounts:
@@ -69,7 +104,15 @@ class MatchCounts:
         """The table's node_version at the last sync."""
         self._version = -1
         """The table's version at the last sync."""
-        self._generations = np.zeros(0, dtype=np.int64)
+        self._refreshed = _Refreshed()
+        self._generation = ColumnSpec(f"PodTopologySpread:generation:{next(_instances)}", self._refreshed.generation)
+        """A row changes when anything on its node does: what the index is stale by."""
+        self._generations: list[int] = []
+        """Per row: the node's generation when it was last read."""
+        self._row_pods: list[dict[str, PodInfo]] = []
+        """Per row: the node's pods when it was last read (uid -> PodInfo)."""
+        self._pod_groups: list[dict[str, int]] = []
+        """Per row: uid -> the group of that pod, -1 for a terminating one."""
         self._group_ids: dict[GroupKey, int] = {}
         self._groups: list[GroupKey] = []
         self._group_labels: list[dict[str, str]] = []
@@ -129,35 +172,45 @@ class MatchCounts:
                     continue
                 for _, row, delta in log[bisect.bisect_left(log, (position,)):]:
                     array[row] += delta
-                    for codes, per_code in totals:
-                        per_code[codes[row] + 1] += delta
+                    for codes, mask, per_code in totals:
+                        if mask is None or mask[row]:
+                            per_code[codes[row] + 1] += delta
         else:
             if position < self._log_base or end - position > max(self._size // 4, 16):
                 return False
             for row, g, delta in self._log[position - self._log_base:]:
                 if g in matched:
                     array[row] += delta
-                    for codes, per_code in totals:
-                        per_code[codes[row] + 1] += delta
+                    for codes, mask, per_code in totals:
+                        if mask is None or mask[row]:
+                            per_code[codes[row] + 1] += delta
         entry.position = end
         return True
 
-    def domain_totals(self, table: NodeTable, selector: Selector, namespace: str, key: str) -> np.ndarray:
-        """`counts` summed per value of node label `key` over every row: index code + 1 (the
-        codes of `label_value_codes(key)`), index 0 for the rows without the label (read-only)."""
+    def domain_totals(self, table: NodeTable, selector: Selector, namespace: str, key: str,
+                      mask: np.ndarray | None = None) -> np.ndarray:
+        """`counts` summed per value of node label `key` over every row, or over the rows
+        `mask` includes: index code + 1 (the codes of `label_value_codes(key)`), index 0 for
+        the rows without the label (read-only). A mask is kept by identity: never modify one
+        given here."""
         array = self.counts(table, selector, namespace)
         codes = table.column(label_column(key))
         size = len(label_value_codes(key)) + 1
         entry = self._entries.get((namespace, selector.signature)) if not selector.empty else None
         if entry is None:
-            return _per_code(codes, array, size)
+            return _per_code(codes, array if mask is None else np.where(mask, array, 0), size)
         if entry.totals_version != table.node_version:
             entry.totals.clear()
             entry.totals_version = table.node_version
-        kept = entry.totals.get(key)
-        if kept is None or kept[0] is not codes or len(kept[1]) != size:
-            kept = entry.totals[key] = (codes, _per_code(codes, array, size))
-        return kept[1]
+        which = (key, 0 if mask is None else id(mask))  # the kept mask keeps its id its own
+        kept = entry.totals.get(which)
+        if kept is None or kept[0] is not codes or len(kept[2]) != size:
+            if kept is None and mask is not None and len(entry.totals) >= _MASKED_TOTALS_KEPT:
+                for other in [k for k in entry.totals if k[1]]:
+                    del entry.totals[other]
+            kept = entry.totals[which] = (codes, mask, _per_code(
+                codes, array if mask is None else np.where(mask, array, 0), size))
+        return kept[2]
 
     def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
         matches = selector.matches
@@ -194,19 +247,30 @@ class MatchCounts:
     def _sync(self, table: NodeTable) -> None:
         if table is self._table and table.version == self._version and len(table) == self._size:
             return  # no refresh since the last sync (PreScore, then Score)
-        generations = table.column(_GENERATION)
+        refreshed = self._refreshed
+        rows: Iterable[int]
         if table is not self._table or len(table) != self._size:
             self._reset(table)
+            table.column(self._generation)  # from now on, its refreshes name the nodes they read
+            rows = range(self._size)
+        else:
+            table.column(self._generation)  # were it dropped, building it again names every node
+            if refreshed.overflow:
+                rows = range(self._size)
+            else:
+                index = table.index
+                named = sorted({index.get(n.name, -1) for n in refreshed.nodes})
+                rows = named[1:] if named and named[0] < 0 else named  # -1: a node of no row
+        refreshed.clear()
         self._node_version = table.node_version
         self._version = table.version
-        stale = np.flatnonzero(generations != self._generations)
-        if len(stale) == 0:
-            return
         nodes = table.nodes
-        rows = stale.tolist()
+        generations = self._generations
         for row in rows:
-            self._reindex(row, nodes[row])
-        self._generations = generations.copy()
+            node = nodes[row]
+            if node.generation != generations[row]:
+                generations[row] = node.generation
+                self._reindex(row, node)
         if len(self._log) > 4 * max(self._size, 16):
             drop = len(self._log) - 2 * max(self._size, 16)
             del self._log[:drop]
@@ -215,7 +279,9 @@ class MatchCounts:
     def _reset(self, table: NodeTable) -> None:
         self._table = table
         self._size = len(table)
-        self._generations = np.full(self._size, -1, dtype=np.int64)
+        self._generations = [-1] * self._size
+        self._row_pods = [{} for _ in range(self._size)]
+        self._pod_groups = [{} for _ in range(self._size)]
         self._group_ids = {}
         self._groups = []
         self._group_labels = []
@@ -229,36 +295,54 @@ class MatchCounts:
         self._by_namespace = {}
         self._by_label = {}
 
+    def _group_of(self, p: PodInfo) -> int:
+        labels = p.labels
+        key: GroupKey = (p.namespace, frozenset(labels.items()))
+        g = self._group_ids.get(key)
+        if g is None:
+            g = self._group_ids[key] = len(self._groups)
+            self._groups.append(key)
+            self._group_labels.append(dict(labels))
+            self._group_rows.append({})
+            self._group_logs.append([])
+            self._group_log_start.append(0)
+            self._by_namespace.setdefault(p.namespace, []).append(g)
+            for k, v in labels.items():
+                self._by_label.setdefault((p.namespace, k, v), []).append(g)
+        return g
+
     def _reindex(self, row: int, node: NodeInfo) -> None:
-        old = self._row_groups[row]
-        new: dict[int, int] = {}
-        for p in node.pods.values():
-            if p.is_terminating:
+        """Count the pods that came to or went from the node since it was last read (a
+        PodInfo is immutable: the same object is the same pod version)."""
+        known = self._row_pods[row]
+        pods = node.pods
+        came = [(uid, p) for uid, p in pods.items() if known.get(uid) is not p]
+        # Every pod not among `came` is a known one: when they are as many as the known, none went.
+        gone = [] if len(pods) - len(came) == len(known) else [
+            (uid, p) for uid, p in known.items() if pods.get(uid) is not p]
+        groups = self._pod_groups[row]
+        deltas: dict[int, int] = {}
+        for uid, _ in gone:
+            del known[uid]
+            g = groups.pop(uid)
+            if g >= 0:
+                deltas[g] = deltas.get(g, 0) - 1
+        for uid, p in came:
+            known[uid] = p
+            g = groups[uid] = -1 if p.is_terminating else self._group_of(p)
+            if g >= 0:
+                deltas[g] = deltas.get(g, 0) + 1
+        counts = self._row_groups[row]
+        for g, delta in deltas.items():
+            if not delta:
                 continue
-            labels = p.labels
-            key: GroupKey = (p.namespace, frozenset(labels.items()))
-            g = self._group_ids.get(key)
-            if g is None:
-                g = self._group_ids[key] = len(self._groups)
-                self._groups.append(key)
-                self._group_labels.append(dict(labels))
-                self._group_rows.append({})
-                self._group_logs.append([])
-                self._group_log_start.append(0)
-                self._by_namespace.setdefault(p.namespace, []).append(g)
-                for k, v in labels.items():
-                    self._by_label.setdefault((p.namespace, k, v), []).append(g)
-            new[g] = new.get(g, 0) + 1
-        for g, n in old.items():
-            if g not in new:
+            n = counts.get(g, 0) + delta
+            if n:
+                counts[g] = self._group_rows[g][row] = n
+            else:
+                del counts[g]
                 del self._group_rows[g][row]
-                self._append(row, g, -n)
-        for g, n in new.items():
-            was = old.get(g, 0)
-            if n != was:
-                self._group_rows[g][row] = n
-                self._append(row, g, n - was)
-        self._row_groups[row] = new
+            self._append(row, g, delta)
 
     def _append(self, row: int, g: int, delta: int) -> None:
         log = self._group_logs[g]

@@ -9,7 +9,6 @@ hostname maxSkew 3 and zone maxSkew 5, ScheduleAnyway; the default).
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,8 +111,55 @@ class PodTopologySpreadArgs:
         return cls(default_constraints=tuple(constraints), defaulting_type=defaulting)
 
 
-def _json_key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+def _value_key(value: Any) -> str:
+    """A key equal for equal JSON values (dicts in the same key order): repr, cheaper than
+    canonical JSON; values equal but for key order only miss each other's cache entries."""
+    return repr(value)
+
+
+def _affinity_key(pod: PodInfo) -> str | None:
+    """The key of the pod's nodeSelector and required node affinity; None when it has
+    neither (`common.required_node_affinity` is None exactly then)."""
+    node_selector = pod.spec.get("nodeSelector")
+    required = (pod.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not node_selector and required is None:
+        return None
+    return _value_key([node_selector, required])
+
+
+def _affinity_rows(pod: PodInfo, table: NodeTable, affinity: NodePredicate) -> np.ndarray | None:
+    """`affinity` (the pod's `common.required_node_affinity`) for every row, called once per
+    distinct combination of the values of the labels it reads rather than once per node; None
+    when it may read more than those labels (a term with matchFields reads the node's name)."""
+    node_selector = pod.spec.get("nodeSelector") or {}
+    required = (pod.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = (required.get("nodeSelectorTerms") or ()) if isinstance(required, Mapping) else ()
+    if not isinstance(node_selector, Mapping) or not isinstance(terms, (list, tuple)):
+        return None
+    keys: dict[Any, None] = dict.fromkeys(node_selector)
+    for term in terms:
+        if not isinstance(term, Mapping) or term.get("matchFields"):
+            return None
+        for expression in term.get("matchExpressions") or ():
+            if not isinstance(expression, Mapping):
+                return None
+            keys[expression.get("key", "")] = None
+    if not all(isinstance(key, str) for key in keys):
+        return None
+    if not keys:  # reads no label: the same answer for every node
+        return np.full(len(table), bool(affinity({}, "")), dtype=bool)
+    labels = list(keys)
+    columns = [table.column(label_column(key)) for key in labels]
+    if len(columns) == 1:
+        distinct, inverse = np.unique(columns[0], return_inverse=True)
+        combinations = [(code,) for code in distinct.tolist()]
+    else:
+        distinct, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+        combinations = distinct.tolist()
+    names = [list(label_value_codes(key)) for key in labels]
+    answers = [bool(affinity({key: values[code] for key, values, code in zip(labels, names, combination, strict=True)
+                              if code >= 0}, "")) for combination in combinations]
+    return np.asarray(answers, dtype=bool)[inverse.reshape(-1)]
 
 
 def _pod_info(obj: Any) -> PodInfo | None:
@@ -159,6 +205,17 @@ class PodTopologySpread:
         """Node inclusion masks over the table below, by policies, node affinity and tolerations."""
         self._inclusion_table: NodeTable | None = None
         self._inclusion_version = -1
+        self._eligible: dict[tuple[tuple[str, ...], int], tuple[np.ndarray | None, np.ndarray]] = {}
+        """(required topology keys, id of an inclusion mask or 0) -> (that mask, the rows that
+        have every key and that mask includes), over the table above."""
+        self._masked_presence: dict[tuple[str, int], tuple[np.ndarray, tuple[bool, list[int]]]] = {}
+        """(label key, id of a kept mask) -> (that mask, `_label_presence` over its rows)."""
+        self._tainted: bool | None = None
+        """Whether some node of the table above has a taint; None: not known yet."""
+        self._affinities: dict[str, NodePredicate] = {}
+        """`_affinity_key` -> the compiled required node affinity."""
+        self._names: dict[str, list[str]] = {}
+        """Label key -> its values by code."""
         self._presence: dict[str, tuple[bool, list[int]]] = {}
         self._presence_table: NodeTable | None = None
         self._presence_version = -1
@@ -171,6 +228,8 @@ class PodTopologySpread:
             {} if all(c.get("labelSelector") is None for c in self.default_constraints) else None)
         self._default_constraints: dict[str, dict[tuple[Any, ...], list[TopologySpreadConstraint]]] = {}
         """namespace -> (pod labels, controller, action) -> the pod's default constraints."""
+        self._own_parsed: dict[tuple[str, str, str | None], list[TopologySpreadConstraint]] = {}
+        """(the pod's own constraints, action, its labels if read) -> those constraints, parsed."""
         self._selector_cursors: dict[str, int] = {}
         """Where `_default_constraints` is in the change log of each kind the selectors read."""
 
@@ -226,8 +285,23 @@ class PodTopologySpread:
         """The pod's constraints for `action`, or the default ones when it declares none."""
         own = pod.spec.get("topologySpreadConstraints")
         if own:
-            return common.filter_constraints(own, pod.labels, action)
+            return self._own_constraints(own, pod.labels, action)
         return self._build_default_constraints(pod, action)
+
+    def _own_constraints(self, own: Any, labels: Mapping[str, str], action: str) -> list[TopologySpreadConstraint]:
+        """`common.filter_constraints` of the pod's own constraints, parsed once per distinct
+        constraints (and labels, when some constraint merges matchLabelKeys): pods of one
+        workload share them. Errors are not kept: each pod with them raises again."""
+        reads_labels = any(isinstance(c, Mapping) and c.get("matchLabelKeys") for c in own) \
+            if isinstance(own, list) else True
+        key = (_value_key(own), action, _value_key(labels) if reads_labels else None)
+        cached = self._own_parsed.get(key)
+        if cached is None:
+            cached = common.filter_constraints(own, labels, action)
+            if len(self._own_parsed) >= _DEFAULT_SELECTORS_KEPT:
+                self._own_parsed.clear()
+            self._own_parsed[key] = cached
+        return list(cached)
 
     # -- per-node pod counts, cached as NodeTable columns ---------------------------------------
 
@@ -249,36 +323,74 @@ class PodTopologySpread:
     def _inclusion_mask(self, c: TopologySpreadConstraint, pod: PodInfo, table: NodeTable,
                         affinity: NodePredicate | None) -> np.ndarray | None:
         """Rows excluded by the node inclusion policies; None when every node is included."""
-        nodes = table.nodes
         honor_affinity = c.node_affinity_policy == HONOR and affinity is not None
-        honor_taints = c.node_taints_policy == HONOR and any(n.taints for n in nodes)
-        if not (honor_affinity or honor_taints):
-            return None
-        rows = np.arange(len(table), dtype=np.int64)
-
-        def compute(table: NodeTable, rows: np.ndarray) -> np.ndarray:
-            nodes = table.nodes
-            return np.fromiter((common.match_node_inclusion_policies(c, pod, nodes[r], affinity)
-                                for r in rows.tolist()), dtype=bool, count=len(rows))
-
         if type(table) is not NodeTable:
-            return compute(table, rows)
+            honor_taints = c.node_taints_policy == HONOR and any(n.taints for n in table.nodes)
+            if not (honor_affinity or honor_taints):
+                return None
+            return self._compute_inclusion(c, pod, table, affinity)
         # The policies read the Node objects alone (labels, name, taints): the mask holds while
         # the table and its Node objects do, for every pod with this node affinity and these
         # tolerations.
-        if self._inclusion_table is not table or self._inclusion_version != table.node_version:
-            self._inclusion.clear()
-            self._inclusion_table, self._inclusion_version = table, table.node_version
-        required = (pod.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        key = (c.node_affinity_policy, c.node_taints_policy,
-               _json_key([pod.spec.get("nodeSelector"), required]) if honor_affinity else None,
-               _json_key(pod.tolerations) if honor_taints else None)
+        self._sync_masks(table)
+        honor_taints = c.node_taints_policy == HONOR and self._some_taints(table)
+        if not (honor_affinity or honor_taints):
+            return None
+        key = (c.node_affinity_policy, c.node_taints_policy, _affinity_key(pod) if honor_affinity else None,
+               _value_key(pod.tolerations) if honor_taints else None)
         mask = self._inclusion.get(key)
         if mask is None:
-            mask = self._inclusion[key] = compute(table, rows)
+            mask = self._inclusion[key] = self._compute_inclusion(c, pod, table, affinity)
             if len(self._inclusion) > _MAX_INCLUSION_MASKS:
                 del self._inclusion[next(iter(self._inclusion))]
         return mask
+
+    @staticmethod
+    def _compute_inclusion(c: TopologySpreadConstraint, pod: PodInfo, table: NodeTable,
+                           affinity: NodePredicate | None) -> np.ndarray:
+        nodes = table.nodes
+        matched = None
+        if c.node_affinity_policy == HONOR and affinity is not None and type(table) is NodeTable:
+            matched = _affinity_rows(pod, table, affinity)
+        if matched is None:
+            return np.fromiter((common.match_node_inclusion_policies(c, pod, n, affinity) for n in nodes),
+                               dtype=bool, count=len(nodes))
+        if c.node_taints_policy == HONOR:
+            tolerations = pod.tolerations
+            matched &= np.fromiter((not n.taints or not common.has_untolerated_do_not_schedule_taint(n, tolerations)
+                                    for n in nodes), dtype=bool, count=len(nodes))
+        return matched
+
+    def _sync_masks(self, table: NodeTable) -> None:
+        """Forget the masks (and what is read from the Node objects) of another table or of
+        Node objects that changed since."""
+        if self._inclusion_table is not table or self._inclusion_version != table.node_version:
+            self._inclusion.clear()
+            self._eligible.clear()
+            self._masked_presence.clear()
+            self._tainted = None
+            self._inclusion_table, self._inclusion_version = table, table.node_version
+
+    def _some_taints(self, table: NodeTable) -> bool:
+        """Whether some node of the table has a taint (after `_sync_masks`)."""
+        if self._tainted is None:
+            self._tainted = any(n.taints for n in table.nodes)
+        return self._tainted
+
+    def _required_node_affinity(self, pod: PodInfo) -> NodePredicate | None:
+        """`common.required_node_affinity`, compiled once per nodeSelector and required node
+        affinity (an error is raised again for every pod that has it)."""
+        key = _affinity_key(pod)
+        if key is None:
+            return None
+        affinity = self._affinities.get(key)
+        if affinity is None:
+            compiled = common.required_node_affinity(pod)
+            assert compiled is not None  # a key: the pod has a nodeSelector or a required node affinity
+            if len(self._affinities) >= _MAX_INCLUSION_MASKS:
+                self._affinities.clear()
+            affinity = self._affinities[key] = compiled
+        return affinity
 
     def _domain_counts(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, nodes: list[NodeInfo],
                        affinity: NodePredicate | None, *, required_keys: Iterable[str]) -> list[dict[str, int]]:
@@ -304,15 +416,21 @@ class PodTopologySpread:
 
     def _domain_counts_table(self, constraints: list[TopologySpreadConstraint], pod: PodInfo, table: NodeTable,
                              affinity: NodePredicate | None, required_keys: tuple[str, ...]) -> list[dict[str, int]]:
-        # Every row counted (as with the system defaults): the per-domain totals MatchCounts keeps.
-        every_row = (type(table) is NodeTable and table is self.handle.snapshot.table
-                     and not any(self._label_presence(table, key)[0] for key in required_keys))
+        # On the snapshot table, the per-domain totals MatchCounts keeps (over every row, as with
+        # the system defaults, or over the rows a kept mask includes).
+        snapshot = type(table) is NodeTable and table is self.handle.snapshot.table
+        every_row = snapshot and not any(self._label_presence(table, key)[0] for key in required_keys)
         eligible: np.ndarray | None = None
         result: list[dict[str, int]] = []
         for c in constraints:
             included = self._inclusion_mask(c, pod, table, affinity)
             if every_row and included is None:
                 result.append(self._domain_totals(table, c, pod.namespace))
+                continue
+            if snapshot:
+                kept = self._eligible_mask(table, required_keys, included)
+                assert kept is not None  # some row lacks a required key, or `included` is a mask
+                result.append(self._masked_domain_totals(table, c, pod.namespace, kept))
                 continue
             if eligible is None:
                 eligible = np.ones(len(table), dtype=bool)
@@ -347,6 +465,32 @@ class PodTopologySpread:
             per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
         return per_value
 
+    def _masked_domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str,
+                              mask: np.ndarray) -> dict[str, int]:
+        """`_domain_counts_table`'s counts for one constraint over the rows of a kept mask."""
+        totals = self._match_counts.domain_totals(table, c.selector, namespace, c.topology_key, mask).tolist()
+        some_missing, present = self._mask_presence(table, c.topology_key, mask)
+        values = self._value_names(c.topology_key)
+        per_value: dict[str, int] = {}
+        if some_missing:
+            per_value[""] = totals[0]
+        for k in present:
+            per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
+        return per_value
+
+    def _mask_presence(self, table: NodeTable, key: str, mask: np.ndarray) -> tuple[bool, list[int]]:
+        """`_label_presence` over the rows of a kept mask (after `_sync_masks`)."""
+        found = self._masked_presence.get((key, id(mask)))
+        if found is not None and found[0] is mask:
+            return found[1]
+        codes = table.column(label_column(key))[mask]
+        per_code = np.bincount(codes + 1, minlength=len(label_value_codes(key)) + 1)
+        presence = (bool(per_code[0]), np.flatnonzero(per_code[1:]).tolist())
+        if len(self._masked_presence) >= _MAX_INCLUSION_MASKS:
+            self._masked_presence.clear()
+        self._masked_presence[(key, id(mask))] = (mask, presence)
+        return presence
+
     def _label_presence(self, table: NodeTable, key: str) -> tuple[bool, list[int]]:
         """(whether some row lacks label `key`, the codes of its values on some row, ascending),
         kept while the table and its Node objects are."""
@@ -374,7 +518,7 @@ class PodTopologySpread:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
             if not constraints:
                 return SKIP
-            affinity = common.required_node_affinity(pod)
+            affinity = self._required_node_affinity(pod)
         except SelectorError as error:
             return Status.as_error(f"obtaining pod's hard topology spread constraints: {error}")
         counts = self._domain_counts(constraints, pod, nodes, affinity,
@@ -386,12 +530,12 @@ class PodTopologySpread:
         return self._hard_defaults
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
-        state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, pod, node, 1, common.required_node_affinity(pod))
+        state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, pod, node, 1, self._required_node_affinity(pod))
         return None
 
     def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status | None:
         state.read(PRE_FILTER_STATE).update_with_pod(pod_to_remove, pod, node, -1,
-                                                     common.required_node_affinity(pod))
+                                                     self._required_node_affinity(pod))
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -418,13 +562,111 @@ class PodTopologySpread:
         # Nodes without a zone label may still be spread by hostname under the system defaults.
         pre_score = scoring.PreScoreState(constraints, require_all_topologies=bool(own) or not self.system_defaulted)
         rows = self._snapshot_rows(nodes)
+        table = self.handle.snapshot.table
         if rows is None:
             scoring.init_pre_score_state(pre_score, nodes)
+            self._count_pre_score_domains(pre_score, pod, all_nodes)
+        elif len(table) != len(all_nodes):
+            scoring.init_pre_score_state_rows(pre_score, table, rows)
+            self._count_pre_score_domains(pre_score, pod, all_nodes)
         else:
-            scoring.init_pre_score_state_rows(pre_score, self.handle.snapshot.table, rows)
-        self._count_pre_score_domains(pre_score, pod, all_nodes)
+            self._pre_score_rows(pre_score, pod, table, rows)
         state.write(PRE_SCORE_STATE, pre_score)
         return None
+
+    def _pre_score_rows(self, s: scoring.PreScoreState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> None:
+        """`init_pre_score_state_rows`, then `_count_pre_score_domains`, for rows of the
+        snapshot table: the domains as label codes, counted from the per-domain totals that
+        MatchCounts keeps (per inclusion mask), and each domain's score for Score to look up."""
+        constraints = s.constraints
+        presence = [self._label_presence(table, c.topology_key) for c in constraints]
+        ignored: np.ndarray | None = None
+        if s.require_all_topologies:
+            for c, (some_missing, _) in zip(constraints, presence, strict=True):
+                if some_missing:  # else no row lacks the key
+                    lacking = table.column(label_column(c.topology_key))[rows] < 0
+                    ignored = lacking if ignored is None else ignored | lacking
+        some_ignored = ignored is not None and bool(ignored.any())
+        kept = rows
+        s.ignored = np.zeros(len(rows), dtype=bool) if ignored is None else ignored
+        s.some_ignored = some_ignored
+        if some_ignored:
+            assert ignored is not None
+            kept = rows[~ignored]
+            nodes = table.nodes
+            s.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist())
+        counted = any(c.topology_key != LABEL_HOSTNAME for c in constraints)
+        affinity = self._required_node_affinity(pod) if counted else None
+        required = tuple(c.topology_key for c in constraints) if s.require_all_topologies else ()
+        registered: list[dict[str, int]] = []
+        weights: list[float] = []
+        parts: list[np.ndarray | None] = []
+        for c, (some_missing, present) in zip(constraints, presence, strict=True):
+            key = c.topology_key
+            if key == LABEL_HOSTNAME:  # per-node counts are taken in Score
+                registered.append({})
+                weights.append(scoring.topology_normalizing_weight(len(kept)))
+                parts.append(None)
+                continue
+            column = table.column(label_column(key))
+            # In the order of the nodes' first appearance, as the loop over nodes registers them;
+            # when the first rows show every value of the table, they show every first appearance.
+            first = list(dict.fromkeys(column[kept[:scoring.FIRST_ROWS]].tolist()))
+            if len(first) != len(present) + some_missing:
+                first = scoring.first_appearance(column[kept])
+            mask = self._eligible_mask(table, required, self._inclusion_mask(c, pod, table, affinity))
+            totals = self._match_counts.domain_totals(table, c.selector, pod.namespace, key, mask).tolist()
+            codes = label_value_codes(key)
+            names = self._value_names(key)
+            counts: dict[str, int] = {}
+            for code in first:
+                counts[names[code] if code >= 0 else ""] = totals[code + 1]
+            if "" in counts:  # a label value "" is also the domain of the nodes without the label
+                empty = codes.get("")
+                counts[""] = totals[0] + (totals[empty + 1] if empty is not None and empty + 1 < len(totals) else 0)
+            weight = scoring.topology_normalizing_weight(len(counts))
+            registered.append(counts)
+            weights.append(weight)
+            # What lookup_by_label reads in Score, scored as Score would.
+            per_code = np.zeros(len(codes) + 1, dtype=np.int64)
+            for value, n in counts.items():
+                code = codes.get(value)
+                if code is not None:
+                    per_code[code] = n
+            parts.append(np.asarray(scoring.score_for_count(per_code, c.max_skew, weight)))
+        s.topology_value_to_pod_counts = registered
+        s.topology_normalizing_weight = weights
+        s.domain_scores = parts
+        s.domain_scores_of = (table, table.node_version)
+
+    def _eligible_mask(self, table: NodeTable, required: tuple[str, ...],
+                       included: np.ndarray | None) -> np.ndarray | None:
+        """The rows that have every `required` label and that `included` includes; None for
+        every row. Kept while the table and its Node objects are."""
+        if not any(self._label_presence(table, key)[0] for key in required):
+            return included
+        self._sync_masks(table)
+        key = (required, 0 if included is None else id(included))
+        found = self._eligible.get(key)
+        if found is not None and found[0] is included:
+            return found[1]
+        mask = np.ones(len(table), dtype=bool)
+        for label in required:
+            mask &= table.column(label_column(label)) >= 0
+        if included is not None:
+            mask &= included
+        if len(self._eligible) >= _MAX_INCLUSION_MASKS:
+            self._eligible.clear()
+        self._eligible[key] = (included, mask)
+        return mask
+
+    def _value_names(self, key: str) -> list[str]:
+        """The values of label `key` by code (`label_value_codes(key)` inverted)."""
+        codes = label_value_codes(key)
+        names = self._names.get(key)
+        if names is None or len(names) != len(codes):
+            names = self._names[key] = list(codes)
+        return names
 
     def _snapshot_rows(self, nodes: Sequence[NodeInfo]) -> np.ndarray | None:
         """The snapshot table's rows of `nodes`, None when some node is not one of its rows."""
@@ -446,7 +688,7 @@ class PodTopologySpread:
         if not counted:
             return
         required = [c.topology_key for c in s.constraints] if s.require_all_topologies else []
-        counts = self._domain_counts([c for _, c in counted], pod, all_nodes, common.required_node_affinity(pod),
+        counts = self._domain_counts([c for _, c in counted], pod, all_nodes, self._required_node_affinity(pod),
                                      required_keys=required)
         for (i, _), per_value in zip(counted, counts, strict=True):
             registered = s.topology_value_to_pod_counts[i]
@@ -462,9 +704,13 @@ class PodTopologySpread:
         hosts = [self._count_column(table, c.selector, pod.namespace)[rows] if c.topology_key == LABEL_HOSTNAME
                  else None for c in s.constraints]
         labelled = None
+        domain_scores = None
         if type(table) is NodeTable and table is self.handle.snapshot.table:
             labelled = [not self._label_presence(table, c.topology_key)[0] for c in s.constraints]
-        return scoring.score_rows(s, pod, table, rows, hosts, labelled)
+            if s.domain_scores_of is not None and s.domain_scores_of[0] is table \
+                    and s.domain_scores_of[1] == table.node_version:
+                domain_scores = s.domain_scores
+        return scoring.score_rows(s, pod, table, rows, hosts, labelled, domain_scores)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> np.ndarray:
         return scoring.normalize(state.read(PRE_SCORE_STATE), scores)

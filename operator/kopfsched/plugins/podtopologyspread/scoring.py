@@ -36,6 +36,11 @@ class PreScoreState:
     """Whether `ignored` holds a node (else NormalizeScore skips masking)."""
     topology_value_to_pod_counts: list[dict[str, int]] = field(default_factory=list)
     topology_normalizing_weight: list[float] = field(default_factory=list)
+    domain_scores: list[np.ndarray | None] | None = None
+    """Per constraint but hostname ones: `score_for_count` of each label code's domain count
+    (index code; the last slot, for nodes without the label, scores a count of 0)."""
+    domain_scores_of: tuple[NodeTable, int] | None = None
+    """The table and its node_version whose label codes `domain_scores` are of."""
 
     def clone(self) -> PreScoreState:
         return self  # read-only after PreScore
@@ -108,7 +113,7 @@ def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.n
     ]
 
 
-_FIRST_ROWS = 64
+FIRST_ROWS = 64
 """Rows looked at first for the order of the distinct codes (a few zones show up in them)."""
 
 
@@ -118,7 +123,7 @@ def first_appearance(codes: np.ndarray) -> list[int]:
         return []
     distinct = int(np.count_nonzero(np.bincount(codes + 1)))
     # When the first rows hold every value, their first appearances are all among them.
-    first = list(dict.fromkeys(codes[:_FIRST_ROWS].tolist()))
+    first = list(dict.fromkeys(codes[:FIRST_ROWS].tolist()))
     if len(first) == distinct:
         return first
     present, index = np.unique(codes, return_index=True)
@@ -148,22 +153,28 @@ def _round(x: float) -> int:
 
 
 def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.ndarray,
-               host_counts: list[np.ndarray | None], labelled: Sequence[bool] | None = None) -> np.ndarray:
+               host_counts: list[np.ndarray | None], labelled: Sequence[bool] | None = None,
+               domain_scores: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
     """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints;
-    labelled[i], when given, tells that every row has constraint i's key."""
+    labelled[i], when given, tells that every row has constraint i's key; domain_scores[i],
+    when given, is `state.domain_scores[i]` for the table's current label codes."""
     score = np.zeros(len(rows), dtype=np.float64)
     has_all: np.ndarray | None = None
     for i, c in enumerate(state.constraints):
         hosts = host_counts[i]
+        codes: np.ndarray | None = None
         if hosts is not None:
-            count = hosts
+            part = score_for_count(hosts, c.max_skew, state.topology_normalizing_weight[i])
+        elif domain_scores is not None and (per_code := domain_scores[i]) is not None:
+            codes = table.column(label_column(c.topology_key))[rows]
+            part = per_code[codes]
         else:
             count = lookup_by_label(table, rows, c.topology_key, state.topology_value_to_pod_counts[i])
-        part = score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
+            part = score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
         if labelled is not None and labelled[i]:
             score += part
             continue
-        has = table.column(label_column(c.topology_key))[rows] >= 0
+        has = (table.column(label_column(c.topology_key))[rows] if codes is None else codes) >= 0
         has_all = has if has_all is None else has_all & has
         score += np.where(has, part, 0.0)
     result = np.floor(score + 0.5).astype(np.int64)
@@ -173,18 +184,18 @@ def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.nd
 
 
 def normalize(state: PreScoreState, scores: np.ndarray) -> np.ndarray:
-    scores = np.asarray(scores, dtype=np.int64).copy()
+    scores = np.asarray(scores, dtype=np.int64)  # read only: the answer is a new array
     ignored = state.ignored if state.some_ignored and len(state.ignored) == len(scores) else None
     kept = scores if ignored is None else scores[~ignored]
     if len(kept) == 0:
-        scores[:] = 0
-        return scores
-    low, high = int(kept.min()), max(int(kept.max()), 0)
+        return np.zeros(len(scores), dtype=np.int64)
+    # The ufuncs' reduce: min() and max() without their Python wrappers.
+    low, high = int(np.minimum.reduce(kept)), max(int(np.maximum.reduce(kept)), 0)
     if high == 0:
-        scores[:] = MAX_NODE_SCORE
+        result = np.full(len(scores), MAX_NODE_SCORE, dtype=np.int64)
     else:
         # Integer arithmetic, as upstream: MaxNodeScore * (max + min - s) / max.
-        scores = MAX_NODE_SCORE * (high + low - scores) // high
+        result = MAX_NODE_SCORE * (high + low - scores) // high
     if ignored is not None:
-        scores[ignored] = 0
-    return scores
+        result[ignored] = 0
+    return result
