@@ -286,3 +286,55 @@ def test_index_kept_by_changed_pods_equals_a_rebuild(seed: int) -> None:
             rebuilt.update(table)
             assert _groups(index.pods) == _groups(rebuilt.pods)
             assert _groups(index.terms) == _groups(rebuilt.terms)
+
+
+class _FullCompare(pod_index.AffinityIndex):
+    """The index as it finds changed rows without the table's log: every row's generation compared."""
+
+    def update(self, table: Any) -> None:
+        self._refresh_position = -1  # before any log: forgotten, so every row is compared
+        super().update(table)
+
+
+def _exactly(groups: Any) -> list[tuple[Any, list[tuple[int, int]]]]:
+    return [(key, list(g.rows.items())) for key, g in groups.by_key.items()]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_index_redoing_refreshed_rows_equals_comparing_every_row(seed: int) -> None:
+    """Several nodes changed between updates, refreshes of rows that did not change, of the pods
+    alone, repeated rows, and gaps long enough for the table to forget: the index that redoes
+    the rows refreshed since holds the groups, in the same order, of one comparing every row."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index, reference = pod_index.AffinityIndex(), _FullCompare()
+    index.update(table)
+    reference.update(table)
+    for step in range(200):
+        for _ in range(rng.choice((0, 1, 1, 2, 3))):
+            row = rng.randrange(len(infos))
+            node = infos[row]
+            if node.pods and rng.random() < 0.3:
+                node.remove_pod(rng.choice(list(node.pods.values())))
+            else:
+                added = _random_pod(rng, f"added-{step}-{row}-{len(node.pods)}")
+                added["spec"]["nodeName"] = node.name
+                node.add_pod(PodInfo(added))
+        refreshed = [rng.randrange(len(infos)) for _ in range(rng.choice((0, 1, 2, 4)))]
+        table.refresh(refreshed, node_static=rng.random() < 0.5)
+        if rng.random() < 0.1:  # more refreshes than the table remembers
+            for _ in range(40):
+                table.refresh([rng.randrange(len(infos))])
+        for row in range(len(infos)):  # what the cache does: every changed node is refreshed
+            if table.column(pod_index.GENERATION)[row] != infos[row].generation and rng.random() < 0.8:
+                table.refresh([row])
+        if rng.random() < 0.7:
+            index.update(table)
+            reference.update(table)
+            assert _exactly(index.pods) == _exactly(reference.pods)
+            assert _exactly(index.terms) == _exactly(reference.terms)
+            assert [list(r) for r in index._row_pods] == [list(r) for r in reference._row_pods]
+

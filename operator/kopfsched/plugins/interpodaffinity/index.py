@@ -13,7 +13,8 @@ both kinds of group are found through a (label key, value) index.
 
 Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
 nodes that changed) differs from the one indexed, and then only for the pods of the row that
-changed; a new table rebuilds everything. Label
+changed; only the rows the table refreshed since are compared, and a new table rebuilds
+everything. Label
 values of the topology keys are read from the nodes when counting, so a relabelled node needs
 nothing more.
 """
@@ -160,6 +161,8 @@ class AffinityIndex:
         self._generations = np.zeros(0, dtype=np.int64)
         self._table_version = -1
         """The table's refresh count when last looked at: equal, no row can have changed."""
+        self._refresh_position = 0
+        """How far into the table's refreshed rows (NodeTable.refreshed_since) the index is."""
         self._row_pods: list[dict[str, _Indexed]] = []
         """Per row: its pods by uid, as indexed."""
         self.pods = _Groups()
@@ -170,20 +173,28 @@ class AffinityIndex:
             return
         self._table_version = table.version
         generations = table.column(GENERATION)
+        position, refreshed = table.refreshed_since(self._refresh_position)
+        self._refresh_position = position
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table
             self._row_pods = [{} for _ in range(len(table))]
             self.pods = _Groups()
             self.terms = _Groups()
             changed: Iterable[int] = range(len(table))
-        else:
+            self._generations = generations.copy()
+        elif refreshed is None:
             changed = np.flatnonzero(generations != self._generations).tolist()
-            if not changed:
-                return
+            self._generations = generations.copy()
+        else:
+            # The generation column changes in refresh alone: only the rows refreshed since can
+            # differ (in row order, as the comparison of every row gives them).
+            indexed = self._generations
+            changed = [row for row in sorted(set(refreshed)) if generations.item(row) != indexed.item(row)]
+            for row in changed:
+                indexed[row] = generations.item(row)
         nodes = table.nodes
         for row in changed:
             self._reindex(row, nodes[row])
-        self._generations = generations.copy()
 
     def _reindex(self, row: int, node: NodeInfo) -> None:
         """Bring the row's groups to its node's pods: only the pods added, removed or replaced
