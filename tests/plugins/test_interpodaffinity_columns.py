@@ -338,3 +338,39 @@ def test_index_redoing_refreshed_rows_equals_comparing_every_row(seed: int) -> N
             assert _exactly(index.terms) == _exactly(reference.terms)
             assert [list(r) for r in index._row_pods] == [list(r) for r in reference._row_pods]
 
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matched_term_groups_kept_equal_matching_again(seed: int) -> None:
+    """Pods of a few label sets (in either order) and namespaces looked up again and again while
+    term groups come and go under their pairs, or under none: the groups kept are, in order,
+    the ones matching every candidate again gives."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(5)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(3))] for i in range(5)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index = pod_index.AffinityIndex()
+    label_sets = [{"app": "a"}, {"app": "b", "tier": "x"}, {"tier": "x", "app": "b"}, {"app": "c", "tier": "y"},
+                  {"tier": "y"}, {}]
+    namespace_labels = [{}, {"team": "a"}, {"team": "a", "x": "1"}]
+    kinds = [frozenset((pod_index.REQUIRED_ANTI,)), frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI)),
+             frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI, pod_index.REQUIRED_AFFINITY))]
+    for step in range(120):
+        row = rng.randrange(len(infos))
+        node = infos[row]
+        if node.pods and rng.random() < 0.4:
+            node.remove_pod(rng.choice(list(node.pods.values())))
+        else:
+            added = _random_pod(rng, f"added-{step}")
+            added["spec"]["nodeName"] = node.name
+            node.add_pod(PodInfo(added))
+        table.refresh([row])
+        index.update(table)
+        for _ in range(rng.randrange(1, 6)):
+            pod = PodInfo(make_pod(f"p{step}", rng.choice(("ns-a", "ns-b")), labels=dict(rng.choice(label_sets))))
+            ns_labels = rng.choice(namespace_labels)
+            wanted = rng.choice(kinds)
+            again = [g for g in index.terms.candidates([None, *pod.labels.items()])
+                     if g.kind in wanted and g.representative.matches(pod, ns_labels)]
+            assert [id(g) for g in index.matching_term_groups(pod, ns_labels, wanted)] == [id(g) for g in again]
+

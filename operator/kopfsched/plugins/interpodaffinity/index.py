@@ -9,7 +9,9 @@ O(pods); but the pods of one workload are alike, so the index keeps
   owner's merged label values), each with how many such terms every row hosts.
 A term is then evaluated once per group instead of once per pod, and only against the groups
 that can match it: a selector's first matchLabels pair must be among a pod's labels, so
-both kinds of group are found through a (label key, value) index.
+both kinds of group are found through a (label key, value) index. Which term groups match a
+pod is kept by the pod's namespace, labels and namespace labels until a term group comes or
+goes under one of its pairs.
 
 Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
 nodes that changed) differs from the one indexed, and then only for the pods of the row that
@@ -44,6 +46,9 @@ PREFERRED_ANTI = "preferred-anti"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+_MATCHED_KEPT = 4096
+"""matching_term_groups' answers kept (all go when there would be more)."""
 
 Pair = tuple[str, str] | None
 """A (label key, value) every matching pod carries; None when the selector names none."""
@@ -107,6 +112,13 @@ class _Groups:
     def __init__(self) -> None:
         self.by_key: dict[Any, Group] = {}
         self.by_pair: dict[Pair, dict[Any, Group]] = {}
+        self.matched: dict[Any, list[Group]] = {}
+        """AffinityIndex.matching_term_groups' groups by what they were matched against (a
+        group's rows are read where it is used): right until a group comes or goes under one
+        of the pairs the pod was looked up by."""
+        self.matched_under: dict[Pair, list[Any]] = {}
+        """Pair -> the keys of `matched` looked up by it (some may be gone already)."""
+        self._matched_size = 0
 
     def add(self, key: Any, row: int, make: Any) -> None:
         group = self.by_key.get(key)
@@ -114,6 +126,7 @@ class _Groups:
             group = self.by_key[key] = make()
             for pair in group.pairs:
                 self.by_pair.setdefault(pair, {})[key] = group
+            self._forget_matched(group.pairs)
         group.rows[row] = group.rows.get(row, 0) + 1
 
     def remove(self, key: Any, row: int) -> None:
@@ -125,11 +138,30 @@ class _Groups:
         del group.rows[row]
         if not group.rows:
             del self.by_key[key]
+            self._forget_matched(group.pairs)
             for pair in group.pairs:
                 same_pair = self.by_pair[pair]
                 del same_pair[key]
                 if not same_pair:
                     del self.by_pair[pair]
+
+    def keep_matched(self, key: Any, pairs: list[Pair], groups: list[Group]) -> None:
+        if len(self.matched) >= _MATCHED_KEPT or self._matched_size >= 4 * _MATCHED_KEPT:
+            self.matched.clear()
+            self.matched_under.clear()
+            self._matched_size = 0
+        self.matched[key] = groups
+        for pair in pairs:
+            self.matched_under.setdefault(pair, []).append(key)
+        self._matched_size += len(pairs)
+
+    def _forget_matched(self, pairs: tuple[Pair, ...]) -> None:
+        """Drop the answers a group listed under `pairs` would have been among."""
+        if not self.matched:
+            return
+        for pair in pairs:
+            for key in self.matched_under.pop(pair, ()):
+                self.matched.pop(key, None)
 
     def candidates(self, pairs: Iterable[Pair]) -> Iterator[Group]:
         """The groups listed under any of `pairs`."""
@@ -245,9 +277,22 @@ class AffinityIndex:
     def matching_term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str],
                              kinds: frozenset[str]) -> list[Group]:
         """Term groups of `kinds` whose term matches `pod`."""
-        pairs: list[Pair] = [None, *pod.labels.items()]
-        return [g for g in self.terms.candidates(pairs)
-                if g.kind in kinds and g.representative.matches(pod, namespace_labels)]
+        # A term reads the pod's namespace and labels alone, and the namespace's labels: pods
+        # alike (PreFilter, then PreScore, of one pod; the pods of one workload) match once
+        # until a term group comes or goes under one of their pairs. Labels in their order,
+        # which orders the candidates.
+        terms = self.terms
+        try:
+            key: Any = (pod.namespace, tuple(pod.labels.items()), tuple(namespace_labels.items()))
+            matched = terms.matched.get(key)
+        except TypeError:  # a label value that does not hash: nothing kept
+            key, matched = None, None
+        if matched is None:
+            pairs: list[Pair] = [None, *pod.labels.items()]
+            matched = [g for g in terms.candidates(pairs) if g.representative.matches(pod, namespace_labels)]
+            if key is not None:
+                terms.keep_matched(key, pairs, matched)
+        return [g for g in matched if g.kind in kinds]
 
 
 def per_value(nodes: list[NodeInfo], key: str, rows: Mapping[int, int], scale: int,
