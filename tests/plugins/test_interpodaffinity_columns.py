@@ -374,3 +374,35 @@ def test_matched_term_groups_kept_equal_matching_again(seed: int) -> None:
                      if g.kind in wanted and g.representative.matches(pod, ns_labels)]
             assert [id(g) for g in index.matching_term_groups(pod, ns_labels, wanted)] == [id(g) for g in again]
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_filter_and_score_equal_node_by_node(seed: int) -> None:
+    """Random pods over random existing pods (nodes with and without the topology labels): the
+    batched Filter's mask and statuses and the batched Score are the per-node ones."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", **({ZONE: f"z{i % 3}"} if i % 4 else {})}) for i in range(9)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(9)}
+    plugin, infos = build(existing, nodes=nodes, objects=FakeObjects([namespace("ns-a", team="a"),
+                                                                      namespace("ns-b")]))
+    table = plugin.handle.snapshot.table
+    for i in range(60):
+        raw = _random_pod(rng, f"p{i}")
+        for kind in ("podAffinity", "podAntiAffinity"):  # some with two required terms of a kind
+            if rng.random() < 0.3:
+                affinity = raw["spec"].setdefault("affinity", {}).setdefault(kind, {})
+                affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).extend(
+                    [_random_term(rng), _random_term(rng)])
+        pod = PodInfo(raw)
+        state = CycleState()
+        rows = np.array(sorted(rng.sample(range(len(infos)), rng.randrange(1, len(infos) + 1))), dtype=np.int64)
+        if plugin.pre_filter(state, pod, infos) is None:
+            want = [plugin.filter(state, pod, infos[r]) for r in rows.tolist()]
+            assert plugin.filter_nodes(state, pod, table, rows).tolist() == [s is None for s in want]
+            rejected = np.array([r for r, s in zip(rows.tolist(), want, strict=True) if s is not None],
+                                dtype=np.int64)
+            statuses = plugin.filter_statuses(state, pod, table, rejected)
+            assert [statuses[j] for j in range(len(rejected))] == [s for s in want if s is not None]
+        if plugin.pre_score(state, pod, infos) is None:
+            got = plugin.score_nodes(state, pod, table, rows)
+            assert got.dtype == np.int64
+            assert got.tolist() == [plugin.score(state, pod, infos[r]) for r in rows.tolist()]

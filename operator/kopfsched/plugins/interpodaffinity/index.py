@@ -98,12 +98,14 @@ def _terms_of(pod: PodInfo) -> Iterator[tuple[str, int, AffinityTerm, Mapping[st
     """(kind, weight, parsed term, term as written) of every term of an existing pod."""
     for kind, parsed in ((REQUIRED_ANTI, pod.required_anti_affinity_terms),
                          (REQUIRED_AFFINITY, pod.required_affinity_terms)):
-        for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
-            yield kind, 0, term, raw
+        if parsed:  # most pods have terms of one kind: no raw terms listed for the others
+            for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
+                yield kind, 0, term, raw
     for kind, weighted in ((PREFERRED_AFFINITY, pod.preferred_affinity_terms),
                            (PREFERRED_ANTI, pod.preferred_anti_affinity_terms)):
-        for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
-            yield kind, w.weight, w.term, raw
+        if weighted:
+            for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
+                yield kind, w.weight, w.term, raw
 
 
 class _Groups:
