@@ -101,6 +101,21 @@ def test_a_refresh_that_changes_no_column_value_leaves_derived_arrays_alone():
     assert counting.one == [7]
 
 
+def test_refreshed_since_lists_every_row_refreshed_until_it_forgets():
+    table = table_of(40)
+    start, rows = table.refreshed_since(0)
+    assert (start, rows) == (0, [])
+    table.refresh([4, 5])  # no column built: logged all the same
+    table.refresh([])
+    table.refresh([5, 9], node_static=False)
+    position, rows = table.refreshed_since(start)
+    assert rows == [4, 5, 5, 9]
+    assert table.refreshed_since(position) == (position, [])
+    for row in range(80):
+        table.refresh([row % 40])
+    assert table.refreshed_since(position)[1] is None  # forgotten: compare every row instead
+
+
 def test_dropping_a_column_drops_the_derived_arrays():
     table = table_of(40)
     counting = Counting()

@@ -286,3 +286,123 @@ def test_index_kept_by_changed_pods_equals_a_rebuild(seed: int) -> None:
             rebuilt.update(table)
             assert _groups(index.pods) == _groups(rebuilt.pods)
             assert _groups(index.terms) == _groups(rebuilt.terms)
+
+
+class _FullCompare(pod_index.AffinityIndex):
+    """The index as it finds changed rows without the table's log: every row's generation compared."""
+
+    def update(self, table: Any) -> None:
+        self._refresh_position = -1  # before any log: forgotten, so every row is compared
+        super().update(table)
+
+
+def _exactly(groups: Any) -> list[tuple[Any, list[tuple[int, int]]]]:
+    return [(key, list(g.rows.items())) for key, g in groups.by_key.items()]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_index_redoing_refreshed_rows_equals_comparing_every_row(seed: int) -> None:
+    """Several nodes changed between updates, refreshes of rows that did not change, of the pods
+    alone, repeated rows, and gaps long enough for the table to forget: the index that redoes
+    the rows refreshed since holds the groups, in the same order, of one comparing every row."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index, reference = pod_index.AffinityIndex(), _FullCompare()
+    index.update(table)
+    reference.update(table)
+    for step in range(200):
+        for _ in range(rng.choice((0, 1, 1, 2, 3))):
+            row = rng.randrange(len(infos))
+            node = infos[row]
+            if node.pods and rng.random() < 0.3:
+                node.remove_pod(rng.choice(list(node.pods.values())))
+            else:
+                added = _random_pod(rng, f"added-{step}-{row}-{len(node.pods)}")
+                added["spec"]["nodeName"] = node.name
+                node.add_pod(PodInfo(added))
+        refreshed = [rng.randrange(len(infos)) for _ in range(rng.choice((0, 1, 2, 4)))]
+        table.refresh(refreshed, node_static=rng.random() < 0.5)
+        if rng.random() < 0.1:  # more refreshes than the table remembers
+            for _ in range(40):
+                table.refresh([rng.randrange(len(infos))])
+        for row in range(len(infos)):  # what the cache does: every changed node is refreshed
+            if table.column(pod_index.GENERATION)[row] != infos[row].generation and rng.random() < 0.8:
+                table.refresh([row])
+        if rng.random() < 0.7:
+            index.update(table)
+            reference.update(table)
+            assert _exactly(index.pods) == _exactly(reference.pods)
+            assert _exactly(index.terms) == _exactly(reference.terms)
+            assert [list(r) for r in index._row_pods] == [list(r) for r in reference._row_pods]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matched_term_groups_kept_equal_matching_again(seed: int) -> None:
+    """Pods of a few label sets (in either order) and namespaces looked up again and again while
+    term groups come and go under their pairs, or under none: the groups kept are, in order,
+    the ones matching every candidate again gives."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(5)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(3))] for i in range(5)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index = pod_index.AffinityIndex()
+    label_sets = [{"app": "a"}, {"app": "b", "tier": "x"}, {"tier": "x", "app": "b"}, {"app": "c", "tier": "y"},
+                  {"tier": "y"}, {}]
+    namespace_labels = [{}, {"team": "a"}, {"team": "a", "x": "1"}]
+    kinds = [frozenset((pod_index.REQUIRED_ANTI,)), frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI)),
+             frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI, pod_index.REQUIRED_AFFINITY))]
+    for step in range(120):
+        row = rng.randrange(len(infos))
+        node = infos[row]
+        if node.pods and rng.random() < 0.4:
+            node.remove_pod(rng.choice(list(node.pods.values())))
+        else:
+            added = _random_pod(rng, f"added-{step}")
+            added["spec"]["nodeName"] = node.name
+            node.add_pod(PodInfo(added))
+        table.refresh([row])
+        index.update(table)
+        for _ in range(rng.randrange(1, 6)):
+            pod = PodInfo(make_pod(f"p{step}", rng.choice(("ns-a", "ns-b")), labels=dict(rng.choice(label_sets))))
+            ns_labels = rng.choice(namespace_labels)
+            wanted = rng.choice(kinds)
+            again = [g for g in index.terms.candidates([None, *pod.labels.items()])
+                     if g.kind in wanted and g.representative.matches(pod, ns_labels)]
+            assert [id(g) for g in index.matching_term_groups(pod, ns_labels, wanted)] == [id(g) for g in again]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_filter_and_score_equal_node_by_node(seed: int) -> None:
+    """Random pods over random existing pods (nodes with and without the topology labels): the
+    batched Filter's mask and statuses and the batched Score are the per-node ones."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", **({ZONE: f"z{i % 3}"} if i % 4 else {})}) for i in range(9)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(9)}
+    plugin, infos = build(existing, nodes=nodes, objects=FakeObjects([namespace("ns-a", team="a"),
+                                                                      namespace("ns-b")]))
+    table = plugin.handle.snapshot.table
+    for i in range(60):
+        raw = _random_pod(rng, f"p{i}")
+        for kind in ("podAffinity", "podAntiAffinity"):  # some with two required terms of a kind
+            if rng.random() < 0.3:
+                affinity = raw["spec"].setdefault("affinity", {}).setdefault(kind, {})
+                affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).extend(
+                    [_random_term(rng), _random_term(rng)])
+        pod = PodInfo(raw)
+        state = CycleState()
+        rows = np.array(sorted(rng.sample(range(len(infos)), rng.randrange(1, len(infos) + 1))), dtype=np.int64)
+        if plugin.pre_filter(state, pod, infos) is None:
+            want = [plugin.filter(state, pod, infos[r]) for r in rows.tolist()]
+            assert plugin.filter_nodes(state, pod, table, rows).tolist() == [s is None for s in want]
+            rejected = np.array([r for r, s in zip(rows.tolist(), want, strict=True) if s is not None],
+                                dtype=np.int64)
+            statuses = plugin.filter_statuses(state, pod, table, rejected)
+            assert [statuses[j] for j in range(len(rejected))] == [s for s in want if s is not None]
+        if plugin.pre_score(state, pod, infos) is None:
+            got = plugin.score_nodes(state, pod, table, rows)
+            assert got.dtype == np.int64
+            assert got.tolist() == [plugin.score(state, pod, infos[r]) for r in rows.tolist()]

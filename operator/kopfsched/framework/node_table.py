@@ -85,8 +85,8 @@ def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_derived", "_index", "_log", "_lower", "_node_log", "_nodes", "_seen", "_specs",
-                 "node_version", "version")
+    __slots__ = ("_columns", "_derived", "_index", "_log", "_lower", "_node_log", "_nodes", "_refreshed", "_seen",
+                 "_specs", "node_version", "version")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
@@ -103,6 +103,8 @@ class NodeTable:
         """The rows each refresh changed, in order: what a derived array is stale by."""
         self._node_log = _ChangeLog()
         """The same for the refreshes of Node objects alone (node_static=True)."""
+        self._refreshed = _ChangeLog()
+        """Every row each refresh was given, whether or not a column changed: see refreshed_since."""
         self._seen: set[Hashable] = set()
         """Keys `derived` was asked for once and did not keep yet."""
         self.node_version = 0
@@ -221,6 +223,7 @@ class NodeTable:
         self.version += 1
         if node_static:
             self.node_version += 1
+        self._refreshed.add(rows, len(self))
         nodes = self.nodes
         columns = self._columns
         # Derived arrays read columns alone: a row whose columns all kept their values (a bound
@@ -246,6 +249,12 @@ class NodeTable:
             self._log.add(changed, len(self))
             if node_static:
                 self._node_log.add(changed, len(self))
+
+    def refreshed_since(self, position: int) -> tuple[int, list[int] | None]:
+        """(the position to ask from next time, the rows refreshed since `position`, repeats
+        kept; None when some were forgotten): lets an index of its own over the rows redo only
+        those instead of comparing every row (no column changes but in `refresh`)."""
+        return self._refreshed.end, self._refreshed.since(position)
 
     def drop(self, spec: ColumnSpec) -> None:
         """Forget a column (for plugins that build columns per pod group and must bound them).
@@ -329,6 +338,7 @@ class WhatIfTable(NodeTable):
         self._derived = {}
         self._log = _ChangeLog()
         self._node_log = _ChangeLog()
+        self._refreshed = _ChangeLog()
         self._seen = set()
         self.node_version = 0
         self.version = 0

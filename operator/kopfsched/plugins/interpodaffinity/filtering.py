@@ -205,10 +205,10 @@ def _positive_rows(state: PreFilterState, which: str, counts: TopologyCounts, ke
 
 
 def _passing_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """Per row, whether it passes the pod's affinity, its anti-affinity, and the existing pods'
-    anti-affinity: `filter_node`'s three checks, in its order."""
-    affinity_ok = np.ones(len(rows), dtype=bool)
+    anti-affinity: `filter_node`'s three checks, in its order (None: every row passes it)."""
+    affinity_ok = None
     if state.affinity_terms:
         has_all = np.ones(len(rows), dtype=bool)
         pods_exist = np.ones(len(rows), dtype=bool)
@@ -217,20 +217,31 @@ def _passing_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray
             has_all &= table.column(label_column(key))[rows] >= 0
             pods_exist &= _positive_rows(state, "affinity", state.affinity_counts, key, table, rows)
         affinity_ok = has_all & (pods_exist | _first_of_group(state))
-    anti_ok = np.ones(len(rows), dtype=bool)
+    anti_ok = None
     if state.anti_affinity_counts:
         for term in state.anti_affinity_terms:
-            anti_ok &= ~_positive_rows(state, "anti", state.anti_affinity_counts, term.topology_key, table, rows)
-    existing_ok = np.ones(len(rows), dtype=bool)
+            rejected = _positive_rows(state, "anti", state.anti_affinity_counts, term.topology_key, table, rows)
+            if anti_ok is None:
+                anti_ok = ~rejected
+            else:
+                anti_ok &= ~rejected
+    existing_ok = None
     for key in state.existing_anti_affinity_counts:
-        existing_ok &= ~_positive_rows(state, "existing", state.existing_anti_affinity_counts, key, table, rows)
+        rejected = _positive_rows(state, "existing", state.existing_anti_affinity_counts, key, table, rows)
+        if existing_ok is None:
+            existing_ok = ~rejected
+        else:
+            existing_ok &= ~rejected
     return affinity_ok, anti_ok, existing_ok
 
 
 def filter_rows(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
     """`filter_node` over many rows at once: True where the pod passes."""
-    affinity_ok, anti_ok, existing_ok = _passing_rows(state, table, rows)
-    return affinity_ok & anti_ok & existing_ok
+    passing = None
+    for ok in _passing_rows(state, table, rows):
+        if ok is not None:
+            passing = ok if passing is None else passing & ok
+    return np.ones(len(rows), dtype=bool) if passing is None else passing
 
 
 _REJECTIONS = (_AFFINITY_REJECTION, _ANTI_AFFINITY_REJECTION, _EXISTING_ANTI_AFFINITY_REJECTION)
@@ -239,7 +250,8 @@ _REJECTIONS = (_AFFINITY_REJECTION, _ANTI_AFFINITY_REJECTION, _EXISTING_ANTI_AFF
 def rejection_statuses(state: PreFilterState, table: NodeTable, rows: np.ndarray) -> TalliedStatuses:
     """`filter_node`'s status for each of `rows` (rows `filter_rows` rejected), tallied: the
     first check each row fails names its reason."""
-    affinity_ok, anti_ok, existing_ok = _passing_rows(state, table, rows)
+    every = np.ones(len(rows), dtype=bool)
+    affinity_ok, anti_ok, existing_ok = (every if ok is None else ok for ok in _passing_rows(state, table, rows))
     codes = np.where(~affinity_ok, 0, np.where(~anti_ok, 1, np.where(~existing_ok, 2, 3)))
 
     def status_of(code: int) -> Status:

@@ -9,11 +9,14 @@ O(pods); but the pods of one workload are alike, so the index keeps
   owner's merged label values), each with how many such terms every row hosts.
 A term is then evaluated once per group instead of once per pod, and only against the groups
 that can match it: a selector's first matchLabels pair must be among a pod's labels, so
-both kinds of group are found through a (label key, value) index.
+both kinds of group are found through a (label key, value) index. Which term groups match a
+pod is kept by the pod's namespace, labels and namespace labels until a term group comes or
+goes under one of its pairs.
 
 Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
 nodes that changed) differs from the one indexed, and then only for the pods of the row that
-changed; a new table rebuilds everything. Label
+changed; only the rows the table refreshed since are compared, and a new table rebuilds
+everything. Label
 values of the topology keys are read from the nodes when counting, so a relabelled node needs
 nothing more.
 """
@@ -43,6 +46,9 @@ PREFERRED_ANTI = "preferred-anti"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+_MATCHED_KEPT = 4096
+"""matching_term_groups' answers kept (all go when there would be more)."""
 
 Pair = tuple[str, str] | None
 """A (label key, value) every matching pod carries; None when the selector names none."""
@@ -92,12 +98,14 @@ def _terms_of(pod: PodInfo) -> Iterator[tuple[str, int, AffinityTerm, Mapping[st
     """(kind, weight, parsed term, term as written) of every term of an existing pod."""
     for kind, parsed in ((REQUIRED_ANTI, pod.required_anti_affinity_terms),
                          (REQUIRED_AFFINITY, pod.required_affinity_terms)):
-        for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
-            yield kind, 0, term, raw
+        if parsed:  # most pods have terms of one kind: no raw terms listed for the others
+            for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
+                yield kind, 0, term, raw
     for kind, weighted in ((PREFERRED_AFFINITY, pod.preferred_affinity_terms),
                            (PREFERRED_ANTI, pod.preferred_anti_affinity_terms)):
-        for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
-            yield kind, w.weight, w.term, raw
+        if weighted:
+            for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
+                yield kind, w.weight, w.term, raw
 
 
 class _Groups:
@@ -106,6 +114,13 @@ class _Groups:
     def __init__(self) -> None:
         self.by_key: dict[Any, Group] = {}
         self.by_pair: dict[Pair, dict[Any, Group]] = {}
+        self.matched: dict[Any, list[Group]] = {}
+        """AffinityIndex.matching_term_groups' groups by what they were matched against (a
+        group's rows are read where it is used): right until a group comes or goes under one
+        of the pairs the pod was looked up by."""
+        self.matched_under: dict[Pair, list[Any]] = {}
+        """Pair -> the keys of `matched` looked up by it (some may be gone already)."""
+        self._matched_size = 0
 
     def add(self, key: Any, row: int, make: Any) -> None:
         group = self.by_key.get(key)
@@ -113,6 +128,7 @@ class _Groups:
             group = self.by_key[key] = make()
             for pair in group.pairs:
                 self.by_pair.setdefault(pair, {})[key] = group
+            self._forget_matched(group.pairs)
         group.rows[row] = group.rows.get(row, 0) + 1
 
     def remove(self, key: Any, row: int) -> None:
@@ -124,11 +140,30 @@ class _Groups:
         del group.rows[row]
         if not group.rows:
             del self.by_key[key]
+            self._forget_matched(group.pairs)
             for pair in group.pairs:
                 same_pair = self.by_pair[pair]
                 del same_pair[key]
                 if not same_pair:
                     del self.by_pair[pair]
+
+    def keep_matched(self, key: Any, pairs: list[Pair], groups: list[Group]) -> None:
+        if len(self.matched) >= _MATCHED_KEPT or self._matched_size >= 4 * _MATCHED_KEPT:
+            self.matched.clear()
+            self.matched_under.clear()
+            self._matched_size = 0
+        self.matched[key] = groups
+        for pair in pairs:
+            self.matched_under.setdefault(pair, []).append(key)
+        self._matched_size += len(pairs)
+
+    def _forget_matched(self, pairs: tuple[Pair, ...]) -> None:
+        """Drop the answers a group listed under `pairs` would have been among."""
+        if not self.matched:
+            return
+        for pair in pairs:
+            for key in self.matched_under.pop(pair, ()):
+                self.matched.pop(key, None)
 
     def candidates(self, pairs: Iterable[Pair]) -> Iterator[Group]:
         """The groups listed under any of `pairs`."""
@@ -160,6 +195,8 @@ class AffinityIndex:
         self._generations = np.zeros(0, dtype=np.int64)
         self._table_version = -1
         """The table's refresh count when last looked at: equal, no row can have changed."""
+        self._refresh_position = 0
+        """How far into the table's refreshed rows (NodeTable.refreshed_since) the index is."""
         self._row_pods: list[dict[str, _Indexed]] = []
         """Per row: its pods by uid, as indexed."""
         self.pods = _Groups()
@@ -170,20 +207,28 @@ class AffinityIndex:
             return
         self._table_version = table.version
         generations = table.column(GENERATION)
+        position, refreshed = table.refreshed_since(self._refresh_position)
+        self._refresh_position = position
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table
             self._row_pods = [{} for _ in range(len(table))]
             self.pods = _Groups()
             self.terms = _Groups()
             changed: Iterable[int] = range(len(table))
-        else:
+            self._generations = generations.copy()
+        elif refreshed is None:
             changed = np.flatnonzero(generations != self._generations).tolist()
-            if not changed:
-                return
+            self._generations = generations.copy()
+        else:
+            # The generation column changes in refresh alone: only the rows refreshed since can
+            # differ (in row order, as the comparison of every row gives them).
+            indexed = self._generations
+            changed = [row for row in sorted(set(refreshed)) if generations.item(row) != indexed.item(row)]
+            for row in changed:
+                indexed[row] = generations.item(row)
         nodes = table.nodes
         for row in changed:
             self._reindex(row, nodes[row])
-        self._generations = generations.copy()
 
     def _reindex(self, row: int, node: NodeInfo) -> None:
         """Bring the row's groups to its node's pods: only the pods added, removed or replaced
@@ -234,9 +279,22 @@ class AffinityIndex:
     def matching_term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str],
                              kinds: frozenset[str]) -> list[Group]:
         """Term groups of `kinds` whose term matches `pod`."""
-        pairs: list[Pair] = [None, *pod.labels.items()]
-        return [g for g in self.terms.candidates(pairs)
-                if g.kind in kinds and g.representative.matches(pod, namespace_labels)]
+        # A term reads the pod's namespace and labels alone, and the namespace's labels: pods
+        # alike (PreFilter, then PreScore, of one pod; the pods of one workload) match once
+        # until a term group comes or goes under one of their pairs. Labels in their order,
+        # which orders the candidates.
+        terms = self.terms
+        try:
+            key: Any = (pod.namespace, tuple(pod.labels.items()), tuple(namespace_labels.items()))
+            matched = terms.matched.get(key)
+        except TypeError:  # a label value that does not hash: nothing kept
+            key, matched = None, None
+        if matched is None:
+            pairs: list[Pair] = [None, *pod.labels.items()]
+            matched = [g for g in terms.candidates(pairs) if g.representative.matches(pod, namespace_labels)]
+            if key is not None:
+                terms.keep_matched(key, pairs, matched)
+        return [g for g in matched if g.kind in kinds]
 
 
 def per_value(nodes: list[NodeInfo], key: str, rows: Mapping[int, int], scale: int,

@@ -100,6 +100,8 @@ class InterPodAffinity:
         return tuple(t.with_namespaces_resolved(namespaces) for t in terms)
 
     def _resolve_weighted(self, terms: tuple[WeightedAffinityTerm, ...]) -> tuple[WeightedAffinityTerm, ...]:
+        if not any(w.term.raw_namespace_selector is not None for w in terms):
+            return terms  # what _resolve gives back unchanged
         resolved = self._resolve(tuple(w.term for w in terms))
         return tuple(WeightedAffinityTerm(t, w.weight) for t, w in zip(resolved, terms, strict=True))
 

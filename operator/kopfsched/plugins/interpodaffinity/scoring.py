@@ -86,10 +86,16 @@ def score_node(state: PreScoreState, node: NodeInfo) -> int:
 
 
 def score_rows(state: PreScoreState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-    scores = np.zeros(len(rows), dtype=np.int64)
+    scores: np.ndarray | None = None
     for key, per_value in state.topology_score.items():
-        scores += lookup_by_label(table, rows, key, per_value)
-    return scores
+        looked_up = lookup_by_label(table, rows, key, per_value)
+        if scores is None and looked_up.dtype == np.int64:
+            scores = looked_up  # a new array: the first key's sums, added to in place
+            continue
+        if scores is None:
+            scores = np.zeros(len(rows), dtype=np.int64)
+        scores += looked_up
+    return np.zeros(len(rows), dtype=np.int64) if scores is None else scores
 
 
 def normalize(scores: np.ndarray) -> np.ndarray:
