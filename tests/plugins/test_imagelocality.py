@@ -146,3 +146,33 @@ def test_score_nodes_follows_image_changes() -> None:
     assert plugin.score_nodes(state, pod, handle.snapshot.table, rows).tolist() == expected
     # a: 300 MB on 2 of 2 nodes -> 100 * (300 - 23) / 1977 = 14. b: 300 + 900/2 = 750 MB -> 100 * 727 / 1977 = 36.
     assert expected == [14, 36]
+
+
+def test_score_nodes_of_nodes_without_images_follows_them_gaining_and_losing_images() -> None:
+    """The no-image answer is kept per table and Node refresh: after random image changes the
+    batch Score is still the per-node one (zeros while no node holds an image)."""
+    import random
+
+    rng = random.Random(7)
+    names = ["gcr.io/a:latest", "gcr.io/b:latest", "gcr.io/c:v1"]
+    for _ in range(20):
+        nodes = with_image_states(*(make_node(f"n{i}") for i in range(6)))
+        handle = make_handle(nodes)
+        table = handle.snapshot.table
+        plugin, state = ImageLocality(None, handle), CycleState()
+        summaries = {name: ImageStateSummary(size=rng.choice([10, 300, 900]) * MB, num_nodes=0) for name in names}
+        for _ in range(12):
+            pod = PodInfo(make_pod(images=rng.sample(["gcr.io/a", "gcr.io/b", "gcr.io/c:v1", "gcr.io/d"], 2)))
+            rows = np.array(rng.sample(range(6), rng.randint(1, 6)))
+            expected = [plugin.score(state, pod, nodes[r]) for r in rows]
+            assert plugin.score_nodes(state, pod, table, rows).tolist() == expected
+            if not any(n.image_states for n in nodes):
+                assert expected == [0] * len(rows)
+            row = rng.randrange(6)  # that node's images change, as the cache records it
+            held = rng.sample(names, rng.randint(0, 2)) if rng.random() < 0.5 else []
+            for name in nodes[row].image_states:
+                summaries[name].num_nodes -= 1
+            for name in held:
+                summaries[name].num_nodes += 1
+            nodes[row].image_states = {name: summaries[name] for name in held}
+            table.refresh([row])

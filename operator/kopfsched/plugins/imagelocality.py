@@ -39,6 +39,9 @@ IMAGE_SET_HASH = ColumnSpec("ImageLocality/imageSetHash", lambda n: hash(frozens
                             node_static=True)
 """Changes when a node's set of image names changes (which only a change of its Node object does)."""
 
+IMAGE_COUNT = ColumnSpec("ImageLocality/imageCount", lambda n: len(n.image_states), np.int64, node_static=True)
+"""How many images a node holds (node-static, as IMAGE_SET_HASH)."""
+
 
 @functools.lru_cache(maxsize=4096)
 def normalized_image_name(name: str) -> str:
@@ -76,6 +79,8 @@ class ImageLocality:
     def __init__(self, args: Any, handle: Handle) -> None:
         self.handle = handle
         self._presence = _PresenceMasks()
+        self._imageless: tuple[NodeTable, int, bool] | None = None
+        """(table, node_version, whether no node of the table holds an image then)."""
 
     def sign_pod(self, pod: PodInfo) -> list[SignFragment]:
         """The containers' images (upstream leaves image volumes out of the signature)."""
@@ -96,6 +101,8 @@ class ImageLocality:
         return calculate_priority(total_score, len(images))
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if self._holds_no_images(table):  # every sum is 0, so is every score (a cluster reporting no images)
+            return np.zeros(len(rows), dtype=np.int64)
         images = pod_images(pod.spec)
         rows = np.asarray(rows)
         sums = np.zeros(len(rows), dtype=np.int64)
@@ -113,6 +120,16 @@ class ImageLocality:
         max_threshold = MAX_CONTAINER_THRESHOLD * len(images)
         clamped = np.where(sums < MIN_THRESHOLD, MIN_THRESHOLD, np.minimum(sums, max_threshold))
         return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+
+    def _holds_no_images(self, table: NodeTable) -> bool:
+        """No node of the table holds an image (known per table and node_version: images
+        change with Node objects alone)."""
+        known = self._imageless
+        if known is not None and known[0] is table and known[1] == table.node_version:
+            return known[2]
+        imageless = not np.count_nonzero(table.column(IMAGE_COUNT))
+        self._imageless = (table, table.node_version, imageless)
+        return imageless
 
 
 class _PresenceMasks:
