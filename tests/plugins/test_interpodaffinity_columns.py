@@ -11,7 +11,7 @@ import pytest
 
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.status import Code, TalliedStatuses
-from kopfsched.framework.types import PodInfo
+from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.interpodaffinity import filtering
 from kopfsched.plugins.interpodaffinity import index as pod_index
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE, PRE_SCORE_STATE
@@ -300,6 +300,19 @@ def _exactly(groups: Any) -> list[tuple[Any, list[tuple[int, int]]]]:
     return [(key, list(g.rows.items())) for key, g in groups.by_key.items()]
 
 
+def _remove_or_add_pod(rng: random.Random, infos: list[NodeInfo], remove_share: float, prefix: str) -> int:
+    """On a random node: remove one of its pods (at `remove_share`), else add a random one; its row."""
+    row = rng.randrange(len(infos))
+    node = infos[row]
+    if node.pods and rng.random() < remove_share:
+        node.remove_pod(rng.choice(list(node.pods.values())))
+    else:
+        added = _random_pod(rng, f"{prefix}-{row}-{len(node.pods)}")
+        added["spec"]["nodeName"] = node.name
+        node.add_pod(PodInfo(added))
+    return row
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_index_redoing_refreshed_rows_equals_comparing_every_row(seed: int) -> None:
     """Several nodes changed between updates, refreshes of rows that did not change, of the pods
@@ -315,14 +328,7 @@ def test_index_redoing_refreshed_rows_equals_comparing_every_row(seed: int) -> N
     reference.update(table)
     for step in range(200):
         for _ in range(rng.choice((0, 1, 1, 2, 3))):
-            row = rng.randrange(len(infos))
-            node = infos[row]
-            if node.pods and rng.random() < 0.3:
-                node.remove_pod(rng.choice(list(node.pods.values())))
-            else:
-                added = _random_pod(rng, f"added-{step}-{row}-{len(node.pods)}")
-                added["spec"]["nodeName"] = node.name
-                node.add_pod(PodInfo(added))
+            _remove_or_add_pod(rng, infos, 0.3, f"added-{step}")
         refreshed = [rng.randrange(len(infos)) for _ in range(rng.choice((0, 1, 2, 4)))]
         table.refresh(refreshed, node_static=rng.random() < 0.5)
         if rng.random() < 0.1:  # more refreshes than the table remembers
@@ -356,14 +362,7 @@ def test_matched_term_groups_kept_equal_matching_again(seed: int) -> None:
     kinds = [frozenset((pod_index.REQUIRED_ANTI,)), frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI)),
              frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI, pod_index.REQUIRED_AFFINITY))]
     for step in range(120):
-        row = rng.randrange(len(infos))
-        node = infos[row]
-        if node.pods and rng.random() < 0.4:
-            node.remove_pod(rng.choice(list(node.pods.values())))
-        else:
-            added = _random_pod(rng, f"added-{step}")
-            added["spec"]["nodeName"] = node.name
-            node.add_pod(PodInfo(added))
+        row = _remove_or_add_pod(rng, infos, 0.4, f"added-{step}")
         table.refresh([row])
         index.update(table)
         for _ in range(rng.randrange(1, 6)):

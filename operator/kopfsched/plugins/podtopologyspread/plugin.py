@@ -430,7 +430,7 @@ class PodTopologySpread:
             if snapshot:
                 kept = self._eligible_mask(table, required_keys, included)
                 assert kept is not None  # some row lacks a required key, or `included` is a mask
-                result.append(self._masked_domain_totals(table, c, pod.namespace, kept))
+                result.append(self._domain_totals(table, c, pod.namespace, kept))
                 continue
             if eligible is None:
                 eligible = np.ones(len(table), dtype=bool)
@@ -453,24 +453,15 @@ class PodTopologySpread:
             result.append(per_value)
         return result
 
-    def _domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str) -> dict[str, int]:
-        """`_domain_counts_table`'s counts for one constraint over every row."""
-        totals = self._match_counts.domain_totals(table, c.selector, namespace, c.topology_key).tolist()
-        some_missing, present = self._label_presence(table, c.topology_key)
-        values = list(label_value_codes(c.topology_key))
-        per_value: dict[str, int] = {}
-        if some_missing:
-            per_value[""] = totals[0]
-        for k in present:
-            per_value[values[k]] = per_value.get(values[k], 0) + totals[k + 1]
-        return per_value
-
-    def _masked_domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str,
-                              mask: np.ndarray) -> dict[str, int]:
-        """`_domain_counts_table`'s counts for one constraint over the rows of a kept mask."""
-        totals = self._match_counts.domain_totals(table, c.selector, namespace, c.topology_key, mask).tolist()
-        some_missing, present = self._mask_presence(table, c.topology_key, mask)
-        values = self._value_names(c.topology_key)
+    def _domain_totals(self, table: NodeTable, c: TopologySpreadConstraint, namespace: str,
+                       mask: np.ndarray | None = None) -> dict[str, int]:
+        """`_domain_counts_table`'s counts for one constraint over every row, or over the rows
+        of a kept mask."""
+        key = c.topology_key
+        totals = self._match_counts.domain_totals(table, c.selector, namespace, key, mask).tolist()
+        some_missing, present = self._label_presence(table, key) if mask is None else \
+            self._mask_presence(table, key, mask)
+        values = self._value_names(key)
         per_value: dict[str, int] = {}
         if some_missing:
             per_value[""] = totals[0]
