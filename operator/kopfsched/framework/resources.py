@@ -159,7 +159,7 @@ def _container_statuses(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def _resize_infeasible(pod: Mapping[str, Any]) -> bool:
+def resize_infeasible(pod: Mapping[str, Any]) -> bool:
     """The first PodResizePending condition says Infeasible: the spec's new size will never be applied."""
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodResizePending":
@@ -176,8 +176,8 @@ def _status_counts(pod: Mapping[str, Any]) -> bool:
     if not status:
         return False
     if not (status.get("containerStatuses") or status.get("initContainerStatuses")):
-        return _resize_infeasible(pod)
-    if _resize_infeasible(pod):
+        return resize_infeasible(pod)
+    if resize_infeasible(pod):
         return True
     spec = pod.get("spec") or {}
     statuses = _container_statuses(pod)
@@ -263,7 +263,7 @@ def pod_requests(pod: Mapping[str, Any], *, non_missing: Mapping[str, int] | Non
     """
     spec = pod.get("spec") or {}
     counts = _status_counts(pod)
-    infeasible = counts and _resize_infeasible(pod)
+    infeasible = counts and resize_infeasible(pod)
     total = {} if infeasible else _aggregate(spec, None, False, _spec_requests, non_missing)
     if counts:
         statuses = _container_statuses(pod)
@@ -292,7 +292,7 @@ def _effective_pod_level_requests(pod: Mapping[str, Any], requests: Mapping[str,
     running = status.get("resources")
     if running is None:
         return resource_list(requests)
-    effective = {} if _resize_infeasible(pod) else resource_list(requests)
+    effective = {} if resize_infeasible(pod) else resource_list(requests)
     for other in (running.get("requests"), status.get("allocatedResources")):
         for name, value in resource_list(other).items():
             if name not in effective or value > effective[name]:  # maxResourceList: a 0 is kept too

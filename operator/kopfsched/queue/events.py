@@ -21,7 +21,7 @@ from kopfsched.framework.events import (
     ClusterEvent,
     EventResource,
 )
-from kopfsched.framework.resources import _resize_infeasible, pod_requests
+from kopfsched.framework.resources import pod_requests, resize_infeasible
 
 Obj = Mapping[str, Any]
 
@@ -133,7 +133,7 @@ def same_requests(old: Obj, new: Obj) -> bool:
     for part in _REQUESTS_STATUS:
         if old_status.get(part) is not new_status.get(part):
             return False
-    return _resize_infeasible(old) == _resize_infeasible(new)
+    return resize_infeasible(old) == resize_infeasible(new)
 
 
 def _scaled_down(old: Obj, new: Obj) -> bool:

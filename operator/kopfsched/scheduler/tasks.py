@@ -15,7 +15,10 @@ class TaskSet:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-        loop = asyncio._get_running_loop()
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no loop running: ensure_future finds one, as it always did
+            loop = None
         if loop is not None and asyncio.iscoroutine(coro):  # every binding and report: named at creation
             task = loop.create_task(coro, name=name)
         else:
