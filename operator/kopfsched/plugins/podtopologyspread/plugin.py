@@ -618,13 +618,15 @@ class PodTopologySpread:
             weight = scoring.topology_normalizing_weight(len(counts))
             registered.append(counts)
             weights.append(weight)
-            # What lookup_by_label reads in Score, scored as Score would.
-            per_code = np.zeros(len(codes) + 1, dtype=np.int64)
+            # What lookup_by_label reads in Score, scored as Score would: in Python floats, the
+            # same IEEE operations as numpy's (a count of 0 scores maxSkew - 1 exactly).
+            skew = float(c.max_skew - 1)
+            per_code = np.full(len(codes) + 1, skew)
             for value, n in counts.items():
                 code = codes.get(value)
                 if code is not None:
-                    per_code[code] = n
-            parts.append(np.asarray(scoring.score_for_count(per_code, c.max_skew, weight)))
+                    per_code[code] = n * weight + skew
+            parts.append(per_code)
         s.topology_value_to_pod_counts = registered
         s.topology_normalizing_weight = weights
         s.domain_scores = parts

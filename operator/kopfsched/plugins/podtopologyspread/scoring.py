@@ -158,26 +158,34 @@ def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.nd
     """`score_node` over rows; host_counts[i] holds per-row pod counts for hostname constraints;
     labelled[i], when given, tells that every row has constraint i's key; domain_scores[i],
     when given, is `state.domain_scores[i]` for the table's current label codes."""
-    score = np.zeros(len(rows), dtype=np.float64)
+    score: np.ndarray | None = None
     has_all: np.ndarray | None = None
     for i, c in enumerate(state.constraints):
         hosts = host_counts[i]
         codes: np.ndarray | None = None
+        # Each part is a new array: the first is the sum itself (0.0 + part is part).
         if hosts is not None:
-            part = score_for_count(hosts, c.max_skew, state.topology_normalizing_weight[i])
+            part = hosts * state.topology_normalizing_weight[i]
+            part += float(c.max_skew - 1)  # score_for_count, without a second temporary
         elif domain_scores is not None and (per_code := domain_scores[i]) is not None:
             codes = table.column(label_column(c.topology_key))[rows]
             part = per_code[codes]
         else:
             count = lookup_by_label(table, rows, c.topology_key, state.topology_value_to_pod_counts[i])
-            part = score_for_count(count, c.max_skew, state.topology_normalizing_weight[i])
-        if labelled is not None and labelled[i]:
+            part = np.asarray(score_for_count(count, c.max_skew, state.topology_normalizing_weight[i]),
+                              dtype=np.float64)
+        if labelled is None or not labelled[i]:
+            has = (table.column(label_column(c.topology_key))[rows] if codes is None else codes) >= 0
+            has_all = has if has_all is None else has_all & has
+            part = np.where(has, part, 0.0)
+        if score is None:
+            score = part
+        else:
             score += part
-            continue
-        has = (table.column(label_column(c.topology_key))[rows] if codes is None else codes) >= 0
-        has_all = has if has_all is None else has_all & has
-        score += np.where(has, part, 0.0)
-    result = np.floor(score + 0.5).astype(np.int64)
+    if score is None:
+        return np.zeros(len(rows), dtype=np.int64)
+    score += 0.5
+    result = np.floor(score, out=score).astype(np.int64)
     if state.require_all_topologies and has_all is not None:
         result[~has_all] = 0
     return result
