@@ -108,9 +108,13 @@ def _reference(plugin: PodTopologySpread, pod: PodInfo, feasible: list[NodeInfo]
     return state
 
 
-@pytest.mark.parametrize("first_rows", [64, 3], ids=["first-rows-all", "first-rows-some"])
-def test_pre_score_rows_equal_the_loop_over_nodes(first_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # With 3 first rows, they often miss a value: the domains' order then comes from every row.
+@pytest.mark.parametrize(("first_few", "first_rows"), [(8, 64), (1, 64), (1, 3)],
+                         ids=["first-rows-all", "first-few-some", "first-rows-some"])
+def test_pre_score_rows_equal_the_loop_over_nodes(first_few: int, first_rows: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # With 1 or 3 first rows, they often miss a value: the domains' order then comes from more
+    # rows, or from every row.
+    monkeypatch.setattr(scoring, "FIRST_FEW_ROWS", first_few)
     monkeypatch.setattr(scoring, "FIRST_ROWS", first_rows)
     rng = random.Random(21)
     raw = [_node(rng, f"n{i}") for i in range(12)]

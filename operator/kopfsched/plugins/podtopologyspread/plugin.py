@@ -601,10 +601,14 @@ class PodTopologySpread:
                 continue
             column = table.column(label_column(key))
             # In the order of the nodes' first appearance, as the loop over nodes registers them;
-            # when the first rows show every value of the table, they show every first appearance.
-            first = list(dict.fromkeys(column[kept[:scoring.FIRST_ROWS]].tolist()))
-            if len(first) != len(present) + some_missing:
-                first = scoring.first_appearance(column[kept])
+            # when the first rows show every value of the table, they show every first appearance
+            # (a few rows show a few zones: looked at before more rows).
+            distinct = len(present) + some_missing
+            first = list(dict.fromkeys(column[kept[:scoring.FIRST_FEW_ROWS]].tolist()))
+            if len(first) != distinct:
+                first = list(dict.fromkeys(column[kept[:scoring.FIRST_ROWS]].tolist()))
+                if len(first) != distinct:
+                    first = scoring.first_appearance(column[kept])
             mask = self._eligible_mask(table, required, self._inclusion_mask(c, pod, table, affinity))
             totals = self._match_counts.domain_totals(table, c.selector, pod.namespace, key, mask).tolist()
             codes = label_value_codes(key)

@@ -113,6 +113,9 @@ def init_pre_score_state_rows(state: PreScoreState, table: NodeTable, rows: np.n
     ]
 
 
+FIRST_FEW_ROWS = 8
+"""Rows PreScore looks at before FIRST_ROWS (zones interleaved in the node order show up in them)."""
+
 FIRST_ROWS = 64
 """Rows looked at first for the order of the distinct codes (a few zones show up in them)."""
 
