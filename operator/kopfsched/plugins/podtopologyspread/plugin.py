@@ -586,8 +586,8 @@ class PodTopologySpread:
             kept = rows[~ignored]
             nodes = table.nodes
             s.ignored_nodes = frozenset(nodes[r].name for r in rows[ignored].tolist())
-        counted = any(c.topology_key != LABEL_HOSTNAME for c in constraints)
-        affinity = self._required_node_affinity(pod) if counted else None
+        affinity: NodePredicate | None = None
+        affinity_read = False  # read for the first constraint counted here
         required = tuple(c.topology_key for c in constraints) if s.require_all_topologies else ()
         registered: list[dict[str, int]] = []
         weights: list[float] = []
@@ -609,10 +609,14 @@ class PodTopologySpread:
                 first = list(dict.fromkeys(column[kept[:scoring.FIRST_ROWS]].tolist()))
                 if len(first) != distinct:
                     first = scoring.first_appearance(column[kept])
+            if not affinity_read:
+                affinity, affinity_read = self._required_node_affinity(pod), True
             mask = self._eligible_mask(table, required, self._inclusion_mask(c, pod, table, affinity))
             totals = self._match_counts.domain_totals(table, c.selector, pod.namespace, key, mask).tolist()
             codes = label_value_codes(key)
-            names = self._value_names(key)
+            names = self._names.get(key)  # _value_names, inline
+            if names is None or len(names) != len(codes):
+                names = self._names[key] = list(codes)
             counts: dict[str, int] = {}
             for code in first:
                 counts[names[code] if code >= 0 else ""] = totals[code + 1]
@@ -640,7 +644,7 @@ class PodTopologySpread:
                        included: np.ndarray | None) -> np.ndarray | None:
         """The rows that have every `required` label and that `included` includes; None for
         every row. Kept while the table and its Node objects are."""
-        if not any(self._label_presence(table, key)[0] for key in required):
+        if not required or not any(self._label_presence(table, key)[0] for key in required):
             return included
         self._sync_masks(table)
         key = (required, 0 if included is None else id(included))
