@@ -191,13 +191,13 @@ def _mask(rng: random.Random, size: int) -> np.ndarray:
 
 
 @pytest.mark.usefixtures("groups_replayed")
-@pytest.mark.parametrize("refreshed_kept", [4096, 3], ids=["refreshed-named", "refreshed-overflow"])
-def test_counts_and_masked_totals_follow_changes_of_several_rows(refreshed_kept: int,
+@pytest.mark.parametrize("forgotten", [0.0, 0.05], ids=["refreshed-named", "refreshed-forgotten"])
+def test_counts_and_masked_totals_follow_changes_of_several_rows(forgotten: float,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Several rows changed between reads (pods placed, gone, or replaced by a new version of
-    the same pod), nodes relabelled, the generation column dropped: the counts and the totals
-    over every row or over a mask equal counting every node's pods."""
-    monkeypatch.setattr(counts_module, "_REFRESHED_KEPT", refreshed_kept)
+    the same pod), nodes relabelled, more refreshes than the table's log of refreshed rows
+    keeps: the counts and the totals over every row or over a mask equal counting every
+    node's pods."""
     monkeypatch.setattr(counts_module, "_MASKED_TOTALS_KEPT", 3)  # masks' totals forgotten too
     rng = random.Random(9)
     zone_of = [rng.choice(("z0", "z1", "")) for _ in range(14)]
@@ -232,8 +232,13 @@ def test_counts_and_masked_totals_follow_changes_of_several_rows(refreshed_kept:
             else:
                 row = _bind_or_remove(rng, nodes, pods, row, step, remove=bool(pods) and draw < 0.5)
             table.refresh([row], node_static=False)
-        if rng.random() < 0.01:
-            table.drop(counts._generation)  # whoever drops it, the next read looks at every row
+        if rng.random() < forgotten:
+            # Beyond what the log keeps (a few times the table's rows), behind it a pod came.
+            row = _bind_or_remove(rng, nodes, pods, rng.randrange(len(nodes)), 10_000 + step, remove=False)
+            table.refresh([row], node_static=False)
+            for _ in range(100):
+                table.refresh([rng.randrange(len(nodes))], node_static=False)
+            assert table.refreshed_since(counts._refresh_position)[1] is None
         codes = label_value_codes(ZONE)
         for selector in rng.sample(SELECTORS, 2):
             namespace = rng.choice(("default", "other"))

@@ -2,8 +2,8 @@
 
 Pods are grouped by (namespace, labels): a selector matches a whole group or none of it, so a
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
-nodes whose generation changed since it last looked (the table's refreshes name them, by
-reading their generation column), and of those only the pods that came or went, and each
+nodes whose generation changed since it last looked (of the rows the table refreshed since,
+`NodeTable.refreshed_since`), and of those only the pods that came or went, and each
 selector's array is brought up to date by the changes of its groups' counts alone,
 read from those groups' own change logs when it matches a few; a selector seen for the first
 time costs one match per group that has a label it requires (or per group of the namespace)
@@ -15,22 +15,15 @@ mask) are kept up to date the same way.
 from __future__ import annotations
 
 import bisect
-import itertools
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
 
 import numpy as np
 
-from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
+from kopfsched.framework.node_table import NodeTable, label_column, label_value_codes
 from kopfsched.framework.types import NodeInfo, PodInfo
 from kopfsched.plugins.podtopologyspread.common import Selector
-
-_instances = itertools.count()
-"""Numbers each MatchCounts' generation column (each has its own reader of the refreshes)."""
-
-_REFRESHED_KEPT = 4096
-"""Refreshed nodes remembered between two syncs; beyond this, a sync looks at every row."""
 
 _MASKED_TOTALS_KEPT = 16
 """Per selector: per-domain totals kept for this many (topology key, inclusion mask) pairs."""
@@ -70,30 +63,6 @@ def _per_code(codes: np.ndarray, array: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes + 1, weights=array, minlength=size).astype(np.int64)
 
 
-class _Refreshed:
-    """The nodes whose generation the table's refreshes read since the last sync: the extract
-    of the index's generation column, so the rows a refresh touched need no scan to find."""
-
-    __slots__ = ("nodes", "overflow")
-
-    def __init__(self) -> None:
-        self.nodes: list[NodeInfo] = []
-        self.overflow = False
-        """Some refreshed nodes were not remembered: look at every row."""
-
-    def generation(self, node: NodeInfo) -> int:
-        nodes = self.nodes
-        if len(nodes) < _REFRESHED_KEPT:
-            nodes.append(node)
-        else:
-            self.overflow = True
-        return node.generation
-
-    def clear(self) -> None:
-        self.nodes.clear()
-        self.overflow = False
-
-
 class MatchCounts:
     """Counts for the snapshot's NodeTable; any other table starts the index over."""
 
@@ -104,11 +73,11 @@ class MatchCounts:
         """The table's node_version at the last sync."""
         self._version = -1
         """The table's version at the last sync."""
-        self._refreshed = _Refreshed()
-        self._generation = ColumnSpec(f"PodTopologySpread:generation:{next(_instances)}", self._refreshed.generation)
-        """A row changes when anything on its node does: what the index is stale by."""
+        self._refresh_position = 0
+        """How far into the table's refreshed rows (NodeTable.refreshed_since) the index is."""
         self._generations: list[int] = []
-        """Per row: the node's generation when it was last read."""
+        """Per row: the node's generation when it was last read (it changes when anything on
+        the node does: what the index is stale by)."""
         self._row_pods: list[dict[str, PodInfo]] = []
         """Per row: the node's pods when it was last read (uid -> PodInfo)."""
         self._pod_groups: list[dict[str, int]] = []
@@ -247,21 +216,18 @@ class MatchCounts:
     def _sync(self, table: NodeTable) -> None:
         if table is self._table and table.version == self._version and len(table) == self._size:
             return  # no refresh since the last sync (PreScore, then Score)
-        refreshed = self._refreshed
+        # Read from the table's own log of refreshed rows: a column of generations would add
+        # a read to every refresh of every row.
+        position, refreshed = table.refreshed_since(self._refresh_position)
+        self._refresh_position = position
         rows: Iterable[int]
         if table is not self._table or len(table) != self._size:
             self._reset(table)
-            table.column(self._generation)  # from now on, its refreshes name the nodes they read
+            rows = range(self._size)
+        elif refreshed is None:  # the table forgot some: look at every row
             rows = range(self._size)
         else:
-            table.column(self._generation)  # were it dropped, building it again names every node
-            if refreshed.overflow:
-                rows = range(self._size)
-            else:
-                index = table.index
-                named = sorted({index.get(n.name, -1) for n in refreshed.nodes})
-                rows = named[1:] if named and named[0] < 0 else named  # -1: a node of no row
-        refreshed.clear()
+            rows = sorted(set(refreshed))
         self._node_version = table.node_version
         self._version = table.version
         nodes = table.nodes
