@@ -5,6 +5,7 @@ computed afresh after any sequence of pod and node changes."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from kopfsched.bench.workloads import default_node, default_pod
 from kopfsched.cache.cache import Cache
 from kopfsched.cache.snapshot import Snapshot
+from kopfsched.framework import node_table
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.node_table import _DERIVED_KEPT, ColumnSpec, NodeTable
 from kopfsched.framework.types import NodeInfo, PodInfo
@@ -24,7 +26,8 @@ from kopfsched.plugins.noderesources.args import (
     UtilizationShapePoint,
 )
 from kopfsched.plugins.noderesources.balanced_allocation import BalancedAllocation
-from kopfsched.plugins.noderesources.fit import PRE_FILTER_STATE, Fit, fits_some
+from kopfsched.plugins.noderesources.fit import PRE_FILTER_STATE, Fit, fits_family, fits_rows, fits_some
+from kopfsched.plugins.noderesources.resource_allocation import ResourceAllocationScorer
 
 VALUE = ColumnSpec("test/value", lambda n: int(n.labels.get("value", "0")))
 OTHER = ColumnSpec("test/other", lambda n: int(n.labels.get("other", "0")))
@@ -276,3 +279,85 @@ def test_an_array_left_behind_by_the_change_log_is_rebuilt():
     assert table.derived(("k", 7), rarely.compute, rows, rarely.compute_one).tolist() == \
         (table.column(VALUE) + 7).tolist()
     assert rarely.calls[-1] == rows.tolist() and not rarely.one  # computed afresh, not from the log
+
+
+def _scaled(table: NodeTable, rows: np.ndarray, parameters: np.ndarray) -> np.ndarray:
+    """A derived_family compute: VALUE * the first parameter + the second, per key and row."""
+    return table.column(VALUE)[rows][None, :] * parameters[:, :1] + parameters[:, 1:2]
+
+
+def test_a_family_key_far_behind_brings_every_key_up_to_date_in_one_compute():
+    table = table_of(200)
+    calls: list[tuple[list[int], list[list[int]]]] = []
+
+    def compute(table: NodeTable, rows: np.ndarray, parameters: np.ndarray) -> np.ndarray:
+        calls.append((rows.tolist(), parameters.tolist()))
+        return _scaled(table, rows, parameters)
+
+    rows = np.arange(200, dtype=np.int64)
+    keys = [(1, 0), (2, 5), (3, 0)]
+    for key in keys:  # first alone, then kept
+        table.derived_family("f", key, key, compute, rows)
+        table.derived_family("f", key, key, compute, rows)
+    for row in range(20):
+        set_label(table, row, "value", 1000 + row)
+    calls.clear()
+    assert table.derived_family("f", (1, 0), (1, 0), compute, rows).tolist() == table.column(VALUE).tolist()
+    assert calls == [(list(range(20)), [[1, 0], [2, 5], [3, 0]])]
+    for key in keys[1:]:  # current already
+        assert table.derived_family("f", key, key, compute, rows).tolist() == \
+            (table.column(VALUE) * key[0] + key[1]).tolist()
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_family_arrays_are_the_arrays_computed_afresh(seed: int, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(node_table, "_FAMILY_KEPT", 6)  # evictions too
+    rng = random.Random(seed)
+    table = table_of(80)
+    keys = [(rng.randint(-3, 3), rng.randint(0, 100)) for _ in range(10)]
+    for _ in range(400):
+        for _ in range(rng.choice([0, 1, 1, 2, 5, 20, 70])):
+            set_label(table, rng.randrange(80), "value", rng.randint(0, 1000))
+        key = rng.choice(keys)
+        rows = np.array(rng.sample(range(80), rng.randint(1, 80)), dtype=np.int64)
+
+        def some(table: NodeTable, rows: list[int], key: tuple[int, int] = key) -> list[int]:
+            return [table.column(VALUE).item(row) * key[0] + key[1] for row in rows]
+
+        got = table.derived_family("f", key, key, _scaled, rows, some if rng.random() < 0.7 else None)
+        assert got.tolist() == (table.column(VALUE)[rows] * key[0] + key[1]).tolist()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_many_requests_at_once_are_each_request_alone(seed: int):
+    rng = random.Random(seed)
+    cache, nodes = _cluster(rng, 60)
+    for step in range(120):
+        cache.add_pod(_pod(rng, f"p-{step}", node=rng.choice(nodes)["metadata"]["name"]))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    table = NodeTable(list(snapshot.table.nodes))
+    scorers = [Fit(args, None).scorer for args in FIT_ARGS.values()] + [BalancedAllocation(None, None).scorer]
+    fits = Fit(None, None)
+    for _ in range(20):
+        pods = [PodInfo(_pod(rng, f"shape-{i}")) for i in range(rng.randint(1, 6))]
+        rows = np.array(rng.sample(range(len(table)), rng.randint(1, len(table))), dtype=np.int64)
+        for scorer in scorers:
+            requests = [tuple(scorer.pod_requests(pod)) for pod in pods]
+
+            def columns_of(requests: tuple[int, ...], scorer: ResourceAllocationScorer = scorer) -> tuple[Any, ...]:
+                return tuple(scorer._columns(name, request)
+                             for name, request in zip(scorer.resources, requests, strict=True))
+
+            columns = columns_of(requests[0])
+            same = [r for r in requests if columns_of(r) == columns]  # one family
+            got = scorer.compute_many(table, rows, np.array(same, dtype=np.int64), columns)
+            assert got.tolist() == [scorer.compute_rows(table, rows, r).tolist() for r in same]
+        for pod in pods:
+            state = CycleState()
+            fits.pre_filter(state, pod, [])
+            request = state.read(PRE_FILTER_STATE)
+            quantities, _, compute = fits_family(request)
+            got = compute(table, rows, np.array([quantities, quantities], dtype=np.int64))
+            assert got.tolist() == [fits_rows(request, table, rows).tolist()] * 2

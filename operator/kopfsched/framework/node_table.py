@@ -58,6 +58,16 @@ _DERIVED_ONE_BY_ONE = 8
 _DERIVED_FEW = 16
 """Up to this many changed rows, a derived array with `compute_some` is brought up to date by it."""
 
+_FAMILY_KEPT = 32
+"""Keys a derived family keeps (the least recently used go)."""
+
+_FAMILIES_KEPT = 8
+"""Derived families a table keeps (the least recently used go)."""
+
+_FAMILY_BEHIND = 64
+"""A derived family's key further behind than _DERIVED_FEW rows brings up to date with it
+every key at most this many rows behind."""
+
 _lower_priority_specs: dict[tuple[str, int], ColumnSpec] = {}
 
 
@@ -85,8 +95,8 @@ def lower_priority_column(spec: ColumnSpec | None, priority: int) -> ColumnSpec:
 class NodeTable:
     """Rows are nodes (`nodes[i]`); columns are ColumnSpecs."""
 
-    __slots__ = ("_columns", "_derived", "_index", "_log", "_lower", "_node_log", "_nodes", "_refreshed", "_seen",
-                 "_specs", "node_version", "version")
+    __slots__ = ("_columns", "_derived", "_families", "_index", "_log", "_lower", "_node_log", "_nodes", "_refreshed",
+                 "_seen", "_specs", "node_version", "version")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self._nodes: list[NodeInfo] | None = nodes
@@ -99,6 +109,8 @@ class NodeTable:
         self._derived: dict[Hashable, list[Any]] = {}
         """key -> [its array over every row, how far into its change log it is up to date,
         whether it reads node-static columns alone (then its log is `_node_log`, else `_log`)]."""
+        self._families: dict[Hashable, _Family] = {}
+        """derived_family's family -> its arrays, least recently used first."""
         self._log = _ChangeLog()
         """The rows each refresh changed, in order: what a derived array is stale by."""
         self._node_log = _ChangeLog()
@@ -213,6 +225,76 @@ class NodeTable:
         kept[key] = [array, (self._node_log if node_static else self._log).end, node_static]
         return array[rows]
 
+    def derived_family(self, family: Hashable, key: Hashable, parameters: tuple[int, ...],
+                       compute: Callable[[NodeTable, np.ndarray, np.ndarray], np.ndarray], rows: np.ndarray,
+                       compute_some: Callable[[NodeTable, list[int]], list[Any]] | None = None) -> np.ndarray:
+        """`derived` for keys that share one computation and differ by `parameters` alone (the
+        requests of the pods of one plugin): `compute(self, rows, parameters)` gives, for each
+        row of the 2-D `parameters` (one per key, all of one length), that key's value at each
+        of `rows`, elementwise in both as `derived`'s `compute` is in rows, from the table's
+        columns. `compute_some(self, rows)` is this key's for a few rows, in Python.
+
+        A key a few rows behind is brought up to date by `compute_some`; one further behind
+        brings, in one `compute`, every key of the family not far behind up to date with it (a
+        row recomputed that did not change keeps its value): the next pods of other shapes
+        then find theirs current. Keys first computed alone, then kept, as in `derived`."""
+        families = self._families
+        entry = families.pop(family, None)
+        if entry is None:
+            if len(families) >= _FAMILIES_KEPT:
+                del families[next(iter(families))]
+            entry = _Family()
+        families[family] = entry  # most recently used last
+        log = self._log
+        end = log.base + len(log.rows)
+        kept = entry.keys
+        slot = kept.pop(key, None)
+        if slot is not None:
+            kept[key] = slot  # most recently used last
+            values = entry.values
+            assert values is not None
+            positions = entry.positions
+            position = positions[slot]
+            if position == end:  # current (the usual case)
+                return values[slot][rows]
+            stale = log.since(position)
+            if stale is not None and len(stale) <= _DERIVED_FEW and compute_some is not None:
+                array = values[slot]
+                for row, value in zip(stale, compute_some(self, stale), strict=True):
+                    array[row] = value
+                positions[slot] = end
+                return array[rows]
+            if stale is not None and len(stale) <= _FAMILY_BEHIND:
+                # Every key at most _FAMILY_BEHIND rows behind, over the rows any of them lacks.
+                first = max(end - _FAMILY_BEHIND, log.base)
+                slots = [s for s, p in enumerate(positions[:len(kept)]) if p >= first and p != end]
+                start = min(positions[s] for s in slots)
+                changed = np.array(sorted(set(log.rows[start - log.base:])), dtype=np.int64)
+                if len(slots) == len(kept):
+                    values[:len(kept), changed] = compute(self, changed, entry.parameters[:len(kept)])
+                else:
+                    chosen = np.array(slots, dtype=np.int64)
+                    values[chosen[:, None], changed] = compute(self, changed, entry.parameters[chosen])
+                for s in slots:
+                    positions[s] = end
+                return values[slot][rows]
+            if stale is not None and len(stale) <= max(len(self) // 4, 16):
+                changed = np.array(sorted(set(stale)), dtype=np.int64)
+                values[slot, changed] = compute(self, changed, entry.parameters[slot:slot + 1])[0]
+            else:
+                values[slot] = compute(self, np.arange(len(self), dtype=np.int64), entry.parameters[slot:slot + 1])[0]
+            positions[slot] = end
+            return values[slot][rows]
+        seen = (family, key)
+        if seen not in self._seen:
+            if len(self._seen) >= 4 * _DERIVED_KEPT:
+                self._seen.clear()
+            self._seen.add(seen)
+            return compute(self, rows, np.array([parameters], dtype=np.int64))[0]
+        self._seen.discard(seen)
+        array = compute(self, np.arange(len(self), dtype=np.int64), np.array([parameters], dtype=np.int64))[0]
+        return entry.add(key, parameters, array, end)[rows]
+
     def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:
         """Recompute the given rows of every column built so far (and mark them stale in the
         derived arrays). `node_static=False`: only the pods of those nodes changed, not their
@@ -228,7 +310,7 @@ class NodeTable:
         columns = self._columns
         # Derived arrays read columns alone: a row whose columns all kept their values (a bound
         # pod confirming the one assumed there) leaves them as they are.
-        changed: set[int] | None = set() if self._derived else None
+        changed: set[int] | None = set() if self._derived or self._families else None
         for name, spec in self._specs.items():
             array = columns[name]
             if not node_static and spec.node_static:
@@ -261,7 +343,46 @@ class NodeTable:
         The derived arrays go too: refresh no longer sees that column's changes for them."""
         if self._columns.pop(spec.name, None) is not None:
             self._derived.clear()
+            self._families.clear()
         self._specs.pop(spec.name, None)
+
+
+class _Family:
+    """derived_family's arrays of one family: row `slot` of `values` is that key's array."""
+
+    __slots__ = ("keys", "parameters", "positions", "values")
+
+    def __init__(self) -> None:
+        self.keys: dict[Hashable, int] = {}
+        """key -> its slot, least recently used first; the slots in use are 0..len-1."""
+        self.parameters = np.zeros((0, 0), dtype=np.int64)
+        self.values: np.ndarray | None = None
+        self.positions: list[int] = []
+        """Per slot: how far into the table's change log its array is up to date."""
+
+    def add(self, key: Hashable, parameters: tuple[int, ...], array: np.ndarray, position: int) -> np.ndarray:
+        """Keep `array` (up to date at `position`) as key's, in the least recently used one's slot when full."""
+        keys = self.keys
+        if len(keys) >= _FAMILY_KEPT:
+            slot = keys.pop(next(iter(keys)))
+        else:
+            slot = len(keys)
+            if self.values is None or slot == len(self.values):  # grow, doubling
+                capacity = min(max(4, 2 * slot), _FAMILY_KEPT)
+                values = np.zeros((capacity, len(array)), dtype=array.dtype)
+                grown = np.zeros((capacity, len(parameters)), dtype=np.int64)
+                if self.values is not None:
+                    values[:slot] = self.values
+                    grown[:slot] = self.parameters
+                self.values, self.parameters = values, grown
+                self.positions += [0] * (capacity - len(self.positions))
+        assert self.values is not None
+        self.values[slot] = array
+        self.parameters[slot] = parameters
+        self.positions[slot] = position
+        keys[key] = slot
+        return self.values[slot]
+
 
 class _ChangeLog:
     """Rows in the order refreshes changed them, the oldest forgotten beyond a bound."""
@@ -336,6 +457,7 @@ class WhatIfTable(NodeTable):
         self._index = None
         self._lower = {}
         self._derived = {}
+        self._families = {}
         self._log = _ChangeLog()
         self._node_log = _ChangeLog()
         self._refreshed = _ChangeLog()

@@ -26,6 +26,7 @@ from kopfsched.framework import (
     ClusterEvent,
     ClusterEventWithHint,
     Code,
+    ColumnSpec,
     CycleState,
     EventResource,
     Handle,
@@ -242,6 +243,56 @@ def fits_some(request: PreFilterState, table: NodeTable, rows: list[int]) -> lis
     return out
 
 
+_FitsChecks = tuple[tuple[ColumnSpec, ColumnSpec, bool], ...]
+_FitsFamily = tuple[tuple[int, ...], object, Callable[[NodeTable, np.ndarray, np.ndarray], np.ndarray]]
+_fits_families: dict[tuple[Any, ...], object] = {}
+"""The checks of a request (which of cpu, memory, ephemeral storage; the scalars; those DRA-backed) -> the
+NodeTable.derived_family family of the requests with those checks (an object: it hashes by identity)."""
+_fits_family_of: dict[tuple[Any, ...], _FitsFamily] = {}
+
+
+def fits_family(request: PreFilterState) -> _FitsFamily:
+    """(the request's quantities that Filter checks, the NodeTable.derived_family family of the
+    requests that check the same resources, its compute: fits_many)."""
+    # The request's fields as the key: a tuple of ints hashes and compares in C.
+    key = (request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars, request.dra_backed)
+    found = _fits_family_of.get(key)
+    if found is None:
+        if len(_fits_family_of) >= 4096:
+            _fits_family_of.clear()
+        checked = (request.milli_cpu > 0, request.memory > 0, request.ephemeral_storage > 0,
+                   tuple(name for name, _ in request.scalars), request.dra_backed)
+        family = _fits_families.get(checked)
+        if family is None:
+            if len(_fits_families) >= 256:
+                _fits_families.clear()
+            family = _fits_families[checked] = object()
+        checks: _FitsChecks = tuple((allocatable, requested, False) for quantity, allocatable, requested in (
+            (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
+            (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
+            (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
+        ) if quantity > 0) + tuple((*scalar_columns(name), name in request.dra_backed) for name, _ in request.scalars)
+        quantities = tuple(q for q in (request.milli_cpu, request.memory, request.ephemeral_storage) if q > 0) + tuple(
+            q for _, q in request.scalars)
+        found = _fits_family_of[key] = (
+            quantities, family, lambda table, rows, parameters: fits_many(checks, table, rows, parameters))
+    return found
+
+
+def fits_many(checks: _FitsChecks, table: NodeTable, rows: np.ndarray, parameters: np.ndarray) -> np.ndarray:
+    """fits_rows for each row of `parameters` (the quantities `checks` compare, in order: a
+    check's flag is a DRA-backed resource's), as one (len(parameters), len(rows)) array."""
+    out = np.empty((len(parameters), len(rows)), dtype=bool)
+    out[:] = table.column(POD_COUNT)[rows] < table.column(ALLOCATABLE_PODS)[rows]
+    for i, (allocatable, requested, delegated) in enumerate(checks):
+        offered = table.column(allocatable)[rows]
+        enough = parameters[:, i:i + 1] <= offered - table.column(requested)[rows]
+        if delegated:
+            enough |= offered <= 0
+        out &= enough
+    return out
+
+
 class Fit:
     """The NodeResourcesFit plugin."""
 
@@ -303,13 +354,11 @@ class Fit:
     def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         # Whether a node fits depends on its own columns and the request alone: the table keeps
         # the answer of every node for requests it saw before (see NodeTable.derived).
+        # Requests that check the same resources share a family: brought up to date together.
         request = state.read(PRE_FILTER_STATE)
-        # The request's fields as the key: a tuple of ints hashes and compares in C.
-        key = (FITS, request.milli_cpu, request.memory, request.ephemeral_storage, request.scalars,
-               request.dra_backed)
-        return table.derived(key, lambda table, rows: fits_rows(request, table, rows), rows,
-                             lambda table, row: fits_row(request, table, row),
-                             compute_some=lambda table, rows: fits_some(request, table, rows))
+        quantities, family, compute = fits_family(request)
+        return table.derived_family(family, quantities, quantities, compute, rows,
+                                    lambda table, rows: fits_some(request, table, rows))
 
     def filter_statuses(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> list[Status]:
         """`filter`'s status for each of `rows` (rows it rejects), from the table's columns:

@@ -539,6 +539,11 @@ class ResourceAllocationScorer:
         self.use_requested = use_requested
         self._plans: dict[tuple[int, ...], list[tuple[ColumnSpec | None, ColumnSpec | None, int]]] = {}
         """pod requests -> each resource's (allocatable column, requested column, request), for compute_row."""
+        self._families: dict[tuple[int, ...], tuple[object, Callable[[NodeTable, np.ndarray, np.ndarray],
+                                                                   np.ndarray]]] = {}
+        """pod requests -> (NodeTable.derived_family's family, its compute), for score_rows."""
+        self._family_of: dict[tuple[tuple[ColumnSpec | None, ColumnSpec | None], ...], object] = {}
+        """The columns requests read -> the NodeTable.derived_family family of those requests."""
 
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """upstream calculatePodResourceRequestList."""
@@ -613,9 +618,20 @@ class ResourceAllocationScorer:
         alone, so the table keeps every node's score for requests it saw before and recomputes
         only the nodes that changed since (the next pod of a ReplicaSet asks the same)."""
         requests = tuple(pod_requests)
-        return table.derived((self, requests), lambda table, rows: self.compute_rows(table, rows, requests), rows,
-                             lambda table, row: self.compute_row(table, row, requests),
-                             compute_some=lambda table, rows: self.compute_some(table, rows, requests))
+        family = self._families.get(requests)
+        if family is None:
+            if len(self._families) >= 64:
+                self._families.clear()
+            columns = tuple(self._columns(name, pod_request)
+                            for name, pod_request in zip(self.resources, requests, strict=True))
+            found = self._family_of.get(columns)
+            if found is None:
+                found = self._family_of[columns] = object()  # hashes by identity
+            family = self._families[requests] = (
+                found, lambda table, rows, parameters: self.compute_many(table, rows, parameters, columns))
+        # Requests that read the same columns share a family: brought up to date together.
+        return table.derived_family(family[0], requests, requests, family[1], rows,
+                                    lambda table, rows: self.compute_some(table, rows, requests))
 
     def _plan(self, pod_requests: tuple[int, ...]) -> list[tuple[ColumnSpec | None, ColumnSpec | None, int]]:
         plan = self._plans.get(pod_requests)
@@ -704,6 +720,36 @@ class ResourceAllocationScorer:
             allocatable.append(alloc)
             requested.append(np.where(present, req, 0))
         return self.strategy.score_array_placed(requested, allocatable, pod_requests)
+
+    def compute_many(self, table: NodeTable, rows: np.ndarray, parameters: np.ndarray,
+                     columns: tuple[tuple[ColumnSpec | None, ColumnSpec | None], ...]) -> np.ndarray:
+        """compute_rows for each row of `parameters` (pod requests whose resources read `columns`),
+        as one (len(parameters), len(rows)) array."""
+        strategy = self.strategy
+        if len(parameters) > 1 and len(rows) and ((type(strategy) is Balanced and len(columns) >= 2) or (
+                type(strategy) in (LeastAllocated, MostAllocated)
+                and sum(cast(_WeightedStrategy, strategy).weights) > 0
+                and min(cast(_WeightedStrategy, strategy).weights) >= 0)):
+            allocatable: list[np.ndarray] = []
+            allocated: list[np.ndarray] = []
+            for alloc_col, req_col in columns:
+                if alloc_col is None or req_col is None:
+                    break
+                alloc = table.column(alloc_col)[rows]
+                if alloc.min() <= 0:
+                    break
+                allocatable.append(alloc)
+                allocated.append(table.column(req_col)[rows])
+            else:
+                # Every row offers every resource: compute_rows' arithmetic, each request a row of
+                # a 2-D array (elementwise: the same numbers). Balanced's balance without the pod
+                # is the node's own (requested + request - request), one per node.
+                requested = [req + parameters[:, i:i + 1] for i, req in enumerate(allocated)]
+                with_pod = strategy.score_array_offered(requested, allocatable)
+                if type(strategy) is Balanced:
+                    return _improvement(with_pod, strategy.score_array_offered(allocated, allocatable))
+                return with_pod
+        return np.stack([self.compute_rows(table, rows, requests) for requests in parameters.tolist()])
 
     def _columns(self, name: str, pod_request: int) -> tuple[ColumnSpec | None, ColumnSpec | None]:
         if name == CPU:
