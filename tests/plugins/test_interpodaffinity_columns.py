@@ -12,7 +12,7 @@ import pytest
 from kopfsched.framework.cycle_state import CycleState
 from kopfsched.framework.status import Code, TalliedStatuses
 from kopfsched.framework.types import NodeInfo, PodInfo
-from kopfsched.plugins.interpodaffinity import filtering
+from kopfsched.plugins.interpodaffinity import filtering, scoring
 from kopfsched.plugins.interpodaffinity import index as pod_index
 from kopfsched.plugins.interpodaffinity.plugin import PRE_FILTER_STATE, PRE_SCORE_STATE
 from kopfsched.testing import FakeObjects
@@ -405,3 +405,26 @@ def test_batched_filter_and_score_equal_node_by_node(seed: int) -> None:
             got = plugin.score_nodes(state, pod, table, rows)
             assert got.dtype == np.int64
             assert got.tolist() == [plugin.score(state, pod, infos[r]) for r in rows.tolist()]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_normalize_is_upstreams_float_formula(seed: int) -> None:
+    """NormalizeScore as upstream computes it, int64(float64(MaxNodeScore) * (float64(s - min) /
+    float64(max - min))), per score in Python: spreads that do not divide 100 (where x / spread
+    * 100 falls just below an integer, as 29 / 100 * 100 does), negative scores, one score, all equal."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        spread = rng.choice((1, 3, 7, 100, 101, 299, 1000, rng.randrange(1, 10**6)))
+        low = rng.randrange(-10**6, 10**6)
+        values = [low, low + spread] if rng.random() < 0.9 else [low]
+        values += [low + rng.randrange(spread + 1) for _ in range(rng.randrange(0, 40))]
+        rng.shuffle(values)
+        scores = np.array(values, dtype=np.int64)
+        high = max(values)
+        want = [int(100.0 * (float(v - low) / float(high - low))) if high > low else 0 for v in values]
+        got = scoring.normalize(scores.copy())
+        assert got.dtype == np.int64
+        assert got.tolist() == want
+    assert scoring.normalize(np.array([29, 0, 100], dtype=np.int64)).tolist() == [28, 0, 100]
+    assert scoring.normalize(np.zeros(0, dtype=np.int64)).tolist() == []
+

@@ -130,8 +130,10 @@ class InterPodAffinity:
             return SKIP  # nothing can reject this pod: don't even look at the namespace
         namespace_labels = self.namespace_labels(pod.namespace)
         table = self.handle.snapshot.table
-        affinity_terms = self._resolve(affinity_terms)
-        anti_affinity_terms = self._resolve(anti_affinity_terms)
+        if affinity_terms:  # most pods have none: no look for namespaceSelectors
+            affinity_terms = self._resolve(affinity_terms)
+        if anti_affinity_terms:
+            anti_affinity_terms = self._resolve(anti_affinity_terms)
         if len(table) == len(nodes) > 0:
             existing, affinity, anti = self._counts_by_index(table, pod, namespace_labels, affinity_terms,
                                                              anti_affinity_terms, with_anti_affinity)
@@ -207,10 +209,11 @@ class InterPodAffinity:
         snapshot = self.handle.snapshot
         table = snapshot.table
         if len(table) == len(snapshot.node_infos()) > 0:
-            scores = self._scores_by_index(table, pod, preferred_affinity, preferred_anti_affinity)
+            scores, namespace_labels = self._scores_by_index(table, pod, preferred_affinity, preferred_anti_affinity)
             if not scores:
                 return SKIP
-            namespace_labels = self.namespace_labels(pod.namespace)
+            if namespace_labels is None:
+                namespace_labels = self.namespace_labels(pod.namespace)
             state.write(PRE_SCORE_STATE, scoring.PreScoreState(scores, pod, namespace_labels))
             return None
         # Without preferred terms of its own, only existing pods with affinity can score the pod.
@@ -247,14 +250,16 @@ class InterPodAffinity:
 
     def _scores_by_index(self, table: NodeTable, pod: PodInfo,
                          preferred_affinity: tuple[WeightedAffinityTerm, ...],
-                         preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]) -> scoring.ScoreMap:
-        """PreScore's topology scores from the index of alike pods and terms."""
+                         preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]
+                         ) -> tuple[scoring.ScoreMap, dict[str, str] | None]:
+        """PreScore's topology scores from the index of alike pods and terms, and the pod's
+        namespace labels when they were read for them."""
         index = self._index
         index.update(table)
         nodes = table.nodes
         scores: scoring.ScoreMap = {}
         if not index.terms.by_key and not preferred_affinity and not preferred_anti_affinity:
-            return scores
+            return scores, None
         for kind, terms, sign in ((pod_index.PREFERRED_AFFINITY, preferred_affinity, 1),
                                   (pod_index.PREFERRED_ANTI, preferred_anti_affinity, -1)):
             if not terms:
@@ -264,6 +269,7 @@ class InterPodAffinity:
                 term = weighted.term
                 for group in index.matching_pod_groups((raw_term,), (term,)):
                     pod_index.per_value(nodes, term.topology_key, group.rows, sign * weighted.weight, scores)
+        namespace_labels = None
         if index.terms.by_key:
             hard = self.args.hard_pod_affinity_weight
             namespace_labels = self.namespace_labels(pod.namespace)
@@ -276,7 +282,7 @@ class InterPodAffinity:
                 else:
                     scale = -group.weight
                 pod_index.per_value(nodes, group.representative.topology_key, group.rows, scale, scores)
-        return scores
+        return scores, namespace_labels
 
     def _nodes_with_scoring_pods(self) -> list[NodeInfo]:
         """Nodes hosting pods whose terms can score another pod: required affinity (weighted by

@@ -102,8 +102,12 @@ def normalize(scores: np.ndarray) -> np.ndarray:
     """Min-max to 0..MAX_NODE_SCORE, truncating as upstream's int64(float) does."""
     if len(scores) == 0:
         return scores
-    low, high = int(scores.min()), int(scores.max())
+    # a[a.argmin()]: the bound for less than a reduction costs; true_divide converts to float
+    # as it divides, and x * 100.0 is 100.0 * x bit for bit.
+    low, high = int(scores[scores.argmin()]), int(scores[scores.argmax()])
     spread = high - low
     if spread <= 0:
         return np.zeros(len(scores), dtype=np.int64)
-    return (float(MAX_NODE_SCORE) * ((scores - low).astype(np.float64) / float(spread))).astype(np.int64)
+    fraction = np.true_divide(np.subtract(scores, low), float(spread))
+    fraction *= float(MAX_NODE_SCORE)
+    return fraction.astype(np.int64)
