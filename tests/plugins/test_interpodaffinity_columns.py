@@ -427,4 +427,3 @@ def test_normalize_is_upstreams_float_formula(seed: int) -> None:
         assert got.tolist() == want
     assert scoring.normalize(np.array([29, 0, 100], dtype=np.int64)).tolist() == [28, 0, 100]
     assert scoring.normalize(np.zeros(0, dtype=np.int64)).tolist() == []
-
