@@ -177,10 +177,6 @@ def build_strategy(args: NodeResourcesFitArgs) -> Strategy:
     return RequestedToCapacityRatio(weights, shape)
 
 
-FITS = "NodeResourcesFit/fits"
-"""NodeTable.derived's key for whether nodes fit a request (with the request)."""
-
-
 def fits_rows(request: PreFilterState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
     """Whether each of `rows` has room for `request` (fits_request over the table's columns)."""
     fits = table.column(POD_COUNT)[rows] < table.column(ALLOCATABLE_PODS)[rows]
@@ -199,29 +195,8 @@ def fits_rows(request: PreFilterState, table: NodeTable, rows: np.ndarray) -> np
     return fits
 
 
-def fits_row(request: PreFilterState, table: NodeTable, row: int) -> bool:
-    """fits_rows for one row, on Python ints."""
-    if not int(table.column(POD_COUNT)[row]) < int(table.column(ALLOCATABLE_PODS)[row]):
-        return False
-    for quantity, allocatable, requested in (
-        (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
-        (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),
-        (request.ephemeral_storage, ALLOCATABLE_EPHEMERAL_STORAGE, REQUESTED_EPHEMERAL_STORAGE),
-    ):
-        if quantity > 0 and not quantity <= int(table.column(allocatable)[row]) - int(table.column(requested)[row]):
-            return False
-    for name, quantity in request.scalars:
-        allocatable, requested = scalar_columns(name)
-        offered = int(table.column(allocatable)[row])
-        if offered <= 0 and name in request.dra_backed:
-            continue
-        if not quantity <= offered - int(table.column(requested)[row]):
-            return False
-    return True
-
-
 def fits_some(request: PreFilterState, table: NodeTable, rows: list[int]) -> list[bool]:
-    """fits_row for each of `rows`, the columns looked up once."""
+    """fits_rows for each of `rows`, on Python ints, the columns looked up once."""
     checks = [(quantity, table.column(allocatable), table.column(requested)) for quantity, allocatable, requested in (
         (request.milli_cpu, ALLOCATABLE_CPU, REQUESTED_CPU),
         (request.memory, ALLOCATABLE_MEMORY, REQUESTED_MEMORY),

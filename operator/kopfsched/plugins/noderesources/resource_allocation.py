@@ -538,7 +538,7 @@ class ResourceAllocationScorer:
         self.strategy = strategy
         self.use_requested = use_requested
         self._plans: dict[tuple[int, ...], list[tuple[ColumnSpec | None, ColumnSpec | None, int]]] = {}
-        """pod requests -> each resource's (allocatable column, requested column, request), for compute_row."""
+        """pod requests -> each resource's (allocatable column, requested column, request), for compute_some."""
         self._families: dict[tuple[int, ...], tuple[object, Callable[[NodeTable, np.ndarray, np.ndarray],
                                                                    np.ndarray]]] = {}
         """pod requests -> (NodeTable.derived_family's family, its compute), for score_rows."""
@@ -644,7 +644,8 @@ class ResourceAllocationScorer:
         return plan
 
     def compute_some(self, table: NodeTable, rows: list[int], pod_requests: tuple[int, ...]) -> list[int]:
-        """compute_row for each of `rows`, the columns looked up once."""
+        """compute_rows for each of `rows`: the same columns, read as Python ints, scored by the
+        strategy's `score` (the same arithmetic as its arrays), what it reads looked up once."""
         arrays = [None if alloc_col is None or req_col is None else
                   (table.column(alloc_col), table.column(req_col), pod_request)
                   for alloc_col, req_col, pod_request in self._plan(pod_requests)]
@@ -670,22 +671,6 @@ class ResourceAllocationScorer:
                 requested.append(entry[1].item(row) + entry[2] if alloc != 0 else 0)
             out.append(score_placed(requested, allocatable, pod_requests))
         return out
-
-    def compute_row(self, table: NodeTable, row: int, pod_requests: tuple[int, ...]) -> int:
-        """compute_rows for one row: the same columns, read as Python ints, scored by the
-        strategy's `score` (the same arithmetic as its arrays)."""
-        plan = self._plan(pod_requests)
-        requested: list[int] = []
-        allocatable: list[int] = []
-        for alloc_col, req_col, pod_request in plan:
-            if alloc_col is None or req_col is None:
-                requested.append(0)
-                allocatable.append(0)
-                continue
-            alloc = table.column(alloc_col).item(row)
-            allocatable.append(alloc)
-            requested.append(table.column(req_col).item(row) + pod_request if alloc != 0 else 0)
-        return self.strategy.score_placed(requested, allocatable, pod_requests)
 
     def compute_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         """score_rows, computed."""

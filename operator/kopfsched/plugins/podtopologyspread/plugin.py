@@ -614,9 +614,7 @@ class PodTopologySpread:
             mask = self._eligible_mask(table, required, self._inclusion_mask(c, pod, table, affinity))
             totals = self._match_counts.domain_totals(table, c.selector, pod.namespace, key, mask).tolist()
             codes = label_value_codes(key)
-            names = self._names.get(key)  # _value_names, inline
-            if names is None or len(names) != len(codes):
-                names = self._names[key] = list(codes)
+            names = self._value_names(key)
             counts: dict[str, int] = {}
             for code in first:
                 counts[names[code] if code >= 0 else ""] = totals[code + 1]
