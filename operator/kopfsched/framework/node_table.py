@@ -192,26 +192,11 @@ class NodeTable:
             if position == log.base + len(logged):  # current (the usual case)
                 kept[key] = entry  # most recently used last
                 return entry[0][rows]
-            stale = log.since(position)
-            if stale is not None and len(stale) <= _DERIVED_FEW and compute_some is not None:
-                array = entry[0]
-                for row, value in zip(stale, compute_some(self, stale), strict=True):
-                    array[row] = value
+            if self._catch_up(entry[0], log.since(position), lambda changed: compute(self, changed),
+                              compute_some, compute_one):
                 entry[1] = log.base + len(logged)
                 kept[key] = entry
-                return array[rows]
-            size = len(self)
-            if stale is not None and len(stale) <= max(size // 4, 16):
-                array = entry[0]
-                if compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
-                    for row in stale:
-                        array[row] = compute_one(self, row)
-                else:
-                    changed = np.array(sorted(set(stale)), dtype=np.int64)
-                    array[changed] = compute(self, changed)
-                entry[1] = log.base + len(logged)
-                kept[key] = entry
-                return array[rows]
+                return entry[0][rows]
             # Recomputing would cost about what rebuilding does (or the log forgot): start over.
         if key not in self._seen:
             if len(self._seen) >= 4 * _DERIVED_KEPT:
@@ -258,13 +243,8 @@ class NodeTable:
             if position == end:  # current (the usual case)
                 return values[slot][rows]
             stale = log.since(position)
-            if stale is not None and len(stale) <= _DERIVED_FEW and compute_some is not None:
-                array = values[slot]
-                for row, value in zip(stale, compute_some(self, stale), strict=True):
-                    array[row] = value
-                positions[slot] = end
-                return array[rows]
-            if stale is not None and len(stale) <= _FAMILY_BEHIND:
+            few = compute_some is not None and stale is not None and len(stale) <= _DERIVED_FEW
+            if stale is not None and not few and len(stale) <= _FAMILY_BEHIND:
                 # Every key at most _FAMILY_BEHIND rows behind, over the rows any of them lacks.
                 first = max(end - _FAMILY_BEHIND, log.base)
                 slots = [s for s, p in enumerate(positions[:len(kept)]) if p >= first and p != end]
@@ -278,11 +258,10 @@ class NodeTable:
                 for s in slots:
                     positions[s] = end
                 return values[slot][rows]
-            if stale is not None and len(stale) <= max(len(self) // 4, 16):
-                changed = np.array(sorted(set(stale)), dtype=np.int64)
-                values[slot, changed] = compute(self, changed, entry.parameters[slot:slot + 1])[0]
-            else:
-                values[slot] = compute(self, np.arange(len(self), dtype=np.int64), entry.parameters[slot:slot + 1])[0]
+            parameters_of_key = entry.parameters[slot:slot + 1]
+            if not self._catch_up(values[slot], stale, lambda changed: compute(self, changed, parameters_of_key)[0],
+                                  compute_some):
+                values[slot] = compute(self, np.arange(len(self), dtype=np.int64), parameters_of_key)[0]
             positions[slot] = end
             return values[slot][rows]
         seen = (family, key)
@@ -294,6 +273,28 @@ class NodeTable:
         self._seen.discard(seen)
         array = compute(self, np.arange(len(self), dtype=np.int64), np.array([parameters], dtype=np.int64))[0]
         return entry.add(key, parameters, array, end)[rows]
+
+    def _catch_up(self, array: np.ndarray, stale: list[int] | None, compute: Callable[[np.ndarray], np.ndarray],
+                  compute_some: Callable[[NodeTable, list[int]], list[Any]] | None,
+                  compute_one: Callable[[NodeTable, int], Any] | None = None) -> bool:
+        """Recompute the rows of a kept `array` that changed since it was current (`stale`, None
+        when the change log forgot them): a few in Python, by `compute_some` (or `compute_one`
+        each), up to a quarter of the table by one `compute(rows)`. False, `array` untouched,
+        when more changed: rebuilding costs about what recomputing them would."""
+        if stale is None:
+            return False
+        if len(stale) <= _DERIVED_FEW and compute_some is not None:
+            for row, value in zip(stale, compute_some(self, stale), strict=True):
+                array[row] = value
+        elif len(stale) > max(len(self) // 4, 16):
+            return False
+        elif compute_one is not None and len(stale) <= _DERIVED_ONE_BY_ONE:
+            for row in stale:
+                array[row] = compute_one(self, row)
+        else:
+            changed = np.array(sorted(set(stale)), dtype=np.int64)
+            array[changed] = compute(changed)
+        return True
 
     def refresh(self, rows: Iterable[int], *, node_static: bool = True) -> None:
         """Recompute the given rows of every column built so far (and mark them stale in the

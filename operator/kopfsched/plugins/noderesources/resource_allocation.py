@@ -526,6 +526,27 @@ def _least_allocated_rows(arrays: list[tuple[np.ndarray, np.ndarray, int]], weig
 
 # --- the scorer --------------------------------------------------------------------------
 
+def _every_row_offers(table: NodeTable, rows: np.ndarray,
+                      columns: Sequence[tuple[ColumnSpec | None, ColumnSpec | None]]
+                      ) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """(allocatable, allocated) of `rows` for each of `columns`, copies, when every row offers
+    every resource (allocatable > 0): the case the strategies' `*_offered` arithmetic serves.
+    None when some row does not, a resource has no columns, or there are no rows."""
+    if not len(rows):
+        return None
+    allocatable: list[np.ndarray] = []
+    allocated: list[np.ndarray] = []
+    for alloc_col, req_col in columns:
+        if alloc_col is None or req_col is None:
+            return None
+        alloc = table.column(alloc_col)[rows]
+        if alloc.min() <= 0:
+            return None
+        allocatable.append(alloc)
+        allocated.append(table.column(req_col)[rows])
+    return allocatable, allocated
+
+
 class ResourceAllocationScorer:
     """Reads the configured resources off a pod and a node (one or many) and applies a strategy.
 
@@ -674,27 +695,18 @@ class ResourceAllocationScorer:
 
     def compute_rows(self, table: NodeTable, rows: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         """score_rows, computed."""
-        requested: list[np.ndarray] = []
-        allocatable: list[np.ndarray] = []
-        if len(rows):  # first try the case where every row offers every resource (allocatable > 0)
-            for name, pod_request in zip(self.resources, pod_requests, strict=True):
-                alloc_col, req_col = self._columns(name, pod_request)
-                if alloc_col is None or req_col is None:
-                    break
-                alloc = table.column(alloc_col)[rows]
-                if alloc.min() <= 0:
-                    break
-                req = table.column(req_col)[rows]
+        columns = [self._columns(name, pod_request)
+                   for name, pod_request in zip(self.resources, pod_requests, strict=True)]
+        offered = _every_row_offers(table, rows, columns)
+        if offered is not None:
+            allocatable, allocated = offered
+            for req, pod_request in zip(allocated, pod_requests, strict=True):
                 req += pod_request
-                allocatable.append(alloc)
-                requested.append(req)
-            else:
-                return self.strategy.score_array_offered_placed(requested, allocatable, pod_requests)
-            requested.clear()
-            allocatable.clear()
+            return self.strategy.score_array_offered_placed(allocated, allocatable, pod_requests)
+        requested: list[np.ndarray] = []
+        allocatable = []
         zeros = np.zeros(len(rows), dtype=np.int64)
-        for name, pod_request in zip(self.resources, pod_requests, strict=True):
-            alloc_col, req_col = self._columns(name, pod_request)
+        for (alloc_col, req_col), pod_request in zip(columns, pod_requests, strict=True):
             if alloc_col is None or req_col is None:
                 requested.append(zeros)
                 allocatable.append(zeros)
@@ -715,17 +727,9 @@ class ResourceAllocationScorer:
                 type(strategy) in (LeastAllocated, MostAllocated)
                 and sum(cast(_WeightedStrategy, strategy).weights) > 0
                 and min(cast(_WeightedStrategy, strategy).weights) >= 0)):
-            allocatable: list[np.ndarray] = []
-            allocated: list[np.ndarray] = []
-            for alloc_col, req_col in columns:
-                if alloc_col is None or req_col is None:
-                    break
-                alloc = table.column(alloc_col)[rows]
-                if alloc.min() <= 0:
-                    break
-                allocatable.append(alloc)
-                allocated.append(table.column(req_col)[rows])
-            else:
+            offered = _every_row_offers(table, rows, columns)
+            if offered is not None:
+                allocatable, allocated = offered
                 # Every row offers every resource: compute_rows' arithmetic, each request a row of
                 # a 2-D array (elementwise: the same numbers). Balanced's balance without the pod
                 # is the node's own (requested + request - request), one per node.
