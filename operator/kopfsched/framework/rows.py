@@ -94,9 +94,10 @@ def first_invalid_score(per_plugin: dict[str, np.ndarray], score_plugins: list[t
     return None
 
 
-Deferred = tuple[Any, Any, NodeTable, np.ndarray, np.ndarray]
+Deferred = tuple[Any, Any, NodeTable, np.ndarray, np.ndarray, np.ndarray | None]
 """(plugin, the plugin if it has filter_statuses else None, the table it judged, the rows it
-rejected, those rows in the judged table): one batch rejection whose statuses were not built."""
+was given, a mask of those it rejected, the rows of the judged table behind the rows given or
+None when it judged those): one batch rejection whose statuses were not built."""
 
 
 def deferred_statuses(entry: Deferred, state: CycleState, pod: PodInfo) -> dict[int, Status]:
@@ -112,7 +113,9 @@ def deferred_rejections(entry: Deferred, state: CycleState, pod: PodInfo, *, lis
     """`deferred_statuses` as (the rows, their statuses, each distinct status with how many
     rows have it in order of first appearance, or None when the plugin did not count them:
     see TalliedStatuses). `listed=False`: the rows may come as the entry's array of them."""
-    plugin, with_statuses, judged, failed, on_judged = entry
+    plugin, with_statuses, judged, given, rejected, judged_rows = entry
+    failed = given[rejected]
+    on_judged = failed if judged_rows is None else judged_rows[failed]
     if with_statuses is None:
         nodes = judged.nodes
         out: dict[int, Status] = {}
@@ -216,14 +219,14 @@ class RowRunner:
                     break
                 if count_nonzero(passed) == passed.size:  # passed.all(), without its Python wrapper
                     continue
-                failed = alive[~passed]
-                on_judged = failed if judged_rows is None else judged_rows[failed]
                 if not reasons:  # the caller reads the mask alone, and maybe the reasons later
-                    if deferred is not None:
-                        deferred.append((plugin, with_statuses, judged, failed, on_judged))
+                    if deferred is not None:  # the rejected rows found only if they are asked for
+                        deferred.append((plugin, with_statuses, judged, alive, ~passed, judged_rows))
                 elif with_statuses is not None:
+                    failed = alive[~passed]
                     try:
-                        statuses = with_statuses.filter_statuses(state, pod, judged, on_judged)
+                        statuses = with_statuses.filter_statuses(
+                            state, pod, judged, failed if judged_rows is None else judged_rows[failed])
                     except Exception as exc:
                         error = Status.as_error(f'running "{plugin.name}" filter plugin: {exc}')
                         rejected[int(failed[0])] = error.with_plugin(plugin.name)
@@ -236,14 +239,17 @@ class RowRunner:
                     wrapped = {key: filter_failure(plugin, answer) for key, answer in distinct.items()}
                     rejected.update(zip(failed.tolist(), map(wrapped.__getitem__, map(id, statuses)), strict=True))
                 else:
+                    failed = alive[~passed]
+                    on_judged = failed if judged_rows is None else judged_rows[failed]
                     nodes = judged.nodes
                     for row, judged_row in zip(failed.tolist(), on_judged.tolist(), strict=True):
                         one = filter_one(plugin, state, pod, nodes[judged_row])
                         rejected[row] = one if one is not None else Status.as_error(
                             f'"{plugin.name}" batch filter rejected node {nodes[judged_row].name} but its '
                             "filter accepted it").with_plugin(plugin.name)
-                alive_pos = passed.nonzero()[0] if alive_pos is None else alive_pos[passed]
-                alive = alive[passed]
+                kept = passed.nonzero()[0]  # an index by positions: cheaper than one by the mask
+                alive_pos = kept if alive_pos is None else alive_pos[kept]
+                alive = alive[kept]
             else:
                 nodes = judged.nodes
                 keep: list[int] = []
