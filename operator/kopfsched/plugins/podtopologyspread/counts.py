@@ -40,7 +40,9 @@ _GROUP_LOG_SLACK = 64
 GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
 
-class _Entry:
+class SelectorCounts:
+    """One selector's per-row counts, and what is kept with them."""
+
     __slots__ = ("array", "candidates", "checked", "matched", "position", "totals", "totals_version")
 
     def __init__(self, array: np.ndarray, candidates: list[int], position: int) -> None:
@@ -96,16 +98,22 @@ class MatchCounts:
         """Per group: (position in the change log, row, change of its pods there)."""
         self._group_log_start: list[int] = []
         """Per group: its changes before this position were forgotten."""
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], SelectorCounts] = OrderedDict()
         self._by_namespace: dict[str, list[int]] = {}
         self._by_label: dict[tuple[str, str, str], list[int]] = {}
         """(namespace, key, value) -> the groups with that label, in the order they appeared."""
 
     def counts(self, table: NodeTable, selector: Selector, namespace: str) -> np.ndarray:
         """Matching non-terminating pods of `namespace` per row (read-only: do not modify)."""
+        entry = self.entry(table, selector, namespace)
+        return np.zeros(self._size, dtype=np.int64) if entry is None else entry.array
+
+    def entry(self, table: NodeTable, selector: Selector, namespace: str) -> SelectorCounts | None:
+        """The selector's counts, current (`array`: `counts`); None for an empty selector,
+        which counts no pods. For one who reads both the counts and `entry_totals`."""
         self._sync(table)
         if selector.empty:
-            return np.zeros(self._size, dtype=np.int64)
+            return None
         key = (namespace, selector.signature)
         entry = self._entries.get(key)
         end = self._log_base + len(self._log)
@@ -116,10 +124,10 @@ class MatchCounts:
                 del self._entries[key]
                 entry = None
         if entry is None:
-            return self._build(key, selector, namespace, end)
-        return entry.array
+            entry = self._build(key, selector, namespace, end)
+        return entry
 
-    def _catch_up(self, entry: _Entry, end: int) -> bool:
+    def _catch_up(self, entry: SelectorCounts, end: int) -> bool:
         """Apply the changes logged since the entry was current; False when rebuilding is
         cheaper (or they were forgotten)."""
         position = entry.position
@@ -133,8 +141,9 @@ class MatchCounts:
         if len(matched) <= _GROUPS_REPLAYED:
             # A few groups (a controller's pods): their own logs, not every change since.
             starts, group_logs = self._group_log_start, self._group_logs
-            if any(starts[g] > position for g in matched):
-                return False
+            for g in matched:
+                if starts[g] > position:
+                    return False
             for g in matched:
                 log = group_logs[g]
                 if not log or log[-1][0] < position:
@@ -162,12 +171,18 @@ class MatchCounts:
         `mask` includes: index code + 1 (the codes of `label_value_codes(key)`), index 0 for
         the rows without the label (read-only). A mask is kept by identity: never modify one
         given here."""
-        array = self.counts(table, selector, namespace)
+        entry = self.entry(table, selector, namespace)
         codes = table.column(label_column(key))
         size = len(label_value_codes(key)) + 1
-        entry = self._entries.get((namespace, selector.signature)) if not selector.empty else None
         if entry is None:
-            return _per_code(codes, array if mask is None else np.where(mask, array, 0), size)
+            return np.zeros(size, dtype=np.int64)
+        return self.entry_totals(entry, table, key, codes, size, mask)
+
+    @staticmethod
+    def entry_totals(entry: SelectorCounts, table: NodeTable, key: str, codes: np.ndarray, size: int,
+                     mask: np.ndarray | None = None) -> np.ndarray:
+        """`domain_totals` of a current `entry`, given `codes` (the table's label column of
+        `key`) and `size` (its codes + 1)."""
         if entry.totals_version != table.node_version:
             entry.totals.clear()
             entry.totals_version = table.node_version
@@ -177,11 +192,12 @@ class MatchCounts:
             if kept is None and mask is not None and len(entry.totals) >= _MASKED_TOTALS_KEPT:
                 for other in [k for k in entry.totals if k[1]]:
                     del entry.totals[other]
+            array = entry.array
             kept = entry.totals[which] = (codes, mask, _per_code(
                 codes, array if mask is None else np.where(mask, array, 0), size))
         return kept[2]
 
-    def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
+    def _match_new_groups(self, entry: SelectorCounts, selector: Selector, namespace: str) -> None:
         matches = selector.matches
         candidates = entry.candidates
         for g in candidates[entry.checked:]:
@@ -189,8 +205,8 @@ class MatchCounts:
                 entry.matched.add(g)
         entry.checked = len(candidates)
 
-    def _build(self, key: tuple[str, str], selector: Selector, namespace: str, end: int) -> np.ndarray:
-        entry = _Entry(np.zeros(self._size, dtype=np.int64), self._candidates(selector, namespace), end)
+    def _build(self, key: tuple[str, str], selector: Selector, namespace: str, end: int) -> SelectorCounts:
+        entry = SelectorCounts(np.zeros(self._size, dtype=np.int64), self._candidates(selector, namespace), end)
         self._match_new_groups(entry, selector, namespace)
         array = entry.array
         for g in entry.matched:
@@ -199,7 +215,7 @@ class MatchCounts:
         self._entries[key] = entry
         if len(self._entries) > _SELECTORS_KEPT:
             self._entries.popitem(last=False)
-        return array
+        return entry
 
     def _candidates(self, selector: Selector, namespace: str) -> list[int]:
         """The groups of the namespace, or of one label the selector requires (a matchLabels
@@ -283,6 +299,19 @@ class MatchCounts:
         known = self._row_pods[row]
         pods = node.pods
         came = [(uid, p) for uid, p in pods.items() if known.get(uid) is not p]
+        if len(pods) == len(known) + len(came) and len(came) <= 1:
+            # None went (the common case: one pod bound there, or only the node changed).
+            if came:
+                uid, p = came[0]
+                known[uid] = p
+                if p.is_terminating:
+                    self._pod_groups[row][uid] = -1
+                    return
+                g = self._pod_groups[row][uid] = self._group_of(p)
+                counts = self._row_groups[row]
+                counts[g] = self._group_rows[g][row] = counts.get(g, 0) + 1
+                self._append(row, g, 1)
+            return
         # Every pod not among `came` is a known one: when they are as many as the known, none went.
         gone = [] if len(pods) - len(came) == len(known) else [
             (uid, p) for uid, p in known.items() if pods.get(uid) is not p]
