@@ -48,11 +48,11 @@ def _pod(rng: random.Random, i: int) -> PodInfo:
     return PodInfo(pod)
 
 
-@pytest.fixture(params=[0, 8], ids=["whole-log", "group-logs"])
+@pytest.fixture(params=[0, 2, 8], ids=["change-log", "some-followed", "followed"])
 def groups_replayed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Catch up from the whole change log, or from the logs of the matching groups."""
-    monkeypatch.setattr(counts_module, "_GROUPS_REPLAYED", request.param)
-    monkeypatch.setattr(counts_module, "_GROUP_LOG_SLACK", 4)  # logs cut, some selectors behind the cut
+    """Catch up from the change log, or follow the matching groups' changes (with 2, selectors
+    that come to match more groups stop following them)."""
+    monkeypatch.setattr(counts_module, "_GROUPS_FOLLOWED", request.param)
 
 
 def _bind_or_remove(rng: random.Random, nodes: list[NodeInfo], pods: list[tuple[NodeInfo, PodInfo]], row: int,
@@ -131,7 +131,9 @@ def test_domain_totals_follow_every_change_as_a_full_count() -> None:
                 assert got == expected
                 checked += sum(expected)
     assert checked > 1000
-    assert any(start > 0 for start in counts._group_log_start)  # some group logs were cut
+    following = sum(entry.following for entry in counts._entries.values())
+    assert (following > 0) == (counts_module._GROUPS_FOLLOWED > 0)
+    assert following < len(counts._entries) or counts_module._GROUPS_FOLLOWED == 8
 
 
 def test_plugin_domain_counts_equal_the_node_by_node_count() -> None:

@@ -513,7 +513,7 @@ class PodTopologySpread:
         return None if pod.spec.get("topologySpreadConstraints") else []
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        if not pod.spec.get("topologySpreadConstraints") and not self._has_hard_defaults():
+        if not pod.spec.get("topologySpreadConstraints") and not self._hard_defaults:
             return SKIP
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
@@ -526,9 +526,6 @@ class PodTopologySpread:
                                      required_keys=[c.topology_key for c in constraints])
         state.write(PRE_FILTER_STATE, filtering.PreFilterState(constraints, tp_value_to_match_num=counts).finish())
         return None
-
-    def _has_hard_defaults(self) -> bool:
-        return self._hard_defaults
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
         state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, pod, node, 1, self._required_node_affinity(pod))
@@ -630,7 +627,11 @@ class PodTopologySpread:
                     first = scoring.first_appearance(column[kept])
             if not affinity_read:
                 affinity, affinity_read = self._required_node_affinity(pod), True
-            mask = self._eligible_mask(table, required, self._inclusion_mask(c, pod, table, affinity))
+            # Without node affinity or honoured taints every node is included (the system defaults').
+            mask = None if affinity is None and c.node_taints_policy != HONOR else \
+                self._inclusion_mask(c, pod, table, affinity)
+            if required:
+                mask = self._eligible_mask(table, required, mask)
             codes = label_value_codes(key)
             size = len(codes) + 1
             totals = [0] * size if entry is None else \

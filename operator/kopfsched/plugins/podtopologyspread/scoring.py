@@ -173,7 +173,9 @@ def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.nd
     when given, is `state.domain_scores[i]` for the table's current label codes."""
     score: np.ndarray | None = None
     has_all: np.ndarray | None = None
+    nonnegative = True  # every part is >= 0 unless some maxSkew is below 1
     for i, c in enumerate(state.constraints):
+        nonnegative = nonnegative and c.max_skew >= 1
         hosts = host_counts[i]
         codes: np.ndarray | None = None
         # Each part is a new array: the first is the sum itself (0.0 + part is part).
@@ -198,7 +200,8 @@ def score_rows(state: PreScoreState, pod: PodInfo, table: NodeTable, rows: np.nd
     if score is None:
         return np.zeros(len(rows), dtype=np.int64)
     score += 0.5
-    result = np.floor(score, out=score).astype(np.int64)
+    # Go's math.Round; for scores >= 0 the cast's truncation is the floor.
+    result = score.astype(np.int64) if nonnegative else np.floor(score, out=score).astype(np.int64)
     if state.require_all_topologies and has_all is not None:
         result[~has_all] = 0
     return result
