@@ -69,7 +69,10 @@ def _bind_or_remove(rng: random.Random, nodes: list[NodeInfo], pods: list[tuple[
 
 
 @pytest.mark.usefixtures("groups_replayed")
-def test_counts_follow_every_change_as_a_full_count() -> None:
+@pytest.mark.parametrize("kept", [1024, 3], ids=["all-kept", "some-forgotten"])
+def test_counts_follow_every_change_as_a_full_count(kept: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With 3 kept, the least recently used selectors go (and stop following their groups).
+    monkeypatch.setattr(counts_module, "_SELECTORS_KEPT", kept)
     rng = random.Random(3)
     nodes = [NodeInfo(make_node(f"n{i}")) for i in range(12)]
     table = NodeTable(nodes)
@@ -86,6 +89,9 @@ def test_counts_follow_every_change_as_a_full_count() -> None:
                 assert counts.counts(table, selector, namespace).tolist() == expected
                 checked += sum(expected)
     assert checked > 1000  # the selectors matched pods, in both namespaces
+    # Exactly the kept selectors that follow are their groups' followers.
+    following = {id(entry) for entry in counts._entries.values() if entry.following}
+    assert {id(entry) for followers in counts._followers for entry in followers} == following
     # A new table (nodes added or removed) starts the index over.
     other = NodeTable(nodes[:5])
     assert np.array_equal(counts.counts(other, SELECTORS[0], "default"),
