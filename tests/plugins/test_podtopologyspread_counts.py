@@ -48,11 +48,11 @@ def _pod(rng: random.Random, i: int) -> PodInfo:
     return PodInfo(pod)
 
 
-@pytest.fixture(params=[0, 8], ids=["whole-log", "group-logs"])
+@pytest.fixture(params=[0, 2, 8], ids=["change-log", "some-followed", "followed"])
 def groups_replayed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Catch up from the whole change log, or from the logs of the matching groups."""
-    monkeypatch.setattr(counts_module, "_GROUPS_REPLAYED", request.param)
-    monkeypatch.setattr(counts_module, "_GROUP_LOG_SLACK", 4)  # logs cut, some selectors behind the cut
+    """Catch up from the change log, or follow the matching groups' changes (with 2, selectors
+    that come to match more groups stop following them)."""
+    monkeypatch.setattr(counts_module, "_GROUPS_FOLLOWED", request.param)
 
 
 def _bind_or_remove(rng: random.Random, nodes: list[NodeInfo], pods: list[tuple[NodeInfo, PodInfo]], row: int,
@@ -69,7 +69,10 @@ def _bind_or_remove(rng: random.Random, nodes: list[NodeInfo], pods: list[tuple[
 
 
 @pytest.mark.usefixtures("groups_replayed")
-def test_counts_follow_every_change_as_a_full_count() -> None:
+@pytest.mark.parametrize("kept", [1024, 3], ids=["all-kept", "some-forgotten"])
+def test_counts_follow_every_change_as_a_full_count(kept: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With 3 kept, the least recently used selectors go (and stop following their groups).
+    monkeypatch.setattr(counts_module, "_SELECTORS_KEPT", kept)
     rng = random.Random(3)
     nodes = [NodeInfo(make_node(f"n{i}")) for i in range(12)]
     table = NodeTable(nodes)
@@ -86,6 +89,9 @@ def test_counts_follow_every_change_as_a_full_count() -> None:
                 assert counts.counts(table, selector, namespace).tolist() == expected
                 checked += sum(expected)
     assert checked > 1000  # the selectors matched pods, in both namespaces
+    # Exactly the kept selectors that follow are their groups' followers.
+    following = {id(entry) for entry in counts._entries.values() if entry.following}
+    assert {id(entry) for followers in counts._followers for entry in followers} == following
     # A new table (nodes added or removed) starts the index over.
     other = NodeTable(nodes[:5])
     assert np.array_equal(counts.counts(other, SELECTORS[0], "default"),
@@ -131,7 +137,9 @@ def test_domain_totals_follow_every_change_as_a_full_count() -> None:
                 assert got == expected
                 checked += sum(expected)
     assert checked > 1000
-    assert any(start > 0 for start in counts._group_log_start)  # some group logs were cut
+    following = sum(entry.following for entry in counts._entries.values())
+    assert (following > 0) == (counts_module._GROUPS_FOLLOWED > 0)
+    assert following < len(counts._entries) or counts_module._GROUPS_FOLLOWED == 8
 
 
 def test_plugin_domain_counts_equal_the_node_by_node_count() -> None:

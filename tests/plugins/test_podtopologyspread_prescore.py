@@ -168,6 +168,9 @@ def test_pre_score_rows_equal_the_loop_over_nodes(first_few: int, first_rows: in
         compared += 1
         scores = plugin.score_nodes(state, incoming, table, rows)
         assert scores.tolist() == [score_node(slow, incoming, n) for n in feasible]
+        assert fast.counted_at is not None  # Score read what PreScore counted; without it, the same
+        fast.counted_at = None
+        assert plugin.score_nodes(state, incoming, table, rows).tolist() == scores.tolist()
         assert normalize(fast, scores).tolist() == normalize(slow, scores).tolist()
         scored += sum(sum(d.values()) for d in slow.topology_value_to_pod_counts)
     assert compared > 300

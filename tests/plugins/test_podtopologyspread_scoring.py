@@ -86,7 +86,8 @@ def test_score_rows_equal_score_node() -> None:
         table = NodeTable(nodes)
         rows = np.arange(len(nodes), dtype=np.int64)
         keys = rng.sample((LABEL_HOSTNAME, ZONE, RACK), rng.randrange(1, 4))
-        constraints = [TopologySpreadConstraint(rng.randrange(1, 5), key, selector) for key in keys]
+        # maxSkew 0 (invalid, yet parsed) scores below 0: rounded as floor, not as the cast truncates
+        constraints = [TopologySpreadConstraint(rng.randrange(0, 5), key, selector) for key in keys]
         state = PreScoreState(constraints, rng.random() < 0.5)
         init_pre_score_state_rows(state, table, rows)
         for counts in state.topology_value_to_pod_counts:

@@ -4,8 +4,9 @@ Pods are grouped by (namespace, labels): a selector matches a whole group or non
 selector's counts are the sums of its groups' per-node counts. The index re-reads only the
 nodes whose generation changed since it last looked (of the rows the table refreshed since,
 `NodeTable.refreshed_since`), and of those only the pods that came or went, and each
-selector's array is brought up to date by the changes of its groups' counts alone,
-read from those groups' own change logs when it matches a few; a selector seen for the first
+selector's array is brought up to date by the changes of its groups' counts alone: pushed
+to it as the index reads them when it matches a few groups (a controller's pods), else caught
+up from the change log when it is read; a selector seen for the first
 time costs one match per group that has a label it requires (or per group of the namespace)
 and one addition per matching pod, not a scan of every node's pods. Per topology key, a
 selector's counts summed per label value (over every row, or over the rows of a node inclusion
@@ -14,7 +15,6 @@ mask) are kept up to date the same way.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -31,17 +31,16 @@ _MASKED_TOTALS_KEPT = 16
 _SELECTORS_KEPT = 1024
 """Selector arrays kept (the least recently used go)."""
 
-_GROUPS_REPLAYED = 8
-"""Up to this many matching groups, a selector catches up from their own change logs."""
-
-_GROUP_LOG_SLACK = 64
-"""A group's log keeps up to twice its rows plus this many changes."""
+_GROUPS_FOLLOWED = 8
+"""Up to this many matching groups, a selector's counts follow their changes as they are read."""
 
 GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
 
-class _Entry:
-    __slots__ = ("array", "candidates", "checked", "matched", "position", "totals", "totals_version")
+class SelectorCounts:
+    """One selector's per-row counts, and what is kept with them."""
+
+    __slots__ = ("array", "candidates", "checked", "following", "matched", "position", "totals", "totals_version")
 
     def __init__(self, array: np.ndarray, candidates: list[int], position: int) -> None:
         self.array = array
@@ -51,7 +50,9 @@ class _Entry:
         self.checked = 0
         """candidates[:checked] were matched against the selector."""
         self.position = position
-        """How far into the change log the array is current."""
+        """How far into the change log the array is current (unless following)."""
+        self.following = False
+        """Whether its groups' changes are applied as the index reads them (then it is always current)."""
         self.totals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray | None, np.ndarray]] = {}
         """(topology key, id of the mask or 0) -> (its label column, the mask or None for every row,
         `array` summed per code + 1 over the rows the mask includes; slot 0: nodes without the key)."""
@@ -92,37 +93,43 @@ class MatchCounts:
         self._log: list[tuple[int, int, int]] = []
         """(row, group, change of its pods there), in the order the index saw them."""
         self._log_base = 0
-        self._group_logs: list[list[tuple[int, int, int]]] = []
-        """Per group: (position in the change log, row, change of its pods there)."""
-        self._group_log_start: list[int] = []
-        """Per group: its changes before this position were forgotten."""
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._followers: list[list[SelectorCounts]] = []
+        """Per group: the kept selectors that follow its changes."""
+        self._entries: OrderedDict[tuple[str, str], SelectorCounts] = OrderedDict()
         self._by_namespace: dict[str, list[int]] = {}
         self._by_label: dict[tuple[str, str, str], list[int]] = {}
         """(namespace, key, value) -> the groups with that label, in the order they appeared."""
 
     def counts(self, table: NodeTable, selector: Selector, namespace: str) -> np.ndarray:
         """Matching non-terminating pods of `namespace` per row (read-only: do not modify)."""
+        entry = self.entry(table, selector, namespace)
+        return np.zeros(self._size, dtype=np.int64) if entry is None else entry.array
+
+    def entry(self, table: NodeTable, selector: Selector, namespace: str) -> SelectorCounts | None:
+        """The selector's counts, current (`array`: `counts`); None for an empty selector,
+        which counts no pods. For one who reads both the counts and `entry_totals`."""
         self._sync(table)
         if selector.empty:
-            return np.zeros(self._size, dtype=np.int64)
+            return None
         key = (namespace, selector.signature)
         entry = self._entries.get(key)
         end = self._log_base + len(self._log)
         if entry is not None:
             self._entries.move_to_end(key)
             self._match_new_groups(entry, selector, namespace)
-            if entry.position != end and not self._catch_up(entry, end):
+            if not entry.following and entry.position != end and not self._catch_up(entry, end):
                 del self._entries[key]
                 entry = None
         if entry is None:
-            return self._build(key, selector, namespace, end)
-        return entry.array
+            entry = self._build(key, selector, namespace, end)
+        return entry
 
-    def _catch_up(self, entry: _Entry, end: int) -> bool:
+    def _catch_up(self, entry: SelectorCounts, end: int) -> bool:
         """Apply the changes logged since the entry was current; False when rebuilding is
         cheaper (or they were forgotten)."""
         position = entry.position
+        if position < self._log_base or end - position > max(self._size // 4, 16):
+            return False
         matched = entry.matched
         array = entry.array
         if entry.totals_version != self._node_version:
@@ -130,31 +137,27 @@ class MatchCounts:
             entry.totals.clear()
             entry.totals_version = self._node_version
         totals = list(entry.totals.values())
-        if len(matched) <= _GROUPS_REPLAYED:
-            # A few groups (a controller's pods): their own logs, not every change since.
-            starts, group_logs = self._group_log_start, self._group_logs
-            if any(starts[g] > position for g in matched):
-                return False
-            for g in matched:
-                log = group_logs[g]
-                if not log or log[-1][0] < position:
-                    continue
-                for _, row, delta in log[bisect.bisect_left(log, (position,)):]:
-                    array[row] += delta
-                    for codes, mask, per_code in totals:
-                        if mask is None or mask[row]:
-                            per_code[codes[row] + 1] += delta
-        else:
-            if position < self._log_base or end - position > max(self._size // 4, 16):
-                return False
-            for row, g, delta in self._log[position - self._log_base:]:
-                if g in matched:
-                    array[row] += delta
-                    for codes, mask, per_code in totals:
-                        if mask is None or mask[row]:
-                            per_code[codes[row] + 1] += delta
+        for row, g, delta in self._log[position - self._log_base:]:
+            if g in matched:
+                array[row] += delta
+                for codes, mask, per_code in totals:
+                    if mask is None or mask[row]:
+                        per_code[codes[row] + 1] += delta
         entry.position = end
         return True
+
+    def _apply(self, entry: SelectorCounts, row: int, delta: int) -> None:
+        """A change of a matching group's pods on `row`, applied to a following entry."""
+        entry.array[row] += delta
+        if not entry.totals:
+            return
+        if entry.totals_version != self._node_version:
+            entry.totals.clear()  # as in _catch_up
+            entry.totals_version = self._node_version
+            return
+        for codes, mask, per_code in entry.totals.values():
+            if mask is None or mask[row]:
+                per_code[codes[row] + 1] += delta
 
     def domain_totals(self, table: NodeTable, selector: Selector, namespace: str, key: str,
                       mask: np.ndarray | None = None) -> np.ndarray:
@@ -162,12 +165,18 @@ class MatchCounts:
         `mask` includes: index code + 1 (the codes of `label_value_codes(key)`), index 0 for
         the rows without the label (read-only). A mask is kept by identity: never modify one
         given here."""
-        array = self.counts(table, selector, namespace)
+        entry = self.entry(table, selector, namespace)
         codes = table.column(label_column(key))
         size = len(label_value_codes(key)) + 1
-        entry = self._entries.get((namespace, selector.signature)) if not selector.empty else None
         if entry is None:
-            return _per_code(codes, array if mask is None else np.where(mask, array, 0), size)
+            return np.zeros(size, dtype=np.int64)
+        return self.entry_totals(entry, table, key, codes, size, mask)
+
+    @staticmethod
+    def entry_totals(entry: SelectorCounts, table: NodeTable, key: str, codes: np.ndarray, size: int,
+                     mask: np.ndarray | None = None) -> np.ndarray:
+        """`domain_totals` of a current `entry`, given `codes` (the table's label column of
+        `key`) and `size` (its codes + 1)."""
         if entry.totals_version != table.node_version:
             entry.totals.clear()
             entry.totals_version = table.node_version
@@ -177,29 +186,56 @@ class MatchCounts:
             if kept is None and mask is not None and len(entry.totals) >= _MASKED_TOTALS_KEPT:
                 for other in [k for k in entry.totals if k[1]]:
                     del entry.totals[other]
+            array = entry.array
             kept = entry.totals[which] = (codes, mask, _per_code(
                 codes, array if mask is None else np.where(mask, array, 0), size))
         return kept[2]
 
-    def _match_new_groups(self, entry: _Entry, selector: Selector, namespace: str) -> None:
+    def _match_new_groups(self, entry: SelectorCounts, selector: Selector, namespace: str) -> None:
+        """Match the groups that appeared since the entry last looked; all their pods came
+        since, so a following entry adds their counts (a caught-up one replays them)."""
         matches = selector.matches
         candidates = entry.candidates
+        if entry.checked == len(candidates):
+            return
         for g in candidates[entry.checked:]:
             if matches(self._group_labels[g]):
                 entry.matched.add(g)
+                if entry.following:
+                    self._followers[g].append(entry)
+                    for row, n in self._group_rows[g].items():
+                        self._apply(entry, row, n)
         entry.checked = len(candidates)
+        if entry.following and len(entry.matched) > _GROUPS_FOLLOWED:
+            self._unfollow(entry)
 
-    def _build(self, key: tuple[str, str], selector: Selector, namespace: str, end: int) -> np.ndarray:
-        entry = _Entry(np.zeros(self._size, dtype=np.int64), self._candidates(selector, namespace), end)
+    def _follow(self, entry: SelectorCounts) -> None:
+        entry.following = True
+        for g in entry.matched:
+            self._followers[g].append(entry)
+
+    def _unfollow(self, entry: SelectorCounts) -> None:
+        """Catch up from the change log from now on (the entry is current)."""
+        entry.following = False
+        entry.position = self._log_base + len(self._log)
+        for g in entry.matched:
+            self._followers[g].remove(entry)
+
+    def _build(self, key: tuple[str, str], selector: Selector, namespace: str, end: int) -> SelectorCounts:
+        entry = SelectorCounts(np.zeros(self._size, dtype=np.int64), self._candidates(selector, namespace), end)
         self._match_new_groups(entry, selector, namespace)
         array = entry.array
         for g in entry.matched:
             for row, n in self._group_rows[g].items():
                 array[row] += n
+        if len(entry.matched) <= _GROUPS_FOLLOWED:
+            self._follow(entry)
         self._entries[key] = entry
         if len(self._entries) > _SELECTORS_KEPT:
-            self._entries.popitem(last=False)
-        return array
+            _, oldest = self._entries.popitem(last=False)
+            if oldest.following:
+                self._unfollow(oldest)
+        return entry
 
     def _candidates(self, selector: Selector, namespace: str) -> list[int]:
         """The groups of the namespace, or of one label the selector requires (a matchLabels
@@ -214,20 +250,20 @@ class MatchCounts:
         return min(lists, key=len)
 
     def _sync(self, table: NodeTable) -> None:
-        if table is self._table and table.version == self._version and len(table) == self._size:
+        if table is self._table and table.version == self._version and len(table.nodes) == self._size:
             return  # no refresh since the last sync (PreScore, then Score)
         # Read from the table's own log of refreshed rows: a column of generations would add
         # a read to every refresh of every row.
         position, refreshed = table.refreshed_since(self._refresh_position)
         self._refresh_position = position
         rows: Iterable[int]
-        if table is not self._table or len(table) != self._size:
+        if table is not self._table or len(table.nodes) != self._size:
             self._reset(table)
             rows = range(self._size)
         elif refreshed is None:  # the table forgot some: look at every row
             rows = range(self._size)
         else:
-            rows = sorted(set(refreshed))
+            rows = refreshed if len(refreshed) == 1 else sorted(set(refreshed))
         self._node_version = table.node_version
         self._version = table.version
         nodes = table.nodes
@@ -255,8 +291,7 @@ class MatchCounts:
         self._row_groups = [{} for _ in range(self._size)]
         self._log = []
         self._log_base = 0
-        self._group_logs = []
-        self._group_log_start = []
+        self._followers = []
         self._entries.clear()
         self._by_namespace = {}
         self._by_label = {}
@@ -270,8 +305,7 @@ class MatchCounts:
             self._groups.append(key)
             self._group_labels.append(dict(labels))
             self._group_rows.append({})
-            self._group_logs.append([])
-            self._group_log_start.append(0)
+            self._followers.append([])
             self._by_namespace.setdefault(p.namespace, []).append(g)
             for k, v in labels.items():
                 self._by_label.setdefault((p.namespace, k, v), []).append(g)
@@ -283,6 +317,19 @@ class MatchCounts:
         known = self._row_pods[row]
         pods = node.pods
         came = [(uid, p) for uid, p in pods.items() if known.get(uid) is not p]
+        if len(pods) == len(known) + len(came) and len(came) <= 1:
+            # None went (the common case: one pod bound there, or only the node changed).
+            if came:
+                uid, p = came[0]
+                known[uid] = p
+                if p.is_terminating:
+                    self._pod_groups[row][uid] = -1
+                    return
+                g = self._pod_groups[row][uid] = self._group_of(p)
+                counts = self._row_groups[row]
+                counts[g] = self._group_rows[g][row] = counts.get(g, 0) + 1
+                self._append(row, g, 1)
+            return
         # Every pod not among `came` is a known one: when they are as many as the known, none went.
         gone = [] if len(pods) - len(came) == len(known) else [
             (uid, p) for uid, p in known.items() if pods.get(uid) is not p]
@@ -311,10 +358,6 @@ class MatchCounts:
             self._append(row, g, delta)
 
     def _append(self, row: int, g: int, delta: int) -> None:
-        log = self._group_logs[g]
-        log.append((self._log_base + len(self._log), row, delta))
         self._log.append((row, g, delta))
-        if len(log) > 2 * len(self._group_rows[g]) + _GROUP_LOG_SLACK:
-            # Beyond this, rebuilding from the group's rows is cheaper than replaying.
-            kept = self._group_logs[g] = log[len(log) // 2:]
-            self._group_log_start[g] = kept[0][0]
+        for entry in self._followers[g]:
+            self._apply(entry, row, delta)

@@ -39,7 +39,7 @@ from kopfsched.plugins.podtopologyspread.common import (
     SCHEDULE_ANYWAY,
     TopologySpreadConstraint,
 )
-from kopfsched.plugins.podtopologyspread.counts import MatchCounts
+from kopfsched.plugins.podtopologyspread.counts import MatchCounts, SelectorCounts
 
 NAME = "PodTopologySpread"
 SYSTEM_DEFAULTING = "System"
@@ -230,6 +230,9 @@ class PodTopologySpread:
         """namespace -> (pod labels, controller, action) -> the pod's default constraints."""
         self._own_parsed: dict[tuple[str, str, str | None], list[TopologySpreadConstraint]] = {}
         """(the pod's own constraints, action, its labels if read) -> those constraints, parsed."""
+        self._own_last: tuple[Any, str, bool] | None = None
+        """The last own constraints read (kept, so never another object of the same id), their
+        key and whether they read the pod's labels."""
         self._selector_cursors: dict[str, int] = {}
         """Where `_default_constraints` is in the change log of each kind the selectors read."""
 
@@ -292,9 +295,16 @@ class PodTopologySpread:
         """`common.filter_constraints` of the pod's own constraints, parsed once per distinct
         constraints (and labels, when some constraint merges matchLabelKeys): pods of one
         workload share them. Errors are not kept: each pod with them raises again."""
-        reads_labels = any(isinstance(c, Mapping) and c.get("matchLabelKeys") for c in own) \
-            if isinstance(own, list) else True
-        key = (_value_key(own), action, _value_key(labels) if reads_labels else None)
+        last = self._own_last
+        if last is not None and last[0] is own:
+            # The pod's PreFilter, then its PreScore: the same (immutable) constraints.
+            own_key, reads_labels = last[1], last[2]
+        else:
+            reads_labels = any(isinstance(c, Mapping) and c.get("matchLabelKeys") for c in own) \
+                if isinstance(own, list) else True
+            own_key = _value_key(own)
+            self._own_last = (own, own_key, reads_labels)
+        key = (own_key, action, _value_key(labels) if reads_labels else None)
         cached = self._own_parsed.get(key)
         if cached is None:
             cached = common.filter_constraints(own, labels, action)
@@ -503,7 +513,7 @@ class PodTopologySpread:
         return None if pod.spec.get("topologySpreadConstraints") else []
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        if not pod.spec.get("topologySpreadConstraints") and not self._has_hard_defaults():
+        if not pod.spec.get("topologySpreadConstraints") and not self._hard_defaults:
             return SKIP
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
@@ -516,9 +526,6 @@ class PodTopologySpread:
                                      required_keys=[c.topology_key for c in constraints])
         state.write(PRE_FILTER_STATE, filtering.PreFilterState(constraints, tp_value_to_match_num=counts).finish())
         return None
-
-    def _has_hard_defaults(self) -> bool:
-        return self._hard_defaults
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
         state.read(PRE_FILTER_STATE).update_with_pod(pod_to_add, pod, node, 1, self._required_node_affinity(pod))
@@ -589,16 +596,25 @@ class PodTopologySpread:
         affinity: NodePredicate | None = None
         affinity_read = False  # read for the first constraint counted here
         required = tuple(c.topology_key for c in constraints) if s.require_all_topologies else ()
+        match_counts = self._match_counts
         registered: list[dict[str, int]] = []
         weights: list[float] = []
         parts: list[np.ndarray | None] = []
+        hosts: list[np.ndarray | None] = []
+        # The system defaults share one selector: its counts are brought up to date once.
+        entry: SelectorCounts | None = None
+        entry_of: common.Selector | None = None
         for c, (some_missing, present) in zip(constraints, presence, strict=True):
             key = c.topology_key
-            if key == LABEL_HOSTNAME:  # per-node counts are taken in Score
+            if c.selector is not entry_of:
+                entry, entry_of = match_counts.entry(table, c.selector, pod.namespace), c.selector
+            if key == LABEL_HOSTNAME:  # per-node counts are read in Score
                 registered.append({})
                 weights.append(scoring.topology_normalizing_weight(len(kept)))
                 parts.append(None)
+                hosts.append(np.zeros(len(table), dtype=np.int64) if entry is None else entry.array)
                 continue
+            hosts.append(None)
             column = table.column(label_column(key))
             # In the order of the nodes' first appearance, as the loop over nodes registers them;
             # when the first rows show every value of the table, they show every first appearance
@@ -611,32 +627,44 @@ class PodTopologySpread:
                     first = scoring.first_appearance(column[kept])
             if not affinity_read:
                 affinity, affinity_read = self._required_node_affinity(pod), True
-            mask = self._eligible_mask(table, required, self._inclusion_mask(c, pod, table, affinity))
-            totals = self._match_counts.domain_totals(table, c.selector, pod.namespace, key, mask).tolist()
+            # Without node affinity or honoured taints every node is included (the system defaults').
+            mask = None if affinity is None and c.node_taints_policy != HONOR else \
+                self._inclusion_mask(c, pod, table, affinity)
+            if required:
+                mask = self._eligible_mask(table, required, mask)
             codes = label_value_codes(key)
+            size = len(codes) + 1
+            totals = [0] * size if entry is None else \
+                MatchCounts.entry_totals(entry, table, key, column, size, mask).tolist()
             names = self._value_names(key)
             counts: dict[str, int] = {}
             for code in first:
                 counts[names[code] if code >= 0 else ""] = totals[code + 1]
-            if "" in counts:  # a label value "" is also the domain of the nodes without the label
-                empty = codes.get("")
-                counts[""] = totals[0] + (totals[empty + 1] if empty is not None and empty + 1 < len(totals) else 0)
             weight = scoring.topology_normalizing_weight(len(counts))
             registered.append(counts)
             weights.append(weight)
             # What lookup_by_label reads in Score, scored as Score would: in Python floats, the
             # same IEEE operations as numpy's (a count of 0 scores maxSkew - 1 exactly).
             skew = float(c.max_skew - 1)
-            per_code = np.full(len(codes) + 1, skew)
-            for value, n in counts.items():
-                code = codes.get(value)
-                if code is not None:
-                    per_code[code] = n * weight + skew
-            parts.append(per_code)
+            per_code = [skew] * size
+            if "" in counts:  # a label value "" is also the domain of the nodes without the label
+                empty = codes.get("")
+                counts[""] = totals[0] + (totals[empty + 1] if empty is not None and empty + 1 < len(totals) else 0)
+                for value, n in counts.items():
+                    code = codes.get(value)
+                    if code is not None:
+                        per_code[code] = n * weight + skew
+            else:
+                for code in first:
+                    per_code[code] = totals[code + 1] * weight + skew
+            parts.append(np.array(per_code))
         s.topology_value_to_pod_counts = registered
         s.topology_normalizing_weight = weights
         s.domain_scores = parts
         s.domain_scores_of = (table, table.node_version)
+        s.host_counts = hosts
+        s.labelled = [not some_missing for some_missing, _ in presence]
+        s.counted_at = (table, table.version)
 
     def _eligible_mask(self, table: NodeTable, required: tuple[str, ...],
                        included: np.ndarray | None) -> np.ndarray | None:
@@ -700,6 +728,11 @@ class PodTopologySpread:
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         s = state.read(PRE_SCORE_STATE)
+        if s.counted_at is not None and s.counted_at[0] is table and s.counted_at[1] == table.version:
+            # Nothing refreshed since PreScore read the snapshot table's counts.
+            assert s.host_counts is not None
+            hosts = [None if counts is None else counts[rows] for counts in s.host_counts]
+            return scoring.score_rows(s, pod, table, rows, hosts, s.labelled, s.domain_scores)
         hosts = [self._count_column(table, c.selector, pod.namespace)[rows] if c.topology_key == LABEL_HOSTNAME
                  else None for c in s.constraints]
         labelled = None
