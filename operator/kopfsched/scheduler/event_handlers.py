@@ -85,11 +85,12 @@ class EventHandlers:
             return
         if _assigned(pod):
             uid = _uid(pod)
-            known = self.cache.get_pod(uid)
-            bound_before = known is not None and not self.cache.is_assumed(uid)
+            assumed = self.cache.assumed_pod(uid)
+            known = assumed if assumed is not None else self.cache.get_pod(uid)
+            bound_before = known is not None and assumed is None
             placed = None
             if old is None or not _assigned(old):
-                placed = _confirming(known, pod) if known is not None and not bound_before else PodInfo(pod)
+                placed = _confirming(assumed, pod) if assumed is not None else PodInfo(pod)
                 # A pod first seen bound (a listing: most of a cluster's pods) that neither the
                 # cache nor any queue knows has nothing to delete (and no binding cycle to stop).
                 if old is not None or known is not None or self.queue.where(uid) is not None:
