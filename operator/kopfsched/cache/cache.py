@@ -136,6 +136,11 @@ class Cache:
         self._remove_from_node(state.pod_info)
         del self._pods[pod_info.uid]
 
+    def assumed_pod(self, uid: str) -> PodInfo | None:
+        """The pod's assumed PodInfo; None when it is bound or not in the cache."""
+        state = self._pods.get(uid)
+        return state.pod_info if state is not None and state.assumed else None
+
     def is_assumed(self, uid: str) -> bool:
         state = self._pods.get(uid)
         return state is not None and state.assumed
@@ -149,11 +154,12 @@ class Cache:
             self._add_to_node(pod_info)
             self._pods[pod_info.uid] = _PodState(pod_info)
             return pod_info
-        info = self._nodes.get(pod_info.node_name)
+        node_name = pod_info.node_name
+        info = self._nodes.get(node_name)
         if (state.assumed and info is not None and info.node is not None
-                and state.pod_info.node_name == pod_info.node_name and info.replace_pod(state.pod_info, pod_info)):
+                and state.pod_info.node_name == node_name and info.replace_pod(state.pod_info, pod_info)):
             # Our own bind confirmed: the node's totals stay as they are, only its PodInfo changes.
-            self._dirty.add(pod_info.node_name)
+            self._dirty.add(node_name)
         else:
             self._remove_from_node(state.pod_info)
             self._add_to_node(pod_info)

@@ -72,8 +72,10 @@ class Snapshot:
             if bool(node.pods_with_required_anti_affinity) != (name in self._anti_affinity_names):
                 self._with_required_anti_affinity = _toggled(self._with_required_anti_affinity, node, row, index,
                                                              self._anti_affinity_names)
-        self.table.refresh(rows)
-        self.table.refresh(pods_only, node_static=False)
+        if rows:
+            self.table.refresh(rows)
+        if pods_only:
+            self.table.refresh(pods_only, node_static=False)
 
 
 def _toggled(nodes: list[NodeInfo], node: NodeInfo, row: int, index: dict[str, int], names: set[str]) -> list[NodeInfo]:

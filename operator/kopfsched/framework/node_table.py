@@ -306,32 +306,46 @@ class NodeTable:
         self.version += 1
         if node_static:
             self.node_version += 1
-        self._refreshed.add(rows, len(self))
-        nodes = self.nodes
+        nodes = self._nodes
+        assert nodes is not None
+        size = len(nodes)
+        self._refreshed.add(rows, size)
         columns = self._columns
         # Derived arrays read columns alone: a row whose columns all kept their values (a bound
         # pod confirming the one assumed there) leaves them as they are.
         changed: set[int] | None = set() if self._derived or self._families else None
-        for name, spec in self._specs.items():
-            array = columns[name]
-            if not node_static and spec.node_static:
-                continue
-            extract = spec.extract
-            if changed is None:
+        if changed is not None and len(rows) == 1:
+            # One row (a pod bound or gone between two cycles, the usual refresh): one node.
+            row = rows[0]
+            node = nodes[row]
+            for name, spec in self._specs.items():
+                if node_static or not spec.node_static:
+                    value = spec.extract(node)
+                    array = columns[name]
+                    if value != array.item(row):  # equal values store as they are stored (NaN: never equal)
+                        array[row] = value
+                        changed.add(row)
+        else:
+            for name, spec in self._specs.items():
+                array = columns[name]
+                if not node_static and spec.node_static:
+                    continue
+                extract = spec.extract
+                if changed is None:
+                    for row in rows:
+                        array[row] = extract(nodes[row])
+                    continue
                 for row in rows:
-                    array[row] = extract(nodes[row])
-                continue
-            for row in rows:
-                value = extract(nodes[row])
-                if value != array.item(row):  # equal values store as they are stored (NaN: never equal)
-                    array[row] = value
-                    changed.add(row)
+                    value = extract(nodes[row])
+                    if value != array.item(row):
+                        array[row] = value
+                        changed.add(row)
         if changed:
             # Logged once for every derived array (each knows how far it read), not appended to
             # each: a pod-only refresh does not concern the arrays of node-static columns.
-            self._log.add(changed, len(self))
+            self._log.add(changed, size)
             if node_static:
-                self._node_log.add(changed, len(self))
+                self._node_log.add(changed, size)
 
     def refreshed_since(self, position: int) -> tuple[int, list[int] | None]:
         """(the position to ask from next time, the rows refreshed since `position`, repeats

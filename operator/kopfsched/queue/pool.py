@@ -86,13 +86,20 @@ class UnschedulablePool:
         self._leave_group(uid, self._group_of.pop(uid))
         return qpi
 
-    def select(self, wanted: Callable[[frozenset[str], QueuedPodInfo], bool]) -> list[QueuedPodInfo]:
-        """The pods of every group for which `wanted(rejectors, any pod of the group)` is true,
-        in pool order."""
+    def select(self, registered: Callable[[str, QueuedPodInfo], frozenset[str]]) -> list[QueuedPodInfo]:
+        """In pool order, the pods of every group with no rejectors (failed with an error) or
+        with a rejector among `registered(scheduler name, any pod of the group)`, the plugins
+        that registered the event in that scheduler name's profile (asked once per name)."""
         picked: list[QueuedPodInfo] = []
-        for (_, rejectors), pods in self._groups.items():
-            if wanted(rejectors, next(iter(pods.values()))):
-                picked.extend(pods.values())
+        plugins_of: dict[str, frozenset[str]] = {}
+        for (scheduler_name, rejectors), pods in self._groups.items():
+            if rejectors:
+                plugins = plugins_of.get(scheduler_name)
+                if plugins is None:
+                    plugins = plugins_of[scheduler_name] = registered(scheduler_name, next(iter(pods.values())))
+                if rejectors.isdisjoint(plugins):
+                    continue
+            picked.extend(pods.values())
         if len(picked) > 1:
             # A pod re-filed under another group went to that group's end: sort, whatever the groups.
             order = self._order

@@ -346,11 +346,13 @@ class SchedulingQueue:
 
     def delete(self, pod: PodInfo) -> None:
         """The pod is gone (or bound elsewhere): drop it from every queue and the nominator."""
+        uid = pod.uid
         self.nominator.delete_nominated_pod(pod)
-        if self._active.delete(pod.uid) is None and self._backoff_delete(pod.uid) is None:
-            self._pool_pop(pod.uid)
+        if (self._active.delete(uid) is None and self._backoff.delete(uid) is None
+                and self._error_backoff.delete(uid) is None):
+            self._pool.pop(uid)
         # The binding cycle may still fail after done() and try to requeue the pod.
-        self._deleted[pod.uid] = None
+        self._deleted[uid] = None
         if len(self._deleted) > _DELETED_MEMORY:
             self._deleted.popitem(last=False)
 
@@ -589,17 +591,9 @@ class SchedulingQueue:
         if _is_wildcard(event):
             return list(self._pool.values())
 
-        registered: dict[int, frozenset[str]] = {}  # id(profile) -> its plugins that registered `event`
-
-        def interested(rejectors: frozenset[str], sample: QueuedPodInfo) -> bool:
-            if not rejectors:
-                return True
-            profile = self._profile(sample)
-            plugins = registered.get(id(profile))
-            if plugins is None:
-                plugins = registered[id(profile)] = self._registered_plugins(profile, event)
-            return not rejectors.isdisjoint(plugins)
-        return self._pool.select(interested)
+        def registered(scheduler_name: str, sample: QueuedPodInfo) -> frozenset[str]:
+            return self._registered_plugins(self._profile(sample), event)
+        return self._pool.select(registered)
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         pre_enqueue = self._profile(qpi).pre_enqueue

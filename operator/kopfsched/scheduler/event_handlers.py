@@ -42,10 +42,6 @@ def _assigned(pod: Obj) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName"))
 
 
-def _terminal(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES
-
-
 def _uid(pod: Obj) -> str:
     """The pod's PodInfo.uid, without building the PodInfo."""
     meta = pod.get("metadata") or {}
@@ -80,16 +76,19 @@ class EventHandlers:
     def on_pod_upsert(self, pod: Obj, old: Obj | None = None, *, timestamp: float | None = None) -> None:
         """ADDED or MODIFIED (old is None on the watch's first sight of the pod).
         `timestamp` is the queue timestamp of a new pending pod (default: now)."""
-        if _terminal(pod):
+        # Phase and nodeName read inline: every watch event of a pod (our own bind's echo
+        # among them) comes this way.
+        if (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES:
             self.on_pod_delete(pod)
             return
-        if _assigned(pod):
-            uid = _uid(pod)
-            known = self.cache.get_pod(uid)
-            bound_before = known is not None and not self.cache.is_assumed(uid)
+        uid = _uid(pod)
+        if (pod.get("spec") or {}).get("nodeName"):
+            assumed = self.cache.assumed_pod(uid)
+            known = assumed if assumed is not None else self.cache.get_pod(uid)
+            bound_before = known is not None and assumed is None
             placed = None
             if old is None or not _assigned(old):
-                placed = _confirming(known, pod) if known is not None and not bound_before else PodInfo(pod)
+                placed = _confirming(assumed, pod) if assumed is not None else PodInfo(pod)
                 # A pod first seen bound (a listing: most of a cluster's pods) that neither the
                 # cache nor any queue knows has nothing to delete (and no binding cycle to stop).
                 if old is not None or known is not None or self.queue.where(uid) is not None:
@@ -103,7 +102,6 @@ class EventHandlers:
             else:
                 self.queue.assigned_pod_added(pod_info)
             return
-        uid = _uid(pod)
         if self.cache.is_assumed(uid):
             # Being bound (by one of our profiles: schedulerName cannot change): an update (e.g.
             # our own status patch) must not queue it again. Checked before building a PodInfo.

@@ -316,18 +316,22 @@ class Scheduler:
         # Bound: what follows reports the success; a failure here cannot unbind the pod, and
         # the watch confirms the assumed pod whatever happens.
         self.pending.forget(assumed.uid)
+        reported = False
         try:
             self.observer.attempted(Attempt(
                 pod=qpi.pod_info, profile=fwk.profile_name, result="scheduled", seconds=self.clock() - start,
                 node=host, diagnosis=result.diagnosis, scores=result.scores, attempts=qpi.attempts,
                 since_first_queued=self.clock() - qpi.initial_attempt_timestamp
                 if qpi.initial_attempt_timestamp is not None else None))
-            self.events.record_later(
-                regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
-                message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name)
+            reported = True
             fwk.run_post_bind_plugins(state, assumed, host)
         except Exception:
             logger.exception("reporting the binding of pod %s to %s failed", assumed.key, host)
+        if reported:
+            # Last, by this task: the binding cycle is over, nothing waits on the Event.
+            await self.events.post(
+                regarding=assumed.pod, type="Normal", reason="Scheduled", action="Binding",
+                message=f"Successfully assigned {assumed.key} to {host}", reporting_controller=fwk.profile_name)
 
     def _pre_bind_pre_flight(self, fwk: Framework, state: CycleState, assumed: PodInfo,
                              host: str) -> tuple[Status | None, bool]:

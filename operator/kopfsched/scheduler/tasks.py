@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
+from types import CoroutineType
 from typing import Any
 
 
@@ -19,7 +20,8 @@ class TaskSet:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:  # no loop running: ensure_future finds one, as it always did
             loop = None
-        if loop is not None and asyncio.iscoroutine(coro):  # every binding and report: named at creation
+        if loop is not None and (type(coro) is CoroutineType or asyncio.iscoroutine(coro)):
+            # Every binding and report: named at creation.
             task = loop.create_task(coro, name=name)
         else:
             task = asyncio.ensure_future(coro)
