@@ -3,6 +3,7 @@ walk, kept current as nodes change, and the batched Filter's cached lookups drop
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -427,3 +428,43 @@ def test_normalize_is_upstreams_float_formula(seed: int) -> None:
         assert got.tolist() == want
     assert scoring.normalize(np.array([29, 0, 100], dtype=np.int64)).tolist() == [28, 0, 100]
     assert scoring.normalize(np.zeros(0, dtype=np.int64)).tolist() == []
+
+
+def _written_term(rng: random.Random) -> dict[str, Any]:
+    """Terms near the plain shape (a topology key and matchLabels alone) and just off it."""
+    labels = {rng.choice(("app", "tier")): rng.choice("ab")}
+    if rng.random() < 0.3:
+        labels["v"] = rng.choice(("1", "2"))
+    raw: dict[str, Any] = term(labels, rng.choice((HOST, ZONE)))
+    choice = rng.random()
+    if choice < 0.1:
+        raw["labelSelector"]["matchExpressions"] = [{"key": "app", "operator": "Exists"}]
+    elif choice < 0.2:
+        raw["namespaces"] = [rng.choice(("ns-a", "ns-b"))]
+    elif choice < 0.3:
+        raw["matchLabelKeys"] = ["v"]
+    elif choice < 0.35:
+        del raw["topologyKey"]
+    elif choice < 0.4:
+        raw["labelSelector"] = {}
+    return raw
+
+
+def test_term_keys_group_as_the_written_terms_do() -> None:
+    """Term groups are keyed without JSON for plain terms: two terms share a key exactly when
+    their terms as written, the owner's values of matchLabelKeys and the namespaces do."""
+    rng = random.Random(3)
+    written = []
+    for i in range(400):
+        raw = _written_term(rng)
+        pod = PodInfo(make_pod(f"p{i}", rng.choice(("ns-a", "ns-b")), labels={"v": rng.choice(("1", "2"))},
+                               affinity=required("podAntiAffinity", raw)))
+        (parsed,) = pod.required_anti_affinity_terms
+        general = json.dumps([raw, [pod.labels.get(k) for k in raw.get("matchLabelKeys") or ()],
+                              sorted(parsed.namespaces)], sort_keys=True, default=str)
+        written.append((pod_index._term_key(raw, parsed, pod), general))
+    assert any(isinstance(key, tuple) for key, _ in written)
+    assert any(isinstance(key, str) for key, _ in written)
+    for key, general in written:
+        for other_key, other_general in written:
+            assert (key == other_key) == (general == other_general)

@@ -65,10 +65,25 @@ def required_pair(raw_term: Mapping[str, Any] | None) -> Pair:
     return None
 
 
-def _term_key(raw: Mapping[str, Any], term: AffinityTerm, pod: PodInfo) -> str:
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
+def _term_key(raw: Mapping[str, Any], term: AffinityTerm, pod: PodInfo) -> Any:
+    """What a term group is keyed by: terms alike have equal keys."""
+    selector = raw.get("labelSelector")
+    topology_key = raw.get("topologyKey")
+    if len(raw) == 2 and type(selector) is dict and len(selector) == 1 and type(topology_key) is str:
+        # The commonest term, a topology key and matchLabels alone, without the JSON encoding
+        # of the general key (a str, so the two never collide).
+        match_labels = selector.get("matchLabels")
+        if type(match_labels) is dict:
+            for key, value in match_labels.items():
+                if type(key) is not str or type(value) is not str:
+                    break
+            else:
+                return (topology_key, frozenset(match_labels.items()), term.namespaces)
     keys = [*(raw.get("matchLabelKeys") or ()), *(raw.get("mismatchLabelKeys") or ())]
-    return json.dumps([raw, [pod.labels.get(k) for k in keys], sorted(term.namespaces)], sort_keys=True,
-                      default=str)
+    return _JSON.encode([raw, [pod.labels.get(k) for k in keys], sorted(term.namespaces)])
 
 
 @dataclass(slots=True)
@@ -94,18 +109,36 @@ def raw_terms(pod: PodInfo, kind: str) -> list[Mapping[str, Any]]:
     return [t.get("podAffinityTerm") or {} for t in (affinity.get(side) or {}).get(_PREFERRED) or ()]
 
 
+def has_terms(pod: PodInfo, kind: str) -> bool:
+    """Whether the pod has terms of `kind` as written: its parsed terms of a kind, even of none,
+    are parsed on their first read."""
+    side = "podAntiAffinity" if kind in (REQUIRED_ANTI, PREFERRED_ANTI) else "podAffinity"
+    return bool((pod.affinity.get(side) or {}).get(_REQUIRED if kind in (REQUIRED_ANTI, REQUIRED_AFFINITY)
+                                                     else _PREFERRED))
+
+
 def _terms_of(pod: PodInfo) -> Iterator[tuple[str, int, AffinityTerm, Mapping[str, Any]]]:
     """(kind, weight, parsed term, term as written) of every term of an existing pod."""
-    for kind, parsed in ((REQUIRED_ANTI, pod.required_anti_affinity_terms),
-                         (REQUIRED_AFFINITY, pod.required_affinity_terms)):
-        if parsed:  # most pods have terms of one kind: no raw terms listed for the others
-            for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
-                yield kind, 0, term, raw
-    for kind, weighted in ((PREFERRED_AFFINITY, pod.preferred_affinity_terms),
-                           (PREFERRED_ANTI, pod.preferred_anti_affinity_terms)):
-        if weighted:
-            for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
-                yield kind, w.weight, w.term, raw
+    # Most pods have terms of one kind: the others are neither parsed nor listed.
+    affinity = pod.affinity
+    pod_affinity = affinity.get("podAffinity") or {}
+    anti_affinity = affinity.get("podAntiAffinity") or {}
+    written = anti_affinity.get(_REQUIRED)
+    if written:
+        for term, raw in zip(pod.required_anti_affinity_terms, written, strict=True):
+            yield REQUIRED_ANTI, 0, term, raw
+    written = pod_affinity.get(_REQUIRED)
+    if written:
+        for term, raw in zip(pod.required_affinity_terms, written, strict=True):
+            yield REQUIRED_AFFINITY, 0, term, raw
+    written = pod_affinity.get(_PREFERRED)
+    if written:
+        for weighted, raw in zip(pod.preferred_affinity_terms, written, strict=True):
+            yield PREFERRED_AFFINITY, weighted.weight, weighted.term, raw.get("podAffinityTerm") or {}
+    written = anti_affinity.get(_PREFERRED)
+    if written:
+        for weighted, raw in zip(pod.preferred_anti_affinity_terms, written, strict=True):
+            yield PREFERRED_ANTI, weighted.weight, weighted.term, raw.get("podAffinityTerm") or {}
 
 
 class _Groups:
@@ -122,14 +155,21 @@ class _Groups:
         """Pair -> the keys of `matched` looked up by it (some may be gone already)."""
         self._matched_size = 0
 
-    def add(self, key: Any, row: int, make: Any) -> None:
+    def count(self, key: Any, row: int) -> bool:
+        """One more of the group of `key` at `row`; False when there is no such group (then `create` it)."""
         group = self.by_key.get(key)
         if group is None:
-            group = self.by_key[key] = make()
-            for pair in group.pairs:
-                self.by_pair.setdefault(pair, {})[key] = group
-            self._forget_matched(group.pairs)
-        group.rows[row] = group.rows.get(row, 0) + 1
+            return False
+        rows = group.rows
+        rows[row] = rows.get(row, 0) + 1
+        return True
+
+    def create(self, key: Any, row: int, group: Group) -> None:
+        self.by_key[key] = group
+        for pair in group.pairs:
+            self.by_pair.setdefault(pair, {})[key] = group
+        self._forget_matched(group.pairs)
+        group.rows[row] = 1
 
     def remove(self, key: Any, row: int) -> None:
         group = self.by_key[key]
@@ -177,7 +217,7 @@ class _Indexed:
 
     pod: PodInfo
     pod_key: Any
-    term_keys: list[Any]
+    term_keys: tuple[Any, ...]
 
 
 def _same_keys(indexed: PodInfo, pod: PodInfo) -> bool:
@@ -223,9 +263,15 @@ class AffinityIndex:
             # The generation column changes in refresh alone: only the rows refreshed since can
             # differ (in row order, as the comparison of every row gives them).
             indexed = self._generations
-            changed = [row for row in sorted(set(refreshed)) if generations.item(row) != indexed.item(row)]
-            for row in changed:
-                indexed[row] = generations.item(row)
+            if len(refreshed) == 1:  # one node changed since (a pod bound, its bind confirmed)
+                row = refreshed[0]
+                generation = generations.item(row)
+                changed = [] if generation == indexed.item(row) else [row]
+                indexed[row] = generation
+            else:
+                changed = [row for row in sorted(set(refreshed)) if generations.item(row) != indexed.item(row)]
+                for row in changed:
+                    indexed[row] = generations.item(row)
         nodes = table.nodes
         for row in changed:
             self._reindex(row, nodes[row])
@@ -251,15 +297,19 @@ class AffinityIndex:
 
     def _index(self, row: int, pod: PodInfo, with_affinity: bool) -> _Indexed:
         pod_key = (pod.namespace, frozenset(pod.labels.items()))
-        self.pods.add(pod_key, row, lambda: Group(pod, tuple(pod.labels.items())))
+        pods = self.pods
+        if not pods.count(pod_key, row):
+            pods.create(pod_key, row, Group(pod, tuple(pod.labels.items())))
+        if not with_affinity:
+            return _Indexed(pod, pod_key, ())
         term_keys = []
-        if with_affinity:
-            for kind, weight, term, raw in _terms_of(pod):
-                key = (kind, weight, _term_key(raw, term, pod))
-                self.terms.add(key, row, lambda kind=kind, weight=weight, term=term, raw=raw: Group(
-                    term, (required_pair(raw),), kind, weight))
-                term_keys.append(key)
-        return _Indexed(pod, pod_key, term_keys)
+        terms = self.terms
+        for kind, weight, term, raw in _terms_of(pod):
+            key = (kind, weight, _term_key(raw, term, pod))
+            if not terms.count(key, row):
+                terms.create(key, row, Group(term, (required_pair(raw),), kind, weight))
+            term_keys.append(key)
+        return _Indexed(pod, pod_key, tuple(term_keys))
 
     def _unindex(self, row: int, entry: _Indexed) -> None:
         self.pods.remove(entry.pod_key, row)

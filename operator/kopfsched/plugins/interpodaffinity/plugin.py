@@ -121,8 +121,10 @@ class InterPodAffinity:
         anti_affinity_terms: tuple[AffinityTerm, ...] = ()
         if pod.has_pod_affinity:  # without any term all four tuples are empty: skip the lazy parsing
             try:
-                affinity_terms = pod.required_affinity_terms
-                anti_affinity_terms = pod.required_anti_affinity_terms
+                if pod_index.has_terms(pod, pod_index.REQUIRED_AFFINITY):
+                    affinity_terms = pod.required_affinity_terms
+                if pod.has_required_anti_affinity:
+                    anti_affinity_terms = pod.required_anti_affinity_terms
             except SelectorError as error:
                 return Status.unresolvable(f"parsing pod: {error}")
         with_anti_affinity = self.handle.snapshot.have_pods_with_required_anti_affinity()
@@ -201,8 +203,10 @@ class InterPodAffinity:
         preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
         preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
         if pod.has_pod_affinity:
-            preferred_affinity = pod.preferred_affinity_terms
-            preferred_anti_affinity = pod.preferred_anti_affinity_terms
+            if pod_index.has_terms(pod, pod_index.PREFERRED_AFFINITY):
+                preferred_affinity = pod.preferred_affinity_terms
+            if pod_index.has_terms(pod, pod_index.PREFERRED_ANTI):
+                preferred_anti_affinity = pod.preferred_anti_affinity_terms
         has_constraints = bool(preferred_affinity or preferred_anti_affinity)
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return SKIP
