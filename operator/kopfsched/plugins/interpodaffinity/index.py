@@ -329,6 +329,11 @@ class AffinityIndex:
     def matching_term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str],
                              kinds: frozenset[str]) -> list[Group]:
         """Term groups of `kinds` whose term matches `pod`."""
+        return [g for g in self.term_groups(pod, namespace_labels) if g.kind in kinds]
+
+    def term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str]) -> list[Group]:
+        """Term groups of every kind whose term matches `pod` (kept: not to be changed), right
+        until the next update."""
         # A term reads the pod's namespace and labels alone, and the namespace's labels: pods
         # alike (PreFilter, then PreScore, of one pod; the pods of one workload) match once
         # until a term group comes or goes under one of their pairs. Labels in their order,
@@ -344,7 +349,7 @@ class AffinityIndex:
             matched = [g for g in terms.candidates(pairs) if g.representative.matches(pod, namespace_labels)]
             if key is not None:
                 terms.keep_matched(key, pairs, matched)
-        return [g for g in matched if g.kind in kinds]
+        return matched
 
 
 def per_value(nodes: list[NodeInfo], key: str, rows: Mapping[int, int], scale: int,

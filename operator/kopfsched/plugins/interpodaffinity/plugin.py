@@ -36,12 +36,23 @@ from kopfsched.plugins.interpodaffinity import index as pod_index
 NAME = "InterPodAffinity"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-_REQUIRED_ANTI = frozenset((pod_index.REQUIRED_ANTI,))
-_SCORING_KINDS = frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI))
-_SCORING_KINDS_WITH_REQUIRED = _SCORING_KINDS | {pod_index.REQUIRED_AFFINITY}
 
 PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
 PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
+
+
+@dataclass(frozen=True, slots=True)
+class _LookedUp:
+    """The term groups PreFilter found matching the pod, for its PreScore: right while the
+    table is the one, at the version, the index was brought to, and the namespace labels are."""
+
+    table: NodeTable
+    version: int
+    namespace_labels: dict[str, str]
+    term_groups: list[pod_index.Group]
+
+
+_LOOKED_UP = StateKey[_LookedUp](NAME, "term-groups")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +148,7 @@ class InterPodAffinity:
         if anti_affinity_terms:
             anti_affinity_terms = self._resolve(anti_affinity_terms)
         if len(table) == len(nodes) > 0:
-            existing, affinity, anti = self._counts_by_index(table, pod, namespace_labels, affinity_terms,
+            existing, affinity, anti = self._counts_by_index(state, table, pod, namespace_labels, affinity_terms,
                                                              anti_affinity_terms, with_anti_affinity)
             if not existing and not affinity_terms and not anti_affinity_terms:
                 return SKIP
@@ -154,7 +165,7 @@ class InterPodAffinity:
         return None
 
     def _counts_by_index(
-        self, table: NodeTable, pod: PodInfo, namespace_labels: Mapping[str, str],
+        self, state: CycleState, table: NodeTable, pod: PodInfo, namespace_labels: dict[str, str],
         affinity_terms: tuple[AffinityTerm, ...], anti_affinity_terms: tuple[AffinityTerm, ...],
         with_anti_affinity: list[NodeInfo],
     ) -> tuple[filtering.TopologyCounts, filtering.TopologyCounts, filtering.TopologyCounts]:
@@ -164,8 +175,11 @@ class InterPodAffinity:
         nodes = table.nodes
         existing: filtering.TopologyCounts = {}
         if with_anti_affinity:
-            for group in index.matching_term_groups(pod, namespace_labels, _REQUIRED_ANTI):
-                pod_index.per_value(nodes, group.representative.topology_key, group.rows, 1, existing)
+            groups = index.term_groups(pod, namespace_labels)
+            state.write(_LOOKED_UP, _LookedUp(table, table.version, namespace_labels, groups))
+            for group in groups:
+                if group.kind == pod_index.REQUIRED_ANTI:
+                    pod_index.per_value(nodes, group.representative.topology_key, group.rows, 1, existing)
         affinity: filtering.TopologyCounts = {}
         if affinity_terms:
             raw = pod_index.raw_terms(pod, pod_index.REQUIRED_AFFINITY)
@@ -213,7 +227,8 @@ class InterPodAffinity:
         snapshot = self.handle.snapshot
         table = snapshot.table
         if len(table) == len(snapshot.node_infos()) > 0:
-            scores, namespace_labels = self._scores_by_index(table, pod, preferred_affinity, preferred_anti_affinity)
+            scores, namespace_labels = self._scores_by_index(state, table, pod, preferred_affinity,
+                                                             preferred_anti_affinity)
             if not scores:
                 return SKIP
             if namespace_labels is None:
@@ -252,14 +267,17 @@ class InterPodAffinity:
                     existing=existing, node=node, hard_pod_affinity_weight=weight)
         return scores
 
-    def _scores_by_index(self, table: NodeTable, pod: PodInfo,
+    def _scores_by_index(self, state: CycleState, table: NodeTable, pod: PodInfo,
                          preferred_affinity: tuple[WeightedAffinityTerm, ...],
                          preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]
                          ) -> tuple[scoring.ScoreMap, dict[str, str] | None]:
         """PreScore's topology scores from the index of alike pods and terms, and the pod's
         namespace labels when they were read for them."""
         index = self._index
-        index.update(table)
+        looked_up = state.get(_LOOKED_UP)
+        if looked_up is None or looked_up.table is not table or looked_up.version != table.version:
+            index.update(table)
+            looked_up = None
         nodes = table.nodes
         scores: scoring.ScoreMap = {}
         if not index.terms.by_key and not preferred_affinity and not preferred_anti_affinity:
@@ -277,14 +295,18 @@ class InterPodAffinity:
         if index.terms.by_key:
             hard = self.args.hard_pod_affinity_weight
             namespace_labels = self.namespace_labels(pod.namespace)
-            for group in index.matching_term_groups(pod, namespace_labels,
-                                                    _SCORING_KINDS_WITH_REQUIRED if hard > 0 else _SCORING_KINDS):
-                if group.kind == pod_index.REQUIRED_AFFINITY:
-                    scale = hard
-                elif group.kind == pod_index.PREFERRED_AFFINITY:
+            groups = (looked_up.term_groups if looked_up is not None and looked_up.namespace_labels == namespace_labels
+                      else index.term_groups(pod, namespace_labels))
+            for group in groups:
+                kind = group.kind
+                if kind == pod_index.PREFERRED_AFFINITY:
                     scale = group.weight
-                else:
+                elif kind == pod_index.PREFERRED_ANTI:
                     scale = -group.weight
+                elif kind == pod_index.REQUIRED_AFFINITY and hard > 0:
+                    scale = hard
+                else:
+                    continue  # required anti-affinity never scores
                 pod_index.per_value(nodes, group.representative.topology_key, group.rows, scale, scores)
         return scores, namespace_labels
 
