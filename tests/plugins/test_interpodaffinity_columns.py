@@ -468,3 +468,50 @@ def test_term_keys_group_as_the_written_terms_do() -> None:
     for key, general in written:
         for other_key, other_general in written:
             assert (key == other_key) == (general == other_general)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_group_values_kept_equal_counting_the_rows(seed: int) -> None:
+    """Pods added, removed and placed, nodes relabelled (a zone moved, a label dropped) and lost:
+    what each group keeps per topology value, asked for at random times, is the count over its
+    rows of their nodes' values."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index = pod_index.AffinityIndex()
+    for step in range(200):
+        row = rng.randrange(len(infos))
+        node = infos[row]
+        choice = rng.random()
+        if node.node is None:
+            node.set_node(nodes[row])
+        elif choice < 0.15:
+            labels = {HOST: node.name, **({ZONE: rng.choice(("z0", "z1", "z9"))} if rng.random() < 0.8 else {})}
+            node.set_node({**node.node, "metadata": {**node.node["metadata"], "labels": labels}})
+        elif choice < 0.2:
+            node.remove_node()
+        elif node.pods and choice < 0.45:
+            node.remove_pod(rng.choice(list(node.pods.values())))
+        elif node.pods and choice < 0.55:
+            pod = rng.choice(list(node.pods.values()))
+            node.remove_pod(pod)
+            node.add_pod(pod.placed({**pod.pod}))
+        else:
+            row = _remove_or_add_pod(rng, infos, 0.0, f"added-{step}")
+        table.refresh([row])
+        index.update(table)
+        for groups in (index.pods, index.terms):
+            for group in groups.by_key.values():
+                if rng.random() < 0.5:
+                    continue
+                key = rng.choice((HOST, ZONE))
+                want: dict[str, dict[str, int]] = {}
+                for r, n in group.rows.items():
+                    value = table.nodes[r].labels.get(key)
+                    if value is not None:
+                        want.setdefault(key, {})[value] = want.get(key, {}).get(value, 0) + 2 * n
+                got: dict[str, dict[str, int]] = {}
+                index.per_value(group, key, 2, got)
+                assert got == want

@@ -16,9 +16,8 @@ goes under one of its pairs.
 Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
 nodes that changed) differs from the one indexed, and then only for the pods of the row that
 changed; only the rows the table refreshed since are compared, and a new table rebuilds
-everything. Label
-values of the topology keys are read from the nodes when counting, so a relabelled node needs
-nothing more.
+everything. A group keeps, per topology key asked for, how many it has per label value, so
+counting reads no node; a relabelled node drops those of the groups on its row.
 """
 
 from __future__ import annotations
@@ -97,6 +96,20 @@ class Group:
     kind: str = ""
     weight: int = 0
     rows: dict[int, int] = field(default_factory=dict)
+    values: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per topology key asked for (AffinityIndex.per_value): its label value -> how many the
+    rows with that value host, kept as the rows change."""
+
+
+def _tally(values: dict[str, dict[str, int]], labels: Mapping[str, str], delta: int) -> None:
+    for key, counts in values.items():
+        value = labels.get(key)
+        if value is not None:
+            n = counts.get(value, 0) + delta
+            if n:
+                counts[value] = n
+            else:
+                del counts[value]
 
 
 def raw_terms(pod: PodInfo, kind: str) -> list[Mapping[str, Any]]:
@@ -155,13 +168,16 @@ class _Groups:
         """Pair -> the keys of `matched` looked up by it (some may be gone already)."""
         self._matched_size = 0
 
-    def count(self, key: Any, row: int) -> bool:
-        """One more of the group of `key` at `row`; False when there is no such group (then `create` it)."""
+    def count(self, key: Any, row: int, labels: Mapping[str, str]) -> bool:
+        """One more of the group of `key` at `row` (whose node has `labels`); False when there
+        is no such group (then `create` it)."""
         group = self.by_key.get(key)
         if group is None:
             return False
         rows = group.rows
         rows[row] = rows.get(row, 0) + 1
+        if group.values:
+            _tally(group.values, labels, 1)
         return True
 
     def create(self, key: Any, row: int, group: Group) -> None:
@@ -171,8 +187,10 @@ class _Groups:
         self._forget_matched(group.pairs)
         group.rows[row] = 1
 
-    def remove(self, key: Any, row: int) -> None:
+    def remove(self, key: Any, row: int, labels: Mapping[str, str]) -> None:
         group = self.by_key[key]
+        if group.values:
+            _tally(group.values, labels, -1)
         n = group.rows[row] - 1
         if n:
             group.rows[row] = n
@@ -239,6 +257,8 @@ class AffinityIndex:
         """How far into the table's refreshed rows (NodeTable.refreshed_since) the index is."""
         self._row_pods: list[dict[str, _Indexed]] = []
         """Per row: its pods by uid, as indexed."""
+        self._row_labels: list[Mapping[str, str]] = []
+        """Per row: its node's labels, as the groups' values were counted with."""
         self.pods = _Groups()
         self.terms = _Groups()
 
@@ -252,6 +272,7 @@ class AffinityIndex:
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table
             self._row_pods = [{} for _ in range(len(table))]
+            self._row_labels = [node.labels for node in table.nodes]
             self.pods = _Groups()
             self.terms = _Groups()
             changed: Iterable[int] = range(len(table))
@@ -280,9 +301,18 @@ class AffinityIndex:
         """Bring the row's groups to its node's pods: only the pods added, removed or replaced
         (by a PodInfo with other keys) since the row was last indexed are looked at again."""
         indexed = self._row_pods[row]
+        labels = node.labels
+        if labels is not self._row_labels[row]:
+            if labels != self._row_labels[row]:
+                for kept in indexed.values():  # counted by the old values: counted again when asked
+                    self.pods.by_key[kept.pod_key].values.clear()
+                    for key in kept.term_keys:
+                        self.terms.by_key[key].values.clear()
+            self._row_labels[row] = labels
         pods = node.pods if node.node is not None else {}
-        for uid in [uid for uid in indexed if uid not in pods]:
-            self._unindex(row, indexed.pop(uid))
+        if not indexed.keys() <= pods.keys():  # some pod left (a bind only adds one)
+            for uid in [uid for uid in indexed if uid not in pods]:
+                self._unindex(row, indexed.pop(uid), labels)
         with_affinity = node.pods_with_affinity
         for uid, pod in pods.items():
             entry = indexed.get(uid)
@@ -292,13 +322,13 @@ class AffinityIndex:
                 if _same_keys(entry.pod, pod):
                     entry.pod = pod
                     continue
-                self._unindex(row, entry)
-            indexed[uid] = self._index(row, pod, uid in with_affinity)
+                self._unindex(row, entry, labels)
+            indexed[uid] = self._index(row, pod, uid in with_affinity, labels)
 
-    def _index(self, row: int, pod: PodInfo, with_affinity: bool) -> _Indexed:
+    def _index(self, row: int, pod: PodInfo, with_affinity: bool, labels: Mapping[str, str]) -> _Indexed:
         pod_key = (pod.namespace, frozenset(pod.labels.items()))
         pods = self.pods
-        if not pods.count(pod_key, row):
+        if not pods.count(pod_key, row, labels):
             pods.create(pod_key, row, Group(pod, tuple(pod.labels.items())))
         if not with_affinity:
             return _Indexed(pod, pod_key, ())
@@ -306,24 +336,46 @@ class AffinityIndex:
         terms = self.terms
         for kind, weight, term, raw in _terms_of(pod):
             key = (kind, weight, _term_key(raw, term, pod))
-            if not terms.count(key, row):
+            if not terms.count(key, row, labels):
                 terms.create(key, row, Group(term, (required_pair(raw),), kind, weight))
             term_keys.append(key)
         return _Indexed(pod, pod_key, tuple(term_keys))
 
-    def _unindex(self, row: int, entry: _Indexed) -> None:
-        self.pods.remove(entry.pod_key, row)
+    def _unindex(self, row: int, entry: _Indexed, labels: Mapping[str, str]) -> None:
+        self.pods.remove(entry.pod_key, row, labels)
         for key in entry.term_keys:
-            self.terms.remove(key, row)
+            self.terms.remove(key, row, labels)
+
+    def per_value(self, group: Group, key: str, scale: int, into: dict[str, dict[str, int]]) -> None:
+        """Add `scale` x each of the group's rows' counts to into[key][its value of label key]
+        (rows without the label add nothing; an entry is created even when it sums to zero)."""
+        counts = group.values.get(key)
+        if counts is None:  # first asked: counted from the rows, then kept as they change
+            counts = group.values[key] = {}
+            row_labels = self._row_labels
+            for row, n in group.rows.items():
+                value = row_labels[row].get(key)
+                if value is not None:
+                    counts[value] = counts.get(value, 0) + n
+        if counts:
+            target = into.setdefault(key, {})
+            for value, n in counts.items():
+                target[value] = target.get(value, 0) + n * scale
 
     def matching_pod_groups(self, raw_terms: Iterable[Mapping[str, Any] | None],
                             terms: tuple[AffinityTerm, ...]) -> list[Group]:
         """Pod groups matching every one of `terms` (namespaces resolved), found through the
         required pair of any of them."""
-        pairs = [required_pair(raw) for raw in raw_terms]
-        known = [p for p in pairs if p is not None]
+        pair: Pair = None
+        for raw in raw_terms:
+            pair = required_pair(raw)
+            if pair is not None:
+                break
         candidates: Iterable[Group] = (
-            (self.pods.by_pair.get(known[0]) or {}).values() if known else self.pods.by_key.values())
+            (self.pods.by_pair.get(pair) or {}).values() if pair is not None else self.pods.by_key.values())
+        if len(terms) == 1:  # a term of its own: no generator per group
+            matches = terms[0].matches
+            return [g for g in candidates if matches(g.representative)]
         return [g for g in candidates if all(t.matches(g.representative) for t in terms)]
 
     def matching_term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str],
@@ -350,17 +402,3 @@ class AffinityIndex:
             if key is not None:
                 terms.keep_matched(key, pairs, matched)
         return matched
-
-
-def per_value(nodes: list[NodeInfo], key: str, rows: Mapping[int, int], scale: int,
-              into: dict[str, dict[str, int]]) -> None:
-    """Add `scale` x each row's count to into[key][its value of label key] (rows without the
-    label add nothing; an entry is created even when it sums to zero)."""
-    target: dict[str, int] | None = None
-    for row, n in rows.items():
-        value = nodes[row].labels.get(key)
-        if value is None:
-            continue
-        if target is None:
-            target = into.setdefault(key, {})
-        target[value] = target.get(value, 0) + n * scale

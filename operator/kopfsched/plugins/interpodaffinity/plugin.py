@@ -172,26 +172,25 @@ class InterPodAffinity:
         """PreFilter's three counts from the index of alike pods and terms."""
         index = self._index
         index.update(table)
-        nodes = table.nodes
         existing: filtering.TopologyCounts = {}
         if with_anti_affinity:
             groups = index.term_groups(pod, namespace_labels)
             state.write(_LOOKED_UP, _LookedUp(table, table.version, namespace_labels, groups))
             for group in groups:
                 if group.kind == pod_index.REQUIRED_ANTI:
-                    pod_index.per_value(nodes, group.representative.topology_key, group.rows, 1, existing)
+                    index.per_value(group, group.representative.topology_key, 1, existing)
         affinity: filtering.TopologyCounts = {}
         if affinity_terms:
             raw = pod_index.raw_terms(pod, pod_index.REQUIRED_AFFINITY)
             for group in index.matching_pod_groups(raw, affinity_terms):
                 for term in affinity_terms:
-                    pod_index.per_value(nodes, term.topology_key, group.rows, 1, affinity)
+                    index.per_value(group, term.topology_key, 1, affinity)
         anti: filtering.TopologyCounts = {}
         if anti_affinity_terms:
             for raw_term, term in zip(pod_index.raw_terms(pod, pod_index.REQUIRED_ANTI), anti_affinity_terms,
                                       strict=True):
                 for group in index.matching_pod_groups((raw_term,), (term,)):
-                    pod_index.per_value(nodes, term.topology_key, group.rows, 1, anti)
+                    index.per_value(group, term.topology_key, 1, anti)
         return existing, affinity, anti
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
@@ -278,7 +277,6 @@ class InterPodAffinity:
         if looked_up is None or looked_up.table is not table or looked_up.version != table.version:
             index.update(table)
             looked_up = None
-        nodes = table.nodes
         scores: scoring.ScoreMap = {}
         if not index.terms.by_key and not preferred_affinity and not preferred_anti_affinity:
             return scores, None
@@ -290,7 +288,7 @@ class InterPodAffinity:
             for raw_term, weighted in zip(pod_index.raw_terms(pod, kind), resolved, strict=True):
                 term = weighted.term
                 for group in index.matching_pod_groups((raw_term,), (term,)):
-                    pod_index.per_value(nodes, term.topology_key, group.rows, sign * weighted.weight, scores)
+                    index.per_value(group, term.topology_key, sign * weighted.weight, scores)
         namespace_labels = None
         if index.terms.by_key:
             hard = self.args.hard_pod_affinity_weight
@@ -307,7 +305,7 @@ class InterPodAffinity:
                     scale = hard
                 else:
                     continue  # required anti-affinity never scores
-                pod_index.per_value(nodes, group.representative.topology_key, group.rows, scale, scores)
+                index.per_value(group, group.representative.topology_key, scale, scores)
         return scores, namespace_labels
 
     def _nodes_with_scoring_pods(self) -> list[NodeInfo]:
