@@ -41,7 +41,7 @@ PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
 PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _LookedUp:
     """The term groups PreFilter found matching the pod, for its PreScore: right while the
     table is the one, at the version, the index was brought to, and the namespace labels are."""
