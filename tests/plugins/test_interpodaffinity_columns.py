@@ -515,3 +515,33 @@ def test_group_values_kept_equal_counting_the_rows(seed: int) -> None:
                 got: dict[str, dict[str, int]] = {}
                 index.per_value(group, key, 2, got)
                 assert got == want
+
+
+def test_pre_score_looks_again_when_the_cluster_changed_since_pre_filter() -> None:
+    """PreScore reads the term groups PreFilter found only while the table and the namespace
+    labels are the ones PreFilter saw: a pod bound in between (its preferred term matching the
+    incoming pod), or the namespace relabelled (a namespaceSelector now matching), counts."""
+    guard = make_pod("guard", labels={"app": "db"}, affinity=required("podAntiAffinity", term({"app": "cache"})))
+    objects = FakeObjects([namespace("default")])
+    plugin, infos = build({"n0": [guard]}, nodes=zoned_cluster(), objects=objects)
+    table = plugin.handle.snapshot.table
+    pod = PodInfo(make_pod("p", labels={"app": "web"}))
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, infos) is not None  # SKIP: nothing rejects it
+    scorer = make_pod("s", labels={"app": "db"}, affinity=preferred("podAffinity", (10, term({"app": "web"}, ZONE))))
+    scorer["spec"]["nodeName"] = "n1"
+    infos[1].add_pod(PodInfo(scorer))
+    table.refresh([1])
+    assert plugin.pre_score(state, pod, infos) is None
+    assert state.read(PRE_SCORE_STATE).topology_score == {ZONE: {"z1": 10}}
+
+    selecting = make_pod("t", "other", labels={"app": "db"}, affinity=preferred(
+        "podAffinity", (5, term({"app": "web"}, namespaceSelector={"matchLabels": {"team": "a"}}))))
+    selecting["spec"]["nodeName"] = "n2"
+    infos[2].add_pod(PodInfo(selecting))
+    table.refresh([2])
+    state = CycleState()
+    plugin.pre_filter(state, pod, infos)
+    objects.objects = [namespace("default", team="a")]
+    assert plugin.pre_score(state, pod, infos) is None
+    assert state.read(PRE_SCORE_STATE).topology_score == {ZONE: {"z1": 10}, HOST: {"n2": 5}}
