@@ -3,6 +3,7 @@ walk, kept current as nodes change, and the batched Filter's cached lookups drop
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -427,3 +428,120 @@ def test_normalize_is_upstreams_float_formula(seed: int) -> None:
         assert got.tolist() == want
     assert scoring.normalize(np.array([29, 0, 100], dtype=np.int64)).tolist() == [28, 0, 100]
     assert scoring.normalize(np.zeros(0, dtype=np.int64)).tolist() == []
+
+
+def _written_term(rng: random.Random) -> dict[str, Any]:
+    """Terms near the plain shape (a topology key and matchLabels alone) and just off it."""
+    labels = {rng.choice(("app", "tier")): rng.choice("ab")}
+    if rng.random() < 0.3:
+        labels["v"] = rng.choice(("1", "2"))
+    raw: dict[str, Any] = term(labels, rng.choice((HOST, ZONE)))
+    choice = rng.random()
+    if choice < 0.1:
+        raw["labelSelector"]["matchExpressions"] = [{"key": "app", "operator": "Exists"}]
+    elif choice < 0.2:
+        raw["namespaces"] = [rng.choice(("ns-a", "ns-b"))]
+    elif choice < 0.3:
+        raw["matchLabelKeys"] = ["v"]
+    elif choice < 0.35:
+        del raw["topologyKey"]
+    elif choice < 0.4:
+        raw["labelSelector"] = {}
+    return raw
+
+
+def test_term_keys_group_as_the_written_terms_do() -> None:
+    """Term groups are keyed without JSON for plain terms: two terms share a key exactly when
+    their terms as written, the owner's values of matchLabelKeys and the namespaces do."""
+    rng = random.Random(3)
+    written = []
+    for i in range(400):
+        raw = _written_term(rng)
+        pod = PodInfo(make_pod(f"p{i}", rng.choice(("ns-a", "ns-b")), labels={"v": rng.choice(("1", "2"))},
+                               affinity=required("podAntiAffinity", raw)))
+        (parsed,) = pod.required_anti_affinity_terms
+        general = json.dumps([raw, [pod.labels.get(k) for k in raw.get("matchLabelKeys") or ()],
+                              sorted(parsed.namespaces)], sort_keys=True, default=str)
+        written.append((pod_index._term_key(raw, parsed, pod), general))
+    assert any(isinstance(key, tuple) for key, _ in written)
+    assert any(isinstance(key, str) for key, _ in written)
+    for key, general in written:
+        for other_key, other_general in written:
+            assert (key == other_key) == (general == other_general)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_group_values_kept_equal_counting_the_rows(seed: int) -> None:
+    """Pods added, removed and placed, nodes relabelled (a zone moved, a label dropped) and lost:
+    what each group keeps per topology value, asked for at random times, is the count over its
+    rows of their nodes' values."""
+    rng = random.Random(seed)
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
+    plugin, infos = build(existing, nodes=nodes)
+    table = plugin.handle.snapshot.table
+    index = pod_index.AffinityIndex()
+    for step in range(200):
+        row = rng.randrange(len(infos))
+        node = infos[row]
+        choice = rng.random()
+        if node.node is None:
+            node.set_node(nodes[row])
+        elif choice < 0.15:
+            labels = {HOST: node.name, **({ZONE: rng.choice(("z0", "z1", "z9"))} if rng.random() < 0.8 else {})}
+            node.set_node({**node.node, "metadata": {**node.node["metadata"], "labels": labels}})
+        elif choice < 0.2:
+            node.remove_node()
+        elif node.pods and choice < 0.45:
+            node.remove_pod(rng.choice(list(node.pods.values())))
+        elif node.pods and choice < 0.55:
+            pod = rng.choice(list(node.pods.values()))
+            node.remove_pod(pod)
+            node.add_pod(pod.placed({**pod.pod}))
+        else:
+            row = _remove_or_add_pod(rng, infos, 0.0, f"added-{step}")
+        table.refresh([row])
+        index.update(table)
+        for groups in (index.pods, index.terms):
+            for group in groups.by_key.values():
+                if rng.random() < 0.5:
+                    continue
+                key = rng.choice((HOST, ZONE))
+                want: dict[str, dict[str, int]] = {}
+                for r, n in group.rows.items():
+                    value = table.nodes[r].labels.get(key)
+                    if value is not None:
+                        want.setdefault(key, {})[value] = want.get(key, {}).get(value, 0) + 2 * n
+                got: dict[str, dict[str, int]] = {}
+                index.per_value(group, key, 2, got)
+                assert got == want
+
+
+def test_pre_score_looks_again_when_the_cluster_changed_since_pre_filter() -> None:
+    """PreScore reads the term groups PreFilter found only while the table and the namespace
+    labels are the ones PreFilter saw: a pod bound in between (its preferred term matching the
+    incoming pod), or the namespace relabelled (a namespaceSelector now matching), counts."""
+    guard = make_pod("guard", labels={"app": "db"}, affinity=required("podAntiAffinity", term({"app": "cache"})))
+    objects = FakeObjects([namespace("default")])
+    plugin, infos = build({"n0": [guard]}, nodes=zoned_cluster(), objects=objects)
+    table = plugin.handle.snapshot.table
+    pod = PodInfo(make_pod("p", labels={"app": "web"}))
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, infos) is not None  # SKIP: nothing rejects it
+    scorer = make_pod("s", labels={"app": "db"}, affinity=preferred("podAffinity", (10, term({"app": "web"}, ZONE))))
+    scorer["spec"]["nodeName"] = "n1"
+    infos[1].add_pod(PodInfo(scorer))
+    table.refresh([1])
+    assert plugin.pre_score(state, pod, infos) is None
+    assert state.read(PRE_SCORE_STATE).topology_score == {ZONE: {"z1": 10}}
+
+    selecting = make_pod("t", "other", labels={"app": "db"}, affinity=preferred(
+        "podAffinity", (5, term({"app": "web"}, namespaceSelector={"matchLabels": {"team": "a"}}))))
+    selecting["spec"]["nodeName"] = "n2"
+    infos[2].add_pod(PodInfo(selecting))
+    table.refresh([2])
+    state = CycleState()
+    plugin.pre_filter(state, pod, infos)
+    objects.objects = [namespace("default", team="a")]
+    assert plugin.pre_score(state, pod, infos) is None
+    assert state.read(PRE_SCORE_STATE).topology_score == {ZONE: {"z1": 10}, HOST: {"n2": 5}}

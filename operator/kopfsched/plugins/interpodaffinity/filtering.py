@@ -191,9 +191,9 @@ def _positive_rows(state: PreFilterState, which: str, counts: TopologyCounts, ke
                    rows: np.ndarray) -> np.ndarray:
     """True for rows whose value of label `key` has a positive count."""
     codes = table.column(label_column(key))[rows]
+    value_codes = label_value_codes(key)
     lookup = state.lookups.get((which, key))
-    if lookup is None or len(lookup) <= len(label_value_codes(key)):
-        value_codes = label_value_codes(key)
+    if lookup is None or len(lookup) <= len(value_codes):
         lookup = np.zeros(len(value_codes) + 1, dtype=bool)
         for value, n in counts.get(key, {}).items():
             code = value_codes.get(value)

@@ -16,9 +16,8 @@ goes under one of its pairs.
 Rows are refreshed when the node's generation (a NodeTable column, itself refreshed for the
 nodes that changed) differs from the one indexed, and then only for the pods of the row that
 changed; only the rows the table refreshed since are compared, and a new table rebuilds
-everything. Label
-values of the topology keys are read from the nodes when counting, so a relabelled node needs
-nothing more.
+everything. A group keeps, per topology key asked for, how many it has per label value, so
+counting reads no node; a relabelled node drops those of the groups on its row.
 """
 
 from __future__ import annotations
@@ -65,10 +64,25 @@ def required_pair(raw_term: Mapping[str, Any] | None) -> Pair:
     return None
 
 
-def _term_key(raw: Mapping[str, Any], term: AffinityTerm, pod: PodInfo) -> str:
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
+def _term_key(raw: Mapping[str, Any], term: AffinityTerm, pod: PodInfo) -> Any:
+    """What a term group is keyed by: terms alike have equal keys."""
+    selector = raw.get("labelSelector")
+    topology_key = raw.get("topologyKey")
+    if len(raw) == 2 and type(selector) is dict and len(selector) == 1 and type(topology_key) is str:
+        # The commonest term, a topology key and matchLabels alone, without the JSON encoding
+        # of the general key (a str, so the two never collide).
+        match_labels = selector.get("matchLabels")
+        if type(match_labels) is dict:
+            for key, value in match_labels.items():
+                if type(key) is not str or type(value) is not str:
+                    break
+            else:
+                return (topology_key, frozenset(match_labels.items()), term.namespaces)
     keys = [*(raw.get("matchLabelKeys") or ()), *(raw.get("mismatchLabelKeys") or ())]
-    return json.dumps([raw, [pod.labels.get(k) for k in keys], sorted(term.namespaces)], sort_keys=True,
-                      default=str)
+    return _JSON.encode([raw, [pod.labels.get(k) for k in keys], sorted(term.namespaces)])
 
 
 @dataclass(slots=True)
@@ -82,6 +96,20 @@ class Group:
     kind: str = ""
     weight: int = 0
     rows: dict[int, int] = field(default_factory=dict)
+    values: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per topology key asked for (AffinityIndex.per_value): its label value -> how many the
+    rows with that value host, kept as the rows change."""
+
+
+def _tally(values: dict[str, dict[str, int]], labels: Mapping[str, str], delta: int) -> None:
+    for key, counts in values.items():
+        value = labels.get(key)
+        if value is not None:
+            n = counts.get(value, 0) + delta
+            if n:
+                counts[value] = n
+            else:
+                del counts[value]
 
 
 def raw_terms(pod: PodInfo, kind: str) -> list[Mapping[str, Any]]:
@@ -94,18 +122,36 @@ def raw_terms(pod: PodInfo, kind: str) -> list[Mapping[str, Any]]:
     return [t.get("podAffinityTerm") or {} for t in (affinity.get(side) or {}).get(_PREFERRED) or ()]
 
 
+def has_terms(pod: PodInfo, kind: str) -> bool:
+    """Whether the pod has terms of `kind` as written: its parsed terms of a kind, even of none,
+    are parsed on their first read."""
+    side = "podAntiAffinity" if kind in (REQUIRED_ANTI, PREFERRED_ANTI) else "podAffinity"
+    return bool((pod.affinity.get(side) or {}).get(_REQUIRED if kind in (REQUIRED_ANTI, REQUIRED_AFFINITY)
+                                                     else _PREFERRED))
+
+
 def _terms_of(pod: PodInfo) -> Iterator[tuple[str, int, AffinityTerm, Mapping[str, Any]]]:
     """(kind, weight, parsed term, term as written) of every term of an existing pod."""
-    for kind, parsed in ((REQUIRED_ANTI, pod.required_anti_affinity_terms),
-                         (REQUIRED_AFFINITY, pod.required_affinity_terms)):
-        if parsed:  # most pods have terms of one kind: no raw terms listed for the others
-            for term, raw in zip(parsed, raw_terms(pod, kind), strict=True):
-                yield kind, 0, term, raw
-    for kind, weighted in ((PREFERRED_AFFINITY, pod.preferred_affinity_terms),
-                           (PREFERRED_ANTI, pod.preferred_anti_affinity_terms)):
-        if weighted:
-            for w, raw in zip(weighted, raw_terms(pod, kind), strict=True):
-                yield kind, w.weight, w.term, raw
+    # Most pods have terms of one kind: the others are neither parsed nor listed.
+    affinity = pod.affinity
+    pod_affinity = affinity.get("podAffinity") or {}
+    anti_affinity = affinity.get("podAntiAffinity") or {}
+    written = anti_affinity.get(_REQUIRED)
+    if written:
+        for term, raw in zip(pod.required_anti_affinity_terms, written, strict=True):
+            yield REQUIRED_ANTI, 0, term, raw
+    written = pod_affinity.get(_REQUIRED)
+    if written:
+        for term, raw in zip(pod.required_affinity_terms, written, strict=True):
+            yield REQUIRED_AFFINITY, 0, term, raw
+    written = pod_affinity.get(_PREFERRED)
+    if written:
+        for weighted, raw in zip(pod.preferred_affinity_terms, written, strict=True):
+            yield PREFERRED_AFFINITY, weighted.weight, weighted.term, raw.get("podAffinityTerm") or {}
+    written = anti_affinity.get(_PREFERRED)
+    if written:
+        for weighted, raw in zip(pod.preferred_anti_affinity_terms, written, strict=True):
+            yield PREFERRED_ANTI, weighted.weight, weighted.term, raw.get("podAffinityTerm") or {}
 
 
 class _Groups:
@@ -122,17 +168,29 @@ class _Groups:
         """Pair -> the keys of `matched` looked up by it (some may be gone already)."""
         self._matched_size = 0
 
-    def add(self, key: Any, row: int, make: Any) -> None:
+    def count(self, key: Any, row: int, labels: Mapping[str, str]) -> bool:
+        """One more of the group of `key` at `row` (whose node has `labels`); False when there
+        is no such group (then `create` it)."""
         group = self.by_key.get(key)
         if group is None:
-            group = self.by_key[key] = make()
-            for pair in group.pairs:
-                self.by_pair.setdefault(pair, {})[key] = group
-            self._forget_matched(group.pairs)
-        group.rows[row] = group.rows.get(row, 0) + 1
+            return False
+        rows = group.rows
+        rows[row] = rows.get(row, 0) + 1
+        if group.values:
+            _tally(group.values, labels, 1)
+        return True
 
-    def remove(self, key: Any, row: int) -> None:
+    def create(self, key: Any, row: int, group: Group) -> None:
+        self.by_key[key] = group
+        for pair in group.pairs:
+            self.by_pair.setdefault(pair, {})[key] = group
+        self._forget_matched(group.pairs)
+        group.rows[row] = 1
+
+    def remove(self, key: Any, row: int, labels: Mapping[str, str]) -> None:
         group = self.by_key[key]
+        if group.values:
+            _tally(group.values, labels, -1)
         n = group.rows[row] - 1
         if n:
             group.rows[row] = n
@@ -177,7 +235,7 @@ class _Indexed:
 
     pod: PodInfo
     pod_key: Any
-    term_keys: list[Any]
+    term_keys: tuple[Any, ...]
 
 
 def _same_keys(indexed: PodInfo, pod: PodInfo) -> bool:
@@ -199,6 +257,8 @@ class AffinityIndex:
         """How far into the table's refreshed rows (NodeTable.refreshed_since) the index is."""
         self._row_pods: list[dict[str, _Indexed]] = []
         """Per row: its pods by uid, as indexed."""
+        self._row_labels: list[Mapping[str, str]] = []
+        """Per row: its node's labels, as the groups' values were counted with."""
         self.pods = _Groups()
         self.terms = _Groups()
 
@@ -212,6 +272,7 @@ class AffinityIndex:
         if table is not self._table or len(generations) != len(self._generations):
             self._table = table
             self._row_pods = [{} for _ in range(len(table))]
+            self._row_labels = [node.labels for node in table.nodes]
             self.pods = _Groups()
             self.terms = _Groups()
             changed: Iterable[int] = range(len(table))
@@ -223,9 +284,15 @@ class AffinityIndex:
             # The generation column changes in refresh alone: only the rows refreshed since can
             # differ (in row order, as the comparison of every row gives them).
             indexed = self._generations
-            changed = [row for row in sorted(set(refreshed)) if generations.item(row) != indexed.item(row)]
-            for row in changed:
-                indexed[row] = generations.item(row)
+            if len(refreshed) == 1:  # one node changed since (a pod bound, its bind confirmed)
+                row = refreshed[0]
+                generation = generations.item(row)
+                changed = [] if generation == indexed.item(row) else [row]
+                indexed[row] = generation
+            else:
+                changed = [row for row in sorted(set(refreshed)) if generations.item(row) != indexed.item(row)]
+                for row in changed:
+                    indexed[row] = generations.item(row)
         nodes = table.nodes
         for row in changed:
             self._reindex(row, nodes[row])
@@ -234,9 +301,18 @@ class AffinityIndex:
         """Bring the row's groups to its node's pods: only the pods added, removed or replaced
         (by a PodInfo with other keys) since the row was last indexed are looked at again."""
         indexed = self._row_pods[row]
+        labels = node.labels
+        if labels is not self._row_labels[row]:
+            if labels != self._row_labels[row]:
+                for kept in indexed.values():  # counted by the old values: counted again when asked
+                    self.pods.by_key[kept.pod_key].values.clear()
+                    for key in kept.term_keys:
+                        self.terms.by_key[key].values.clear()
+            self._row_labels[row] = labels
         pods = node.pods if node.node is not None else {}
-        for uid in [uid for uid in indexed if uid not in pods]:
-            self._unindex(row, indexed.pop(uid))
+        if not indexed.keys() <= pods.keys():  # some pod left (a bind only adds one)
+            for uid in [uid for uid in indexed if uid not in pods]:
+                self._unindex(row, indexed.pop(uid), labels)
         with_affinity = node.pods_with_affinity
         for uid, pod in pods.items():
             entry = indexed.get(uid)
@@ -246,39 +322,70 @@ class AffinityIndex:
                 if _same_keys(entry.pod, pod):
                     entry.pod = pod
                     continue
-                self._unindex(row, entry)
-            indexed[uid] = self._index(row, pod, uid in with_affinity)
+                self._unindex(row, entry, labels)
+            indexed[uid] = self._index(row, pod, uid in with_affinity, labels)
 
-    def _index(self, row: int, pod: PodInfo, with_affinity: bool) -> _Indexed:
+    def _index(self, row: int, pod: PodInfo, with_affinity: bool, labels: Mapping[str, str]) -> _Indexed:
         pod_key = (pod.namespace, frozenset(pod.labels.items()))
-        self.pods.add(pod_key, row, lambda: Group(pod, tuple(pod.labels.items())))
+        pods = self.pods
+        if not pods.count(pod_key, row, labels):
+            pods.create(pod_key, row, Group(pod, tuple(pod.labels.items())))
+        if not with_affinity:
+            return _Indexed(pod, pod_key, ())
         term_keys = []
-        if with_affinity:
-            for kind, weight, term, raw in _terms_of(pod):
-                key = (kind, weight, _term_key(raw, term, pod))
-                self.terms.add(key, row, lambda kind=kind, weight=weight, term=term, raw=raw: Group(
-                    term, (required_pair(raw),), kind, weight))
-                term_keys.append(key)
-        return _Indexed(pod, pod_key, term_keys)
+        terms = self.terms
+        for kind, weight, term, raw in _terms_of(pod):
+            key = (kind, weight, _term_key(raw, term, pod))
+            if not terms.count(key, row, labels):
+                terms.create(key, row, Group(term, (required_pair(raw),), kind, weight))
+            term_keys.append(key)
+        return _Indexed(pod, pod_key, tuple(term_keys))
 
-    def _unindex(self, row: int, entry: _Indexed) -> None:
-        self.pods.remove(entry.pod_key, row)
+    def _unindex(self, row: int, entry: _Indexed, labels: Mapping[str, str]) -> None:
+        self.pods.remove(entry.pod_key, row, labels)
         for key in entry.term_keys:
-            self.terms.remove(key, row)
+            self.terms.remove(key, row, labels)
+
+    def per_value(self, group: Group, key: str, scale: int, into: dict[str, dict[str, int]]) -> None:
+        """Add `scale` x each of the group's rows' counts to into[key][its value of label key]
+        (rows without the label add nothing; an entry is created even when it sums to zero)."""
+        counts = group.values.get(key)
+        if counts is None:  # first asked: counted from the rows, then kept as they change
+            counts = group.values[key] = {}
+            row_labels = self._row_labels
+            for row, n in group.rows.items():
+                value = row_labels[row].get(key)
+                if value is not None:
+                    counts[value] = counts.get(value, 0) + n
+        if counts:
+            target = into.setdefault(key, {})
+            for value, n in counts.items():
+                target[value] = target.get(value, 0) + n * scale
 
     def matching_pod_groups(self, raw_terms: Iterable[Mapping[str, Any] | None],
                             terms: tuple[AffinityTerm, ...]) -> list[Group]:
         """Pod groups matching every one of `terms` (namespaces resolved), found through the
         required pair of any of them."""
-        pairs = [required_pair(raw) for raw in raw_terms]
-        known = [p for p in pairs if p is not None]
+        pair: Pair = None
+        for raw in raw_terms:
+            pair = required_pair(raw)
+            if pair is not None:
+                break
         candidates: Iterable[Group] = (
-            (self.pods.by_pair.get(known[0]) or {}).values() if known else self.pods.by_key.values())
+            (self.pods.by_pair.get(pair) or {}).values() if pair is not None else self.pods.by_key.values())
+        if len(terms) == 1:  # a term of its own: no generator per group
+            matches = terms[0].matches
+            return [g for g in candidates if matches(g.representative)]
         return [g for g in candidates if all(t.matches(g.representative) for t in terms)]
 
     def matching_term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str],
                              kinds: frozenset[str]) -> list[Group]:
         """Term groups of `kinds` whose term matches `pod`."""
+        return [g for g in self.term_groups(pod, namespace_labels) if g.kind in kinds]
+
+    def term_groups(self, pod: PodInfo, namespace_labels: Mapping[str, str]) -> list[Group]:
+        """Term groups of every kind whose term matches `pod` (kept: not to be changed), right
+        until the next update."""
         # A term reads the pod's namespace and labels alone, and the namespace's labels: pods
         # alike (PreFilter, then PreScore, of one pod; the pods of one workload) match once
         # until a term group comes or goes under one of their pairs. Labels in their order,
@@ -294,18 +401,4 @@ class AffinityIndex:
             matched = [g for g in terms.candidates(pairs) if g.representative.matches(pod, namespace_labels)]
             if key is not None:
                 terms.keep_matched(key, pairs, matched)
-        return [g for g in matched if g.kind in kinds]
-
-
-def per_value(nodes: list[NodeInfo], key: str, rows: Mapping[int, int], scale: int,
-              into: dict[str, dict[str, int]]) -> None:
-    """Add `scale` x each row's count to into[key][its value of label key] (rows without the
-    label add nothing; an entry is created even when it sums to zero)."""
-    target: dict[str, int] | None = None
-    for row, n in rows.items():
-        value = nodes[row].labels.get(key)
-        if value is None:
-            continue
-        if target is None:
-            target = into.setdefault(key, {})
-        target[value] = target.get(value, 0) + n * scale
+        return matched

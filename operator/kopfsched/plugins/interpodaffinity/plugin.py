@@ -36,12 +36,23 @@ from kopfsched.plugins.interpodaffinity import index as pod_index
 NAME = "InterPodAffinity"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-_REQUIRED_ANTI = frozenset((pod_index.REQUIRED_ANTI,))
-_SCORING_KINDS = frozenset((pod_index.PREFERRED_AFFINITY, pod_index.PREFERRED_ANTI))
-_SCORING_KINDS_WITH_REQUIRED = _SCORING_KINDS | {pod_index.REQUIRED_AFFINITY}
 
 PRE_FILTER_STATE = StateKey[filtering.PreFilterState](NAME, "PreFilter")
 PRE_SCORE_STATE = StateKey[scoring.PreScoreState](NAME, "PreScore")
+
+
+@dataclass(slots=True)
+class _LookedUp:
+    """The term groups PreFilter found matching the pod, for its PreScore: right while the
+    table is the one, at the version, the index was brought to, and the namespace labels are."""
+
+    table: NodeTable
+    version: int
+    namespace_labels: dict[str, str]
+    term_groups: list[pod_index.Group]
+
+
+_LOOKED_UP = StateKey[_LookedUp](NAME, "term-groups")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +132,10 @@ class InterPodAffinity:
         anti_affinity_terms: tuple[AffinityTerm, ...] = ()
         if pod.has_pod_affinity:  # without any term all four tuples are empty: skip the lazy parsing
             try:
-                affinity_terms = pod.required_affinity_terms
-                anti_affinity_terms = pod.required_anti_affinity_terms
+                if pod_index.has_terms(pod, pod_index.REQUIRED_AFFINITY):
+                    affinity_terms = pod.required_affinity_terms
+                if pod.has_required_anti_affinity:
+                    anti_affinity_terms = pod.required_anti_affinity_terms
             except SelectorError as error:
                 return Status.unresolvable(f"parsing pod: {error}")
         with_anti_affinity = self.handle.snapshot.have_pods_with_required_anti_affinity()
@@ -135,7 +148,7 @@ class InterPodAffinity:
         if anti_affinity_terms:
             anti_affinity_terms = self._resolve(anti_affinity_terms)
         if len(table) == len(nodes) > 0:
-            existing, affinity, anti = self._counts_by_index(table, pod, namespace_labels, affinity_terms,
+            existing, affinity, anti = self._counts_by_index(state, table, pod, namespace_labels, affinity_terms,
                                                              anti_affinity_terms, with_anti_affinity)
             if not existing and not affinity_terms and not anti_affinity_terms:
                 return SKIP
@@ -152,30 +165,32 @@ class InterPodAffinity:
         return None
 
     def _counts_by_index(
-        self, table: NodeTable, pod: PodInfo, namespace_labels: Mapping[str, str],
+        self, state: CycleState, table: NodeTable, pod: PodInfo, namespace_labels: dict[str, str],
         affinity_terms: tuple[AffinityTerm, ...], anti_affinity_terms: tuple[AffinityTerm, ...],
         with_anti_affinity: list[NodeInfo],
     ) -> tuple[filtering.TopologyCounts, filtering.TopologyCounts, filtering.TopologyCounts]:
         """PreFilter's three counts from the index of alike pods and terms."""
         index = self._index
         index.update(table)
-        nodes = table.nodes
         existing: filtering.TopologyCounts = {}
         if with_anti_affinity:
-            for group in index.matching_term_groups(pod, namespace_labels, _REQUIRED_ANTI):
-                pod_index.per_value(nodes, group.representative.topology_key, group.rows, 1, existing)
+            groups = index.term_groups(pod, namespace_labels)
+            state.write(_LOOKED_UP, _LookedUp(table, table.version, namespace_labels, groups))
+            for group in groups:
+                if group.kind == pod_index.REQUIRED_ANTI:
+                    index.per_value(group, group.representative.topology_key, 1, existing)
         affinity: filtering.TopologyCounts = {}
         if affinity_terms:
             raw = pod_index.raw_terms(pod, pod_index.REQUIRED_AFFINITY)
             for group in index.matching_pod_groups(raw, affinity_terms):
                 for term in affinity_terms:
-                    pod_index.per_value(nodes, term.topology_key, group.rows, 1, affinity)
+                    index.per_value(group, term.topology_key, 1, affinity)
         anti: filtering.TopologyCounts = {}
         if anti_affinity_terms:
             for raw_term, term in zip(pod_index.raw_terms(pod, pod_index.REQUIRED_ANTI), anti_affinity_terms,
                                       strict=True):
                 for group in index.matching_pod_groups((raw_term,), (term,)):
-                    pod_index.per_value(nodes, term.topology_key, group.rows, 1, anti)
+                    index.per_value(group, term.topology_key, 1, anti)
         return existing, affinity, anti
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status | None:
@@ -201,15 +216,18 @@ class InterPodAffinity:
         preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
         preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
         if pod.has_pod_affinity:
-            preferred_affinity = pod.preferred_affinity_terms
-            preferred_anti_affinity = pod.preferred_anti_affinity_terms
+            if pod_index.has_terms(pod, pod_index.PREFERRED_AFFINITY):
+                preferred_affinity = pod.preferred_affinity_terms
+            if pod_index.has_terms(pod, pod_index.PREFERRED_ANTI):
+                preferred_anti_affinity = pod.preferred_anti_affinity_terms
         has_constraints = bool(preferred_affinity or preferred_anti_affinity)
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return SKIP
         snapshot = self.handle.snapshot
         table = snapshot.table
         if len(table) == len(snapshot.node_infos()) > 0:
-            scores, namespace_labels = self._scores_by_index(table, pod, preferred_affinity, preferred_anti_affinity)
+            scores, namespace_labels = self._scores_by_index(state, table, pod, preferred_affinity,
+                                                             preferred_anti_affinity)
             if not scores:
                 return SKIP
             if namespace_labels is None:
@@ -248,15 +266,17 @@ class InterPodAffinity:
                     existing=existing, node=node, hard_pod_affinity_weight=weight)
         return scores
 
-    def _scores_by_index(self, table: NodeTable, pod: PodInfo,
+    def _scores_by_index(self, state: CycleState, table: NodeTable, pod: PodInfo,
                          preferred_affinity: tuple[WeightedAffinityTerm, ...],
                          preferred_anti_affinity: tuple[WeightedAffinityTerm, ...]
                          ) -> tuple[scoring.ScoreMap, dict[str, str] | None]:
         """PreScore's topology scores from the index of alike pods and terms, and the pod's
         namespace labels when they were read for them."""
         index = self._index
-        index.update(table)
-        nodes = table.nodes
+        looked_up = state.get(_LOOKED_UP)
+        if looked_up is None or looked_up.table is not table or looked_up.version != table.version:
+            index.update(table)
+            looked_up = None
         scores: scoring.ScoreMap = {}
         if not index.terms.by_key and not preferred_affinity and not preferred_anti_affinity:
             return scores, None
@@ -268,20 +288,24 @@ class InterPodAffinity:
             for raw_term, weighted in zip(pod_index.raw_terms(pod, kind), resolved, strict=True):
                 term = weighted.term
                 for group in index.matching_pod_groups((raw_term,), (term,)):
-                    pod_index.per_value(nodes, term.topology_key, group.rows, sign * weighted.weight, scores)
+                    index.per_value(group, term.topology_key, sign * weighted.weight, scores)
         namespace_labels = None
         if index.terms.by_key:
             hard = self.args.hard_pod_affinity_weight
             namespace_labels = self.namespace_labels(pod.namespace)
-            for group in index.matching_term_groups(pod, namespace_labels,
-                                                    _SCORING_KINDS_WITH_REQUIRED if hard > 0 else _SCORING_KINDS):
-                if group.kind == pod_index.REQUIRED_AFFINITY:
-                    scale = hard
-                elif group.kind == pod_index.PREFERRED_AFFINITY:
+            groups = (looked_up.term_groups if looked_up is not None and looked_up.namespace_labels == namespace_labels
+                      else index.term_groups(pod, namespace_labels))
+            for group in groups:
+                kind = group.kind
+                if kind == pod_index.PREFERRED_AFFINITY:
                     scale = group.weight
-                else:
+                elif kind == pod_index.PREFERRED_ANTI:
                     scale = -group.weight
-                pod_index.per_value(nodes, group.representative.topology_key, group.rows, scale, scores)
+                elif kind == pod_index.REQUIRED_AFFINITY and hard > 0:
+                    scale = hard
+                else:
+                    continue  # required anti-affinity never scores
+                index.per_value(group, group.representative.topology_key, scale, scores)
         return scores, namespace_labels
 
     def _nodes_with_scoring_pods(self) -> list[NodeInfo]:

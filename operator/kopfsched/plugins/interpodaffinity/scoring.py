@@ -16,7 +16,7 @@ import numpy as np
 
 from kopfsched.framework.affinity import AffinityTerm, WeightedAffinityTerm
 from kopfsched.framework.interface import MAX_NODE_SCORE
-from kopfsched.framework.node_table import ColumnSpec, NodeTable, lookup_by_label
+from kopfsched.framework.node_table import ColumnSpec, NodeTable, label_column, label_value_codes
 from kopfsched.framework.types import NodeInfo, PodInfo
 
 ScoreMap = dict[str, dict[str, int]]
@@ -88,13 +88,19 @@ def score_node(state: PreScoreState, node: NodeInfo) -> int:
 def score_rows(state: PreScoreState, table: NodeTable, rows: np.ndarray) -> np.ndarray:
     scores: np.ndarray | None = None
     for key, per_value in state.topology_score.items():
-        looked_up = lookup_by_label(table, rows, key, per_value)
-        if scores is None and looked_up.dtype == np.int64:
-            scores = looked_up  # a new array: the first key's sums, added to in place
-            continue
+        # lookup_by_label's, for sums that are ints (no look for a float among them).
+        codes = table.column(label_column(key))[rows]  # first: building it interns the values
+        value_codes = label_value_codes(key)
+        lookup = np.zeros(len(value_codes) + 1, dtype=np.int64)
+        for value, amount in per_value.items():
+            code = value_codes.get(value)
+            if code is not None:
+                lookup[code] = amount
+        looked_up = lookup[codes]  # a new array: the first key's sums, added to in place
         if scores is None:
-            scores = np.zeros(len(rows), dtype=np.int64)
-        scores += looked_up
+            scores = looked_up
+        else:
+            scores += looked_up
     return np.zeros(len(rows), dtype=np.int64) if scores is None else scores
 
 
