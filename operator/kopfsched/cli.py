@@ -518,6 +518,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return EXIT_INVALID
     result = bench(workload=args.workload, nodes=nodes, init_pods=init_pods, pods=pods,
                    profile=profile, registry=registry, progress=pods >= 5000, churn=not args.no_churn)
+    if result["timedOut"]:
+        print(f"kopfsched bench: stopped after {result['seconds']:.0f} s with {result['scheduled']} of "
+              f"{result['pods']} measured pods scheduled: the rest stayed pending", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(result))
     else:

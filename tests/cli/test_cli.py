@@ -141,7 +141,8 @@ def test_bench_without_churn(capsys: pytest.CaptureFixture[str], workload: str) 
 def test_bench_workload_sizes_default_to_scheduler_perf() -> None:
     from kopfsched.bench.workloads import SIZES, WORKLOADS, preemption_async, unschedulable
 
-    assert SIZES == {"preemption-async": (5000, 20000, 5000), "unschedulable": (5000, 20000, 10000),
+    assert SIZES == {"pod-anti-affinity": (500, 100, 400),
+                     "preemption-async": (5000, 20000, 5000), "unschedulable": (5000, 20000, 10000),
                      "dra": (500, 2500, 2500), "gpu-trace": (1523, 0, 8000), "gpu-trace-affinity": (1523, 0, 8000),
                      "gpu-trace-workloads": (1523, 0, 8000)}
     assert set(SIZES) <= set(WORKLOADS)

@@ -147,6 +147,7 @@ async def _measure(workload: Workload, scheduler: Scheduler, observer: _Progress
         await asyncio.wait_for(done.wait(), timeout)
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
+    timed_out = not done.is_set()
     done.set()
     if churn_task is not None:
         await churn_task
@@ -161,6 +162,8 @@ async def _measure(workload: Workload, scheduler: Scheduler, observer: _Progress
         "scheduled": observer.scheduled,
         **({"unschedulable": len(observer.unschedulable)} if observer.unschedulable is not None else {}),
         "failedAttempts": observer.failed,
+        # Stopped after `timeout` with measured pods neither bound nor (settle) found pending.
+        "timedOut": timed_out,
         "seconds": round(elapsed, 3),
         "podsPerSecond": round(observer.scheduled / elapsed, 1) if elapsed else 0.0,
         "cpuSeconds": round(cpu, 3),

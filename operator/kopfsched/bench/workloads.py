@@ -408,6 +408,9 @@ DEFAULT_SIZE = (500, 500, 2000)
 """(nodes, init pods, measured pods) when the command line gives none."""
 
 SIZES: dict[str, tuple[int, int, int]] = {
+    # Every pod repels every other by hostname: DEFAULT_SIZE's 500 init pods would fill the
+    # 500 nodes and leave every measured pod pending.
+    "pod-anti-affinity": (500, 100, 400),
     "preemption-async": (5000, 20000, 5000),
     "unschedulable": (5000, 20000, 10000),
     "dra": (500, 2500, 2500),
