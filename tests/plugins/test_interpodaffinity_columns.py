@@ -245,16 +245,29 @@ def _groups(groups: Any) -> tuple[dict[Any, dict[int, int]], dict[Any, set[Any]]
             {pair: set(same) for pair, same in groups.by_pair.items()})
 
 
+def _confirm_a_pod(rng: random.Random, node: Any) -> None:
+    """One of the node's pods replaced by the PodInfo of its bind's echo (same labels and terms)."""
+    pod = rng.choice(list(node.pods.values()))
+    node.remove_pod(pod)
+    node.add_pod(pod.placed({**pod.pod}))
+
+
+def _random_cluster(rng: random.Random) -> tuple[list[Any], list[Any], Any]:
+    """Six nodes over three zones, each with up to three random pods: (their Node objects,
+    their NodeInfos, the snapshot table)."""
+    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
+    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
+    plugin, infos = build(existing, nodes=nodes)
+    return nodes, infos, plugin.handle.snapshot.table
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_index_kept_by_changed_pods_equals_a_rebuild(seed: int) -> None:
     """Pods added, removed, placed (the assumed one confirmed: a new PodInfo sharing labels and
     affinity) and relabelled, a node lost and back: after every change the index kept pod by
     pod holds the groups, rows and counts of one built from scratch."""
     rng = random.Random(seed)
-    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
-    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
-    plugin, infos = build(existing, nodes=nodes)
-    table = plugin.handle.snapshot.table
+    nodes, infos, table = _random_cluster(rng)
     index = pod_index.AffinityIndex()
     index.update(table)
     for step in range(150):
@@ -266,9 +279,7 @@ def test_index_kept_by_changed_pods_equals_a_rebuild(seed: int) -> None:
         elif node.pods and choice < 0.3:
             node.remove_pod(rng.choice(list(node.pods.values())))
         elif node.pods and choice < 0.5:
-            pod = rng.choice(list(node.pods.values()))
-            node.remove_pod(pod)
-            node.add_pod(pod.placed({**pod.pod}))
+            _confirm_a_pod(rng, node)
         elif node.pods and choice < 0.6:
             pod = rng.choice(list(node.pods.values()))
             relabelled = {**pod.pod, "metadata": {**pod.pod["metadata"], "labels": {"app": rng.choice("abc")}}}
@@ -320,10 +331,7 @@ def test_index_redoing_refreshed_rows_equals_comparing_every_row(seed: int) -> N
     alone, repeated rows, and gaps long enough for the table to forget: the index that redoes
     the rows refreshed since holds the groups, in the same order, of one comparing every row."""
     rng = random.Random(seed)
-    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
-    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
-    plugin, infos = build(existing, nodes=nodes)
-    table = plugin.handle.snapshot.table
+    _, infos, table = _random_cluster(rng)
     index, reference = pod_index.AffinityIndex(), _FullCompare()
     index.update(table)
     reference.update(table)
@@ -476,10 +484,7 @@ def test_group_values_kept_equal_counting_the_rows(seed: int) -> None:
     what each group keeps per topology value, asked for at random times, is the count over its
     rows of their nodes' values."""
     rng = random.Random(seed)
-    nodes = [make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: f"z{i % 3}"}) for i in range(6)]
-    existing = {f"n{i}": [_random_pod(rng, f"e{i}-{j}") for j in range(rng.randrange(4))] for i in range(6)}
-    plugin, infos = build(existing, nodes=nodes)
-    table = plugin.handle.snapshot.table
+    nodes, infos, table = _random_cluster(rng)
     index = pod_index.AffinityIndex()
     for step in range(200):
         row = rng.randrange(len(infos))
@@ -495,9 +500,7 @@ def test_group_values_kept_equal_counting_the_rows(seed: int) -> None:
         elif node.pods and choice < 0.45:
             node.remove_pod(rng.choice(list(node.pods.values())))
         elif node.pods and choice < 0.55:
-            pod = rng.choice(list(node.pods.values()))
-            node.remove_pod(pod)
-            node.add_pod(pod.placed({**pod.pod}))
+            _confirm_a_pod(rng, node)
         else:
             row = _remove_or_add_pod(rng, infos, 0.0, f"added-{step}")
         table.refresh([row])
