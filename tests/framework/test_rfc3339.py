@@ -29,7 +29,14 @@ def test_rfc3339_formats_as_strftime_whatever_it_formatted_before():
         seconds = rng.choice([rng.uniform(-1e6, 2e9), float(rng.randint(-5, 5)), rng.randint(0, 3) + 0.999999,
                               -rng.random()])
         assert rfc3339(seconds) == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds)), seconds
-    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    now = rfc3339()
-    after = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    assert before <= now <= after
+
+
+def test_rfc3339_without_seconds_is_now(monkeypatch):
+    # A fixed clock: gmtime() without an argument reads C's time(), rfc3339 time.time(), two
+    # clocks that may disagree at a second's boundary.
+    import kopfsched.framework.types as types
+
+    monkeypatch.setattr(types.time, "time", lambda: 1767225600.75)
+    assert rfc3339() == "2026-01-01T00:00:00Z"
+    monkeypatch.setattr(types.time, "time", lambda: 1767225601.0)
+    assert rfc3339() == "2026-01-01T00:00:01Z"
