@@ -112,43 +112,48 @@ def _tally(values: dict[str, dict[str, int]], labels: Mapping[str, str], delta: 
                 del counts[value]
 
 
+_WRITTEN_AT = {
+    REQUIRED_ANTI: ("podAntiAffinity", _REQUIRED), REQUIRED_AFFINITY: ("podAffinity", _REQUIRED),
+    PREFERRED_AFFINITY: ("podAffinity", _PREFERRED), PREFERRED_ANTI: ("podAntiAffinity", _PREFERRED),
+}
+"""Kind -> (side, field) of the pod's spec.affinity where its terms are written."""
+
+
+def _written(pod: PodInfo, kind: str) -> Any:
+    """The pod's terms of `kind` as written (preferred ones with their weights); empty if none."""
+    side, written_as = _WRITTEN_AT[kind]
+    return (pod.affinity.get(side) or {}).get(written_as) or ()
+
+
 def raw_terms(pod: PodInfo, kind: str) -> list[Mapping[str, Any]]:
-    affinity = pod.affinity or {}
-    if kind == REQUIRED_ANTI:
-        return list((affinity.get("podAntiAffinity") or {}).get(_REQUIRED) or ())
-    if kind == REQUIRED_AFFINITY:
-        return list((affinity.get("podAffinity") or {}).get(_REQUIRED) or ())
-    side = "podAffinity" if kind == PREFERRED_AFFINITY else "podAntiAffinity"
-    return [t.get("podAffinityTerm") or {} for t in (affinity.get(side) or {}).get(_PREFERRED) or ()]
+    written = _written(pod, kind)
+    if kind in (REQUIRED_ANTI, REQUIRED_AFFINITY):
+        return list(written)
+    return [t.get("podAffinityTerm") or {} for t in written]
 
 
 def has_terms(pod: PodInfo, kind: str) -> bool:
     """Whether the pod has terms of `kind` as written: its parsed terms of a kind, even of none,
     are parsed on their first read."""
-    side = "podAntiAffinity" if kind in (REQUIRED_ANTI, PREFERRED_ANTI) else "podAffinity"
-    return bool((pod.affinity.get(side) or {}).get(_REQUIRED if kind in (REQUIRED_ANTI, REQUIRED_AFFINITY)
-                                                     else _PREFERRED))
+    return bool(_written(pod, kind))
 
 
 def _terms_of(pod: PodInfo) -> Iterator[tuple[str, int, AffinityTerm, Mapping[str, Any]]]:
     """(kind, weight, parsed term, term as written) of every term of an existing pod."""
     # Most pods have terms of one kind: the others are neither parsed nor listed.
-    affinity = pod.affinity
-    pod_affinity = affinity.get("podAffinity") or {}
-    anti_affinity = affinity.get("podAntiAffinity") or {}
-    written = anti_affinity.get(_REQUIRED)
+    written = _written(pod, REQUIRED_ANTI)
     if written:
         for term, raw in zip(pod.required_anti_affinity_terms, written, strict=True):
             yield REQUIRED_ANTI, 0, term, raw
-    written = pod_affinity.get(_REQUIRED)
+    written = _written(pod, REQUIRED_AFFINITY)
     if written:
         for term, raw in zip(pod.required_affinity_terms, written, strict=True):
             yield REQUIRED_AFFINITY, 0, term, raw
-    written = pod_affinity.get(_PREFERRED)
+    written = _written(pod, PREFERRED_AFFINITY)
     if written:
         for weighted, raw in zip(pod.preferred_affinity_terms, written, strict=True):
             yield PREFERRED_AFFINITY, weighted.weight, weighted.term, raw.get("podAffinityTerm") or {}
-    written = anti_affinity.get(_PREFERRED)
+    written = _written(pod, PREFERRED_ANTI)
     if written:
         for weighted, raw in zip(pod.preferred_anti_affinity_terms, written, strict=True):
             yield PREFERRED_ANTI, weighted.weight, weighted.term, raw.get("podAffinityTerm") or {}
